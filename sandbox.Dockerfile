@@ -1,0 +1,17 @@
+# The per-run sandbox: a small Debian with the tools an agent needs, run as a non-root user.
+# corral starts it read-only, with no capabilities and no network; see src/sandbox/container-spec.ts.
+# socat is the in-sandbox end of the egress path: it relays 127.0.0.1:3128 to the run's proxy socket.
+ARG BASE_IMAGE=debian:bookworm-slim
+FROM ${BASE_IMAGE}
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      bash coreutils findutils grep sed gawk diffutils patch procps git python3 ca-certificates \
+      curl socat less file \
+ && rm -rf /var/lib/apt/lists/*
+RUN groupadd --gid 10001 agent && useradd --uid 10001 --gid 10001 --home-dir /home/agent --shell /bin/bash agent \
+ && mkdir -p /workspace /home/agent /run/corral && chown agent:agent /workspace /home/agent
+COPY corral-egress /usr/local/bin/corral-egress
+ENV HOME=/home/agent LANG=C.UTF-8
+USER 10001:10001
+WORKDIR /workspace
+CMD ["sleep", "infinity"]

@@ -1,0 +1,54 @@
+/**
+ * The Gate port: before every tool call the run loop asks it for a verdict. The gate combines the
+ * static policy, the risk classifier and (when the run allows it) a human approval, and returns a
+ * final allow/deny together with the record of how it got there.
+ */
+export type Decision = 'allow' | 'ask' | 'deny';
+export type RiskLevel = 'low' | 'medium' | 'high' | 'critical';
+
+export interface ToolCallRequest {
+  callId: string;
+  tool: string;
+  /** Parsed and schema-validated arguments. */
+  args: Record<string, unknown>;
+}
+
+export interface GateContext {
+  runId: string;
+  /** The task as submitted: the only trusted statement of what the user authorized. */
+  task: string;
+  policy: string;
+  /** true: an ask waits for a human; false: an ask is a deny. */
+  approvals: boolean;
+  /** Untrusted evidence (recent tool output, file contents); never widens what is authorized. */
+  evidence?: string[];
+  signal?: AbortSignal;
+}
+
+export interface ClassifierAnswer {
+  /** Expected risk on a 0..3 scale (low=0 … critical=3). */
+  risk: number;
+  riskLevel: RiskLevel;
+  /** Probability the user authorized this call, 0..1. */
+  authorized: number;
+  decision: Decision;
+  latencyMs: number;
+  via: 'decisions' | 'chat' | 'none';
+  /** Set when the classifier failed (timeout, refusal, outage); the decision is then "ask". */
+  error?: string;
+}
+
+export interface GateVerdict {
+  decision: 'allow' | 'deny';
+  /** What the static layer said, and which rule said it (null when no rule matched). */
+  static: { decision: Decision; rule: string | null; reason: string; risk?: RiskLevel };
+  classifier?: ClassifierAnswer;
+  /** Present when a human was asked. */
+  approval?: { approved: boolean; by: string; waitedMs: number; timedOut: boolean };
+  /** One sentence the model and the report see: why this call was allowed or blocked. */
+  reason: string;
+}
+
+export interface Gate {
+  decide(call: ToolCallRequest, ctx: GateContext): Promise<GateVerdict>;
+}

@@ -1,0 +1,108 @@
+/**
+ * RunSpec: what a client submits (the REST body) and what a queue job carries — one schema for both.
+ * Security invariants live here as refinements (egress allowlist shape, workspace paths), so every
+ * entry point rejects the same bad input with the same message.
+ */
+import { z } from 'zod';
+
+/** A relative POSIX path inside the workspace: no absolute paths, no `..`, no empty segments. */
+export const WorkspacePath = z
+  .string()
+  .min(1)
+  .max(1024)
+  .refine((p) => !p.startsWith('/'), 'must be relative to /workspace')
+  .refine((p) => !p.split('/').some((s) => s === '..' || s === ''), 'must not contain ".." or empty segments')
+  .refine((p) => !p.includes('\0'), 'must not contain NUL');
+
+/**
+ * Public suffixes a wildcard may never cover (`*.com` would allow the whole internet under it).
+ * Not the whole Public Suffix List: the common ones plus any single label; a wildcard needs at least
+ * two labels after `*.` unless its suffix is listed in neither set.
+ */
+const MULTI_LABEL_PUBLIC_SUFFIXES = new Set([
+  'co.uk', 'org.uk', 'ac.uk', 'gov.uk', 'com.au', 'net.au', 'org.au', 'co.jp', 'ne.jp', 'or.jp', 'co.nz', 'com.br', 'com.cn',
+  'com.mx', 'co.in', 'co.za', 'com.tr', 'com.sg', 'com.hk', 'github.io', 'herokuapp.com', 'appspot.com', 'vercel.app',
+  'netlify.app', 'pages.dev', 'workers.dev', 'cloudfront.net', 'amazonaws.com', 's3.amazonaws.com', 'blogspot.com',
+]);
+
+const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+
+/** An egress allowlist entry: an exact host name or `*.suffix` (never `*`, never a public suffix). */
+export const EgressPattern = z
+  .string()
+  .min(1)
+  .max(253)
+  .transform((s) => s.toLowerCase().replace(/\.$/, ''))
+  .superRefine((s, ctx) => {
+    const wildcard = s.startsWith('*.');
+    const name = wildcard ? s.slice(2) : s;
+    if (s === '*' || s.includes('*') && !wildcard || name.includes('*')) {
+      ctx.addIssue({ code: 'custom', message: `"${s}": only exact names or a leading "*." are allowed, never "*" alone` });
+      return;
+    }
+    const labels = name.split('.');
+    if (!labels.every((l) => LABEL.test(l))) {
+      ctx.addIssue({ code: 'custom', message: `"${s}" is not a valid host name` });
+      return;
+    }
+    if (wildcard && (labels.length < 2 || MULTI_LABEL_PUBLIC_SUFFIXES.has(name))) {
+      ctx.addIssue({ code: 'custom', message: `"${s}": a wildcard may not cover a public suffix` });
+    }
+  });
+
+export const RunLimits = z
+  .object({
+    memoryMb: z.number().int().min(64).optional(),
+    cpus: z.number().min(0.1).optional(),
+    pids: z.number().int().min(16).optional(),
+    workspaceMb: z.number().int().min(1).optional(),
+    execTimeoutS: z.number().int().min(1).optional(),
+  })
+  .strict();
+export type RunLimits = z.infer<typeof RunLimits>;
+
+export const RunBudgets = z
+  .object({
+    llmCalls: z.number().int().min(1).max(1000).default(30),
+    toolCalls: z.number().int().min(0).max(5000).default(50),
+    wallTimeS: z.number().int().min(5).max(24 * 3600).default(600),
+    costUsd: z.number().min(0).max(1000).default(1),
+  })
+  .strict();
+export type RunBudgets = z.infer<typeof RunBudgets>;
+
+export const MAX_INLINE_WORKSPACE_BYTES = 4 * 1024 * 1024;
+
+export const RunSpec = z
+  .object({
+    /** The task as the user wrote it: the only trusted statement of intent. */
+    task: z.string().trim().min(1, 'must not be empty').max(50_000),
+    workspace: z
+      .object({
+        /** Inline files: workspace-relative path → UTF-8 content. */
+        files: z.record(WorkspacePath, z.string()).default({}),
+      })
+      .strict()
+      .default({ files: {} })
+      .refine(
+        (w) => Object.values(w.files).reduce((n, c) => n + Buffer.byteLength(c), 0) <= MAX_INLINE_WORKSPACE_BYTES,
+        `inline files may total at most ${MAX_INLINE_WORKSPACE_BYTES} bytes`,
+      ),
+    policy: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'must be a policy name such as "default"').default('default'),
+    /** true: an "ask" decision waits for a human; false (unattended): every "ask" is a deny. */
+    approvals: z.boolean().default(false),
+    egress: z.object({ allow: z.array(EgressPattern).max(100).default([]) }).strict().default({ allow: [] }),
+    limits: RunLimits.default({}),
+    budgets: RunBudgets.default({ llmCalls: 30, toolCalls: 50, wallTimeS: 600, costUsd: 1 }),
+    /** Overrides the configured model name for this run. */
+    model: z.string().min(1).max(200).optional(),
+    /** Free-form labels for the submitter (team, ticket); echoed in the report. */
+    labels: z.record(z.string().max(64), z.string().max(256)).optional(),
+  })
+  .strict();
+export type RunSpec = z.infer<typeof RunSpec>;
+export type RunSpecInput = z.input<typeof RunSpec>;
+
+/** Job data on the queue: the validated spec plus the id the API assigned. */
+export const RunJob = z.object({ runId: z.string().regex(/^run_[A-Za-z0-9_-]{6,64}$/), spec: RunSpec }).strict();
+export type RunJob = z.infer<typeof RunJob>;
