@@ -1,0 +1,78 @@
+/**
+ * The one configuration schema. Parsed once from the environment (main.ts / cli); everything else
+ * receives the parsed Config. No other file reads process.env.
+ */
+import { z } from 'zod';
+import { describeZodIssues, InvalidInputError } from './domain/errors';
+
+const int = (def: number) => z.coerce.number().int().positive().default(def);
+const num = (def: number) => z.coerce.number().positive().default(def);
+const bool = (def: boolean) =>
+  z.enum(['true', 'false', '1', '0']).default(def ? 'true' : 'false').transform((v) => v === 'true' || v === '1');
+
+export const ConfigSchema = z.object({
+  /** Redis for the queue, run state and event streams. */
+  REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
+  /** BullMQ queue name. */
+  CORRAL_QUEUE: z.string().regex(/^[A-Za-z0-9_-]+$/).default('runs'),
+  /** Where run logs, reports and artifacts are written. */
+  CORRAL_DATA_DIR: z.string().default('./data'),
+  CORRAL_API_HOST: z.string().default('127.0.0.1'),
+  CORRAL_API_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** Runs one worker executes at once (= sandbox slots on this host). */
+  CORRAL_CONCURRENCY: int(2),
+  /** Identifies this worker in container labels and logs; default: hostname-pid. */
+  CORRAL_WORKER_ID: z.string().optional(),
+
+  /** LLM: any OpenAI-compatible endpoint. Without a key the CLI demo replays a recorded transcript. */
+  OPENAI_API_KEY: z.string().optional(),
+  OPENAI_BASE_URL: z.string().url().optional(),
+  CORRAL_MODEL: z.string().default('gpt-4.1-mini'),
+  /** Model for the risk classifier; defaults to CORRAL_MODEL. */
+  CORRAL_CLASSIFIER_MODEL: z.string().optional(),
+  CORRAL_MODEL_TIMEOUT_MS: int(120_000),
+  /** USD per million tokens, for the cost budget. */
+  CORRAL_PRICE_INPUT_PER_MTOK: num(0.4),
+  CORRAL_PRICE_OUTPUT_PER_MTOK: num(1.6),
+
+  /** Sandbox. */
+  DOCKER_HOST: z.string().optional(),
+  CORRAL_SANDBOX_IMAGE: z.string().default('corral/sandbox:latest'),
+  /** OCI runtime for sandboxes, e.g. "runsc" for gVisor where installed; default: the engine's. */
+  CORRAL_SANDBOX_RUNTIME: z.string().optional(),
+  CORRAL_DEFAULT_MEMORY_MB: int(512),
+  CORRAL_MAX_MEMORY_MB: int(4096),
+  CORRAL_DEFAULT_CPUS: num(1),
+  CORRAL_MAX_CPUS: num(2),
+  CORRAL_DEFAULT_PIDS: int(256),
+  CORRAL_MAX_PIDS: int(1024),
+  CORRAL_DEFAULT_WORKSPACE_MB: int(256),
+  CORRAL_MAX_WORKSPACE_MB: int(2048),
+  CORRAL_DEFAULT_EXEC_TIMEOUT_S: int(120),
+  CORRAL_MAX_EXEC_TIMEOUT_S: int(1800),
+  /** Bytes of each stream a tool result keeps (head + tail). */
+  CORRAL_MAX_OUTPUT_BYTES: int(16_384),
+  /** Seconds between reaper sweeps. */
+  CORRAL_REAP_INTERVAL_S: int(60),
+
+  /** Policy. */
+  CORRAL_POLICY_DIR: z.string().default('./policies'),
+  CORRAL_CLASSIFIER: bool(true),
+  CORRAL_CLASSIFIER_TIMEOUT_MS: int(20_000),
+  CORRAL_RISK_DENY_AT: z.coerce.number().min(0).max(3).default(2.5),
+  CORRAL_RISK_ALLOW_BELOW: z.coerce.number().min(0).max(3).default(1),
+  CORRAL_AUTHORIZED_ALLOW_AT: z.coerce.number().min(0).max(1).default(0.5),
+  /** How long an approval may wait before it counts as a deny. */
+  CORRAL_APPROVAL_TIMEOUT_S: int(900),
+});
+
+export type Config = z.infer<typeof ConfigSchema>;
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const r = ConfigSchema.safeParse(env);
+  if (!r.success) {
+    const { message, field } = describeZodIssues(r.error.issues);
+    throw new InvalidInputError(`configuration: ${message}`, field);
+  }
+  return r.data;
+}
