@@ -66,6 +66,8 @@ export interface SandboxRequest {
   deadline: Date;
   /** Inline seed files (workspace-relative path → content). */
   files: Record<string, string>;
+  /** Optional uploaded seed: an uncompressed tar, checked entry by entry (files and dirs only), extracted before `files`. */
+  seedTar?: Buffer;
   limits: { memoryMb: number; cpus: number; pids: number; workspaceMb: number };
   /** Allowed egress names; empty = no network at all. */
   egressAllow: string[];

@@ -1,0 +1,260 @@
+/**
+ * DockerSandboxProvider: the Sandbox port on the Docker Engine API. acquire() creates one hardened
+ * container per run (container-spec.ts), starts the run's egress proxy when it has an allowlist,
+ * seeds /workspace through a checked tar, and returns a LeasedSandbox. dispose() force-removes the
+ * container (with `sleep` as PID 1 a plain stop would wait the grace period), stops the proxy and
+ * deletes the socket directory. Every failure on the way out of acquire() cleans up what it made.
+ */
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type Docker from 'dockerode';
+import type { Config } from '../config';
+import { CancelledError, SandboxError } from '../domain/errors';
+import type {
+  ExecRequest, ExecResult, FileContent, FileEntry, LeasedSandbox, SandboxProvider, SandboxRequest,
+} from '../domain/sandbox';
+import { entriesFromFiles, packTar, readCheckedTar, type ArchiveEntry } from './archive';
+import { containerSpec, sandboxEnv, WORKSPACE_DIR } from './container-spec';
+import { toSandboxError } from './docker-error';
+import { EgressProxy, type EgressProxyOptions } from './egress-proxy';
+import { EXIT_SIGKILL, runExec, type ExecOutcome } from './exec';
+import { listWorkspace, readWorkspaceFile, writeWorkspaceFile, type InternalExec } from './files';
+import { workspacePatch } from './workspace-patch';
+
+export type SandboxLog = (msg: string, fields?: Record<string, unknown>) => void;
+
+export interface DockerSandboxProviderOptions {
+  docker: Docker;
+  config: Config;
+  log?: SandboxLog;
+  now?: () => Date;
+  /** Parent of the per-run egress socket directories (bind-mounted into sandboxes; must be a path the Docker daemon sees). */
+  egressRoot?: string;
+  /** Proxy knobs for tests (resolver, forbidden-address predicate, ports); production uses the defaults. */
+  egress?: Pick<EgressProxyOptions, 'resolve' | 'isForbiddenAddress' | 'connectPorts' | 'httpPorts' | 'deny'>;
+}
+
+/** Default parent of egress socket dirs; short, because a unix socket path must stay under 108 bytes. */
+export function defaultEgressRoot(): string {
+  return join(tmpdir(), 'corral-egress');
+}
+
+const INTERNAL_TIMEOUT_MS = 60_000;
+const MAX_SEED_BYTES = 256 * 1024 * 1024;
+
+export class DockerSandboxProvider implements SandboxProvider {
+  private readonly docker: Docker;
+  private readonly config: Config;
+  private readonly log: SandboxLog;
+  private readonly now: () => Date;
+  readonly egressRoot: string;
+
+  constructor(private readonly opts: DockerSandboxProviderOptions) {
+    this.docker = opts.docker;
+    this.config = opts.config;
+    this.log = opts.log ?? (() => {});
+    this.now = opts.now ?? (() => new Date());
+    this.egressRoot = opts.egressRoot ?? defaultEgressRoot();
+  }
+
+  async acquire(req: SandboxRequest): Promise<LeasedSandbox> {
+    if (req.signal?.aborted) throw new CancelledError();
+    // Check the seed before creating anything.
+    const seedEntries: ArchiveEntry[] = entriesFromFiles(req.files);
+    if (req.seedTar) {
+      const { entries } = await readCheckedTar(req.seedTar, { maxBytes: Math.min(MAX_SEED_BYTES, req.limits.workspaceMb * 1024 * 1024), maxEntries: 50_000 }, 'strict');
+      seedEntries.unshift(...entries);
+    }
+
+    const cleanup: Array<() => Promise<void>> = [];
+    const runCleanup = async () => {
+      for (const fn of cleanup.reverse()) await fn().catch(() => {});
+    };
+    try {
+      let egressDir: string | undefined;
+      let proxy: EgressProxy | undefined;
+      if (req.egressAllow.length > 0) {
+        await mkdir(this.egressRoot, { recursive: true, mode: 0o711 });
+        egressDir = await mkdtemp(join(this.egressRoot, 'r-'));
+        const dir = egressDir;
+        cleanup.push(() => rm(dir, { recursive: true, force: true }));
+        await chmod(dir, 0o755);
+        proxy = new EgressProxy({
+          ...this.opts.egress,
+          allow: req.egressAllow,
+          onAttempt: (a) => {
+            this.log('egress attempt', { runId: req.runId, ...a });
+            req.onEgress?.(a);
+          },
+        });
+        const p = proxy;
+        const socketPath = join(dir, 'egress.sock');
+        await p.listen(socketPath);
+        cleanup.push(() => p.close());
+        await chmod(socketPath, 0o666); // the sandbox's uid must be able to connect
+      }
+
+      const name = `corral-${req.runId.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 64)}-${randomBytes(3).toString('hex')}`;
+      const spec = containerSpec({
+        name,
+        runId: req.runId,
+        workerId: req.workerId,
+        deadline: req.deadline,
+        now: this.now(),
+        limits: req.limits,
+        egressDir,
+        image: this.config.CORRAL_SANDBOX_IMAGE,
+        runtime: this.config.CORRAL_SANDBOX_RUNTIME,
+        nproc: this.config.CORRAL_MAX_PIDS * this.config.CORRAL_CONCURRENCY + 256,
+      });
+      let container: Docker.Container;
+      try {
+        container = await this.docker.createContainer(spec);
+      } catch (err) {
+        throw toSandboxError(err, 'create sandbox container');
+      }
+      const c = container;
+      cleanup.push(() => c.remove({ force: true, v: true }).then(() => undefined));
+      try {
+        await container.start();
+      } catch (err) {
+        throw toSandboxError(err, 'start sandbox container');
+      }
+      if (req.signal?.aborted) throw new CancelledError();
+
+      const sandbox = new DockerSandbox(container, {
+        env: sandboxEnv(egressDir !== undefined),
+        maxOutputBytes: this.config.CORRAL_MAX_OUTPUT_BYTES,
+        workspaceMb: req.limits.workspaceMb,
+        seed: new Map(seedEntries.filter((e) => e.type === 'file').map((e) => [e.path, e.data ?? Buffer.alloc(0)])),
+        dispose: runCleanup,
+      });
+      if (seedEntries.length > 0) await sandbox.extract(await packTar(seedEntries), req.signal);
+      this.log('sandbox acquired', { runId: req.runId, container: container.id, name });
+      return sandbox;
+    } catch (err) {
+      await runCleanup();
+      throw err;
+    }
+  }
+}
+
+interface DockerSandboxOptions {
+  env: string[];
+  maxOutputBytes: number;
+  workspaceMb: number;
+  /** The seed's files, the baseline of exportWorkspace()'s patch; held by the worker, never in the sandbox. */
+  seed: Map<string, Buffer>;
+  dispose: () => Promise<void>;
+}
+
+class DockerSandbox implements LeasedSandbox {
+  readonly id: string;
+  private disposed: Promise<void> | undefined;
+  private oomKills = 0;
+  private readonly internal: InternalExec;
+
+  constructor(
+    private readonly container: Docker.Container,
+    private readonly o: DockerSandboxOptions,
+  ) {
+    this.id = container.id;
+    this.internal = (argv, opts) =>
+      runExec(this.container, { argv, env: this.o.env, timeoutMs: INTERNAL_TIMEOUT_MS, headOnly: true, ...opts });
+  }
+
+  async exec(req: ExecRequest): Promise<ExecResult> {
+    this.assertLive();
+    if (!Array.isArray(req.argv) || req.argv.length === 0 || req.argv.some((a) => typeof a !== 'string' || a.includes('\0'))) {
+      throw new SandboxError('sandbox_failed', 'exec: argv must be a non-empty array of strings without NUL');
+    }
+    const o = await runExec(this.container, {
+      argv: req.argv,
+      env: this.o.env,
+      timeoutMs: Math.max(1, req.timeoutMs),
+      maxOutputBytes: req.maxOutputBytes ?? this.o.maxOutputBytes,
+      stdin: req.stdin,
+      signal: req.signal,
+    });
+    const oomKilled = o.exitCode === EXIT_SIGKILL && !o.timedOut ? await this.newOomKill() : false;
+    return {
+      exitCode: o.exitCode,
+      stdout: o.stdout.text(),
+      stderr: o.stderr.text(),
+      truncated: o.stdout.truncated || o.stderr.truncated,
+      timedOut: o.timedOut,
+      oomKilled,
+      durationMs: o.durationMs,
+      stdoutBytes: o.stdout.total,
+      stderrBytes: o.stderr.total,
+    };
+  }
+
+  readFile(path: string, opts?: { maxBytes?: number; signal?: AbortSignal }): Promise<FileContent> {
+    this.assertLive();
+    return readWorkspaceFile(this.internal, path, opts?.maxBytes ?? 256 * 1024, opts?.signal);
+  }
+
+  writeFile(path: string, content: string, opts?: { signal?: AbortSignal }): Promise<void> {
+    this.assertLive();
+    return writeWorkspaceFile(this.internal, path, content, opts?.signal);
+  }
+
+  listFiles(path: string, opts?: { maxEntries?: number; signal?: AbortSignal }): Promise<FileEntry[]> {
+    this.assertLive();
+    return listWorkspace(this.internal, path, opts?.maxEntries ?? 500, opts?.signal);
+  }
+
+  async exportWorkspace(opts?: { signal?: AbortSignal }): Promise<{ tar: Buffer; patch: string }> {
+    this.assertLive();
+    const cap = (this.o.workspaceMb + 16) * 1024 * 1024;
+    const o = await this.internal(['tar', '-c', '-f', '-', '-C', WORKSPACE_DIR, '.'], { maxOutputBytes: cap, signal: opts?.signal });
+    if (o.stdout.truncated) throw new SandboxError('limit_exceeded', `export: the workspace archive exceeds ${cap} bytes`);
+    if (o.exitCode !== 0 && o.exitCode !== 1) {
+      throw new SandboxError('sandbox_failed', `export: tar failed (exit ${o.exitCode}): ${o.stderr.text().trim()}`);
+    }
+    const { entries } = await readCheckedTar(o.stdout.headBuffer(), { maxBytes: cap, maxEntries: 100_000 }, 'skipLinks');
+    const current = new Map(entries.filter((e) => e.type === 'file').map((e) => [e.path, e.data ?? Buffer.alloc(0)]));
+    return { tar: await packTar(entries), patch: workspacePatch(this.o.seed, current) };
+  }
+
+  dispose(): Promise<void> {
+    this.disposed ??= this.o.dispose().catch((err: unknown) => {
+      throw toSandboxError(err, 'remove sandbox');
+    });
+    return this.disposed;
+  }
+
+  /** Extracts a checked, uncompressed tar into /workspace through `tar -x` in the sandbox. */
+  async extract(tarBuf: Buffer, signal?: AbortSignal): Promise<void> {
+    const o: ExecOutcome = await this.internal(
+      ['tar', '-x', '-f', '-', '-C', WORKSPACE_DIR, '--no-same-owner', '--no-same-permissions', '--no-overwrite-dir'],
+      { stdin: tarBuf, maxOutputBytes: 8192, signal },
+    );
+    if (o.exitCode !== 0) {
+      const msg = o.stderr.text().trim();
+      const full = /No space left on device/i.test(msg);
+      throw new SandboxError(full ? 'limit_exceeded' : 'sandbox_failed', `seeding the workspace failed${full ? ' (the workspace is full)' : ''}: ${msg}`);
+    }
+  }
+
+  /** true when the memory cgroup counted a new OOM kill since the last check (cgroup v1 or v2). */
+  private async newOomKill(): Promise<boolean> {
+    const o = await this.internal(
+      ['sh', '-c', 'cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || cat /sys/fs/cgroup/memory.events'],
+      { maxOutputBytes: 4096 },
+    ).catch(() => undefined);
+    const m = o ? /oom_kill (\d+)/.exec(o.stdout.headBuffer().toString('utf8')) : null;
+    if (!m) return false;
+    const n = Number(m[1]);
+    const fresh = n > this.oomKills;
+    this.oomKills = n;
+    return fresh;
+  }
+
+  private assertLive(): void {
+    if (this.disposed) throw new SandboxError('sandbox_failed', 'the sandbox was disposed');
+  }
+}
