@@ -20,3 +20,5 @@ export function createDockerClient(config: Config): Docker {
 export function createSandboxProvider(config: Config, opts: Partial<Omit<DockerSandboxProviderOptions, 'config'>> = {}): DockerSandboxProvider {
   return new DockerSandboxProvider({ docker: opts.docker ?? createDockerClient(config), config, ...opts });
 }
+export { startReaper, sweepSandboxes, type Reaper, type ReaperOptions, type SweepResult } from './reaper';
+export { EgressProxy, type EgressProxyOptions } from './egress-proxy';

@@ -1,0 +1,105 @@
+/**
+ * `corral sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] -- CMD [ARGS...]`
+ * One fresh sandbox with exactly the production spec (same provider, same limits resolution, same
+ * exec path the tools use); prints one JSON object (the ExecResult fields, plus the egress attempts
+ * when an allowlist was given), removes the sandbox. Exit 0 when the sandbox worked, whatever the
+ * command's exit code; 2 on bad flags; 1 when the sandbox itself failed.
+ */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { loadConfig } from '../config';
+import { CorralError } from '../domain/errors';
+import { EgressPattern } from '../domain/run-spec';
+import type { EgressAttempt } from '../domain/sandbox';
+import { createSandboxProvider, resolveLimits } from '../sandbox';
+
+const USAGE = 'usage: corral sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] -- CMD [ARGS...]\n';
+
+interface Parsed {
+  allow: string[];
+  timeoutS?: number;
+  memoryMb?: number;
+  argv: string[];
+}
+
+export function parseSandboxExecArgs(argv: string[]): Parsed | string {
+  if (argv[0] !== 'exec') return `unknown sandbox subcommand "${argv[0] ?? ''}"`;
+  const out: Parsed = { allow: [], argv: [] };
+  let i = 1;
+  const num = (flag: string, v: string | undefined): number | string => {
+    const n = Number(v);
+    return v !== undefined && /^\d+$/.test(v) && n > 0 ? n : `${flag} needs a positive integer, got "${v ?? ''}"`;
+  };
+  for (; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--') break;
+    const [flag, inline] = a.startsWith('--') && a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
+    const value = () => inline ?? argv[++i];
+    if (flag === '--allow-domain') {
+      const r = EgressPattern.safeParse(value() ?? '');
+      if (!r.success) return `--allow-domain: ${r.error.issues.map((x) => x.message).join('; ')}`;
+      out.allow.push(r.data);
+    } else if (flag === '--timeout-s' || flag === '--memory-mb') {
+      const n = num(flag, value());
+      if (typeof n === 'string') return n;
+      if (flag === '--timeout-s') out.timeoutS = n;
+      else out.memoryMb = n;
+    } else return `unknown flag "${a}"`;
+  }
+  out.argv = argv.slice(i + 1);
+  if (argv[i] !== '--' || out.argv.length === 0) return 'the command goes after "--"';
+  return out;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const parsed = parseSandboxExecArgs(argv);
+  if (typeof parsed === 'string') {
+    process.stderr.write(`corral sandbox: ${parsed}\n${USAGE}`);
+    return 2;
+  }
+  const config = loadConfig();
+  let limits;
+  try {
+    limits = resolveLimits({ memoryMb: parsed.memoryMb, execTimeoutS: parsed.timeoutS }, config);
+  } catch (err) {
+    process.stderr.write(`corral sandbox: ${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  const provider = createSandboxProvider(config);
+  const egress: EgressAttempt[] = [];
+  const ac = new AbortController();
+  const onSig = () => ac.abort();
+  process.once('SIGINT', onSig);
+  process.once('SIGTERM', onSig);
+  const runId = `run_cli_${randomBytes(4).toString('hex')}`;
+  const sandbox = await provider.acquire({
+    runId,
+    workerId: config.CORRAL_WORKER_ID ?? `cli-${hostname()}-${process.pid}`,
+    deadline: new Date(Date.now() + (limits.execTimeoutS + 60) * 1000),
+    files: {},
+    limits,
+    egressAllow: parsed.allow,
+    onEgress: (a) => egress.push(a),
+    signal: ac.signal,
+  });
+  try {
+    const result = await sandbox.exec({
+      argv: parsed.argv,
+      timeoutMs: limits.execTimeoutS * 1000,
+      maxOutputBytes: config.CORRAL_MAX_OUTPUT_BYTES,
+      signal: ac.signal,
+    });
+    process.stdout.write(`${JSON.stringify(parsed.allow.length ? { ...result, egress } : result, null, 2)}\n`);
+    return 0;
+  } catch (err) {
+    if (err instanceof CorralError) {
+      process.stderr.write(`corral sandbox: [${err.code}] ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  } finally {
+    process.off('SIGINT', onSig);
+    process.off('SIGTERM', onSig);
+    await sandbox.dispose();
+  }
+}
