@@ -17,6 +17,7 @@ export const HOME_DIR = '/home/agent';
 export const EGRESS_MOUNT = '/run/corral';
 /** Where the in-sandbox relay (images/sandbox/corral-egress) listens. */
 export const EGRESS_RELAY = 'http://127.0.0.1:3128';
+export const RELAY_CMD = `socat TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:${EGRESS_MOUNT}/egress.sock`;
 export const TMP_MB = 64;
 export const HOME_MB = 16;
 export const SHM_MB = 16;
@@ -69,8 +70,9 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
   const mb = 1024 * 1024;
   const egress = input.egressDir !== undefined;
   const sleepS = String(secondsUntil(input.deadline, input.now));
-  // With egress, PID 1's child also starts the relay; tini (Init) reaps and forwards signals.
-  const cmd = egress ? ['/bin/sh', '-c', '/usr/local/bin/corral-egress & exec sleep "$0"', sleepS] : ['sleep', sleepS];
+  // With egress, PID 1's child also starts the relay (the same command as images/sandbox/corral-egress,
+  // spelled out so the spec does not depend on the script's version); tini (Init) reaps and forwards signals.
+  const cmd = egress ? ['/bin/sh', '-c', `${RELAY_CMD} & exec sleep "$0"`, sleepS] : ['sleep', sleepS];
   const memoryBytes = (limits.memoryMb + limits.workspaceMb + TMP_MB + HOME_MB + SHM_MB) * mb;
   const tmpfsOpts = 'rw,nosuid,nodev';
   const labels: Record<string, string> = {
