@@ -1,0 +1,75 @@
+/** Archive checks: only files and dirs under the target; `..`, absolute, links, gzip and caps refused. */
+import * as tar from 'tar-stream';
+import { normaliseWorkspacePath, packTar, readCheckedTar } from '../../src/sandbox/archive';
+import { workspacePatch } from '../../src/sandbox/workspace-patch';
+
+async function makeTar(entries: Array<tar.Headers & { body?: string }>): Promise<Buffer> {
+  const pack = tar.pack();
+  const chunks: Buffer[] = [];
+  pack.on('data', (c: unknown) => { chunks.push(c as Buffer); });
+  const done = new Promise((r) => pack.on('end', r));
+  for (const { body, ...h } of entries) pack.entry(h, body ?? '');
+  pack.finalize();
+  await done;
+  return Buffer.concat(chunks);
+}
+
+test('normal files and dirs pass, names normalised', async () => {
+  const buf = await makeTar([{ name: './src/', type: 'directory' }, { name: './src/a.py', body: 'print(1)\n' }]);
+  const { entries } = await readCheckedTar(buf);
+  expect(entries.map((e) => [e.path, e.type])).toEqual([['src', 'dir'], ['src/a.py', 'file']]);
+  expect(entries[1]!.data!.toString()).toBe('print(1)\n');
+});
+
+test.each([
+  ['..', [{ name: '../evil', body: 'x' }], /contains "\.\."/],
+  ['nested ..', [{ name: 'a/../../evil', body: 'x' }], /contains "\.\."/],
+  ['absolute', [{ name: '/etc/cron.d/x', body: 'x' }], /absolute/],
+  ['symlink', [{ name: 'link', type: 'symlink' as const, linkname: '/etc' }, { name: 'link/passwd', body: 'x' }], /symlink/],
+  ['hard link', [{ name: 'h', type: 'link' as const, linkname: '/etc/shadow' }], /link/],
+  ['device', [{ name: 'dev', type: 'character-device' as const }], /character-device/],
+])('%s entries are refused', async (_n, entries, msg) => {
+  const buf = await makeTar(entries as Array<tar.Headers & { body?: string }>);
+  await expect(readCheckedTar(buf)).rejects.toMatchObject({ code: 'path_refused', message: expect.stringMatching(msg) });
+});
+
+test('symlinks are skipped, not followed, in skipLinks mode (export)', async () => {
+  const buf = await makeTar([{ name: 'link', type: 'symlink', linkname: '/etc' }, { name: 'ok.txt', body: 'y' }]);
+  const r = await readCheckedTar(buf, undefined, 'skipLinks');
+  expect(r.entries.map((e) => e.path)).toEqual(['ok.txt']);
+  expect(r.skipped).toEqual(['link']);
+});
+
+test('caps on bytes and entries', async () => {
+  const buf = await makeTar([{ name: 'a', body: 'x'.repeat(100) }, { name: 'b', body: 'y' }]);
+  await expect(readCheckedTar(buf, { maxBytes: 50, maxEntries: 10 })).rejects.toMatchObject({ code: 'limit_exceeded' });
+  await expect(readCheckedTar(buf, { maxBytes: 1000, maxEntries: 1 })).rejects.toMatchObject({ code: 'limit_exceeded' });
+});
+
+test('compressed archives are refused', async () => {
+  await expect(readCheckedTar(Buffer.from([0x1f, 0x8b, 8, 0]))).rejects.toMatchObject({ code: 'path_refused', message: expect.stringMatching(/compressed/) });
+});
+
+test('packTar round-trips checked entries', async () => {
+  const buf = await packTar([{ path: 'd', type: 'dir', mode: 0o755 }, { path: 'd/x', type: 'file', mode: 0o644, data: Buffer.from('hi') }]);
+  const { entries } = await readCheckedTar(buf);
+  expect(entries.map((e) => e.path)).toEqual(['d', 'd/x']);
+});
+
+test('normaliseWorkspacePath', () => {
+  expect(normaliseWorkspacePath('./a//b/')).toBe('a/b');
+  expect(normaliseWorkspacePath('/workspace/a')).toBe('a');
+  expect(normaliseWorkspacePath('.')).toBe('');
+  expect(() => normaliseWorkspacePath('/etc/passwd')).toThrow(/absolute/);
+  expect(() => normaliseWorkspacePath('a/../../b')).toThrow(/\.\./);
+});
+
+test('workspacePatch is a git-style diff against the seed', () => {
+  const seed = new Map([['a.txt', Buffer.from('one\ntwo\n')], ['gone.txt', Buffer.from('bye\n')]]);
+  const now = new Map([['a.txt', Buffer.from('one\nTWO\n')], ['new.txt', Buffer.from('hi\n')]]);
+  const p = workspacePatch(seed, now);
+  expect(p).toContain('diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n');
+  expect(p).toContain('diff --git a/gone.txt b/gone.txt\ndeleted file mode 100644\n--- a/gone.txt\n+++ /dev/null\n');
+  expect(p).toContain('diff --git a/new.txt b/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1,1 @@\n+hi\n');
+  expect(workspacePatch(seed, seed)).toBe('');
+});
