@@ -13,7 +13,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Duplex, Readable } from 'node:stream';
 import type Docker from 'dockerode';
-import { CancelledError } from '../domain/errors';
+import { CancelledError, SandboxError } from '../domain/errors';
 import { toSandboxError } from './docker-error';
 import { OutputCapture } from './output-capture';
 import { SANDBOX_USER, WORKSPACE_DIR } from './container-spec';
@@ -45,13 +45,24 @@ export interface ExecOutcome {
   durationMs: number;
 }
 
-/** The argv that kills every process carrying `marker` (run as its own exec). */
+/**
+ * The argv that kills every process carrying `marker` (run as its own exec). Shell builtins only, no
+ * fork per process, so it still works when the sandbox is near its pids limit; several rounds of
+ * STOP-then-KILL catch children forked while a round ran.
+ */
 export function killByMarkerArgv(marker: string): string[] {
-  return [
-    'bash', '-c',
-    `for d in /proc/[0-9]*; do grep -qxzF -- "${EXEC_MARKER}=$1" "$d/environ" 2>/dev/null && kill -KILL "\${d#/proc/}" 2>/dev/null; done; exit 0`,
-    'corral-kill', marker,
-  ];
+  const script = `for round in 1 2 3 4 5; do
+  found=
+  for d in /proc/[0-9]*; do
+    while IFS= read -r -d '' v; do
+      if [ "$v" = "${EXEC_MARKER}=$1" ]; then found="$found \${d#/proc/}"; break; fi
+    done < "$d/environ" 2>/dev/null
+  done
+  [ -z "$found" ] && exit 0
+  kill -STOP $found 2>/dev/null; kill -KILL $found 2>/dev/null
+done
+exit 0`;
+  return ['bash', '-c', script, 'corral-kill', marker];
 }
 
 /** `timeout` accepts fractional seconds; we round up to milliseconds. */
@@ -106,6 +117,12 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
     opts.signal?.removeEventListener('abort', onAbort);
   }
   const durationMs = Math.round(performance.now() - started);
+  if (!killed && stdout.total < 512 && exitCodeHint(stdout, stderr)) {
+    // The runtime could not start the process (e.g. the sandbox is at its pids or memory limit):
+    // Docker reports that as output; it is not the command's output.
+    const msg = Buffer.concat([stdout.headBuffer(), stderr.headBuffer()]).toString('utf8').trim();
+    throw new SandboxError('sandbox_failed', `the sandbox could not start the command (is it at its process or memory limit?): ${msg}`);
+  }
   if (killed === 'abort') throw new CancelledError('the command was cancelled; its processes were killed in the sandbox');
   if (killed === 'backstop') return { exitCode: null, stdout, stderr, timedOut: true, durationMs };
 
@@ -121,6 +138,11 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
   const timedOut = exitCode === EXIT_SIGKILL && durationMs >= opts.timeoutMs - 50;
   if (timedOut) await killMarked(container, marker); // children that left the process group
   return { exitCode, stdout, stderr, timedOut, durationMs };
+}
+
+function exitCodeHint(stdout: OutputCapture, stderr: OutputCapture): boolean {
+  const head = Buffer.concat([stdout.headBuffer(), stderr.headBuffer()]).toString('utf8');
+  return /^OCI runtime exec failed: /.test(head);
 }
 
 /** Reads Docker's multiplexed stream (8-byte frame headers) into the two captures, without buffering frames. */

@@ -3,12 +3,12 @@ import * as tar from 'tar-stream';
 import { normaliseWorkspacePath, packTar, readCheckedTar } from '../../src/sandbox/archive';
 import { workspacePatch } from '../../src/sandbox/workspace-patch';
 
-async function makeTar(entries: Array<tar.Headers & { body?: string }>): Promise<Buffer> {
+async function makeTar(entries: Array<Partial<tar.Header> & { name: string; body?: string }>): Promise<Buffer> {
   const pack = tar.pack();
   const chunks: Buffer[] = [];
   pack.on('data', (c: unknown) => { chunks.push(c as Buffer); });
-  const done = new Promise((r) => pack.on('end', r));
-  for (const { body, ...h } of entries) pack.entry(h, body ?? '');
+  const done = new Promise((r) => pack.on('end', () => r(undefined)));
+  for (const { body, ...h } of entries) pack.entry(h as tar.Header, body ?? '');
   pack.finalize();
   await done;
   return Buffer.concat(chunks);
@@ -29,7 +29,7 @@ test.each([
   ['hard link', [{ name: 'h', type: 'link' as const, linkname: '/etc/shadow' }], /link/],
   ['device', [{ name: 'dev', type: 'character-device' as const }], /character-device/],
 ])('%s entries are refused', async (_n, entries, msg) => {
-  const buf = await makeTar(entries as Array<tar.Headers & { body?: string }>);
+  const buf = await makeTar(entries as Array<Partial<tar.Header> & { name: string; body?: string }>);
   await expect(readCheckedTar(buf)).rejects.toMatchObject({ code: 'path_refused', message: expect.stringMatching(msg) });
 });
 

@@ -27,7 +27,7 @@ describe('containerSpec', () => {
     expect(hc.Tmpfs!['/workspace']).toMatch(/size=128m/);
     expect(hc.Tmpfs!['/tmp']).toMatch(new RegExp(`size=${TMP_MB}m`));
     expect(hc.Tmpfs!['/home/agent']).toMatch(new RegExp(`size=${HOME_MB}m`));
-    for (const o of Object.values(hc.Tmpfs!)) expect(o).toMatch(/nosuid,nodev/);
+    for (const o of Object.values(hc.Tmpfs!) as string[]) expect(o).toMatch(/nosuid,nodev/);
     expect(hc.ShmSize).toBe(SHM_MB * 1024 * 1024);
   });
   test('no binds and no volumes without egress; only the egress dir, read-only, with it', () => {
@@ -52,7 +52,7 @@ describe('containerSpec', () => {
     expect(hc.CapDrop).toEqual(['ALL']);
     expect(hc.CapAdd ?? []).toEqual([]);
     expect(hc.SecurityOpt).toContain('no-new-privileges:true');
-    expect((hc.SecurityOpt ?? []).some((o) => /seccomp|apparmor|label/.test(o))).toBe(false);
+    expect((hc.SecurityOpt ?? []).some((o: string) => /seccomp|apparmor|label/.test(o))).toBe(false);
   });
   test('pids, memory (= memory+swap, covering tmpfs), CPU limits', () => {
     expect(hc.PidsLimit).toBe(256);
