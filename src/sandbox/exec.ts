@@ -117,7 +117,7 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
     opts.signal?.removeEventListener('abort', onAbort);
   }
   const durationMs = Math.round(performance.now() - started);
-  if (!killed && stdout.total < 512 && exitCodeHint(stdout, stderr)) {
+  if (!killed && stdout.total < 512 && runtimeStartFailed(stdout, stderr)) {
     // The runtime could not start the process (e.g. the sandbox is at its pids or memory limit):
     // Docker reports that as output; it is not the command's output.
     const msg = Buffer.concat([stdout.headBuffer(), stderr.headBuffer()]).toString('utf8').trim();
@@ -140,9 +140,10 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
   return { exitCode, stdout, stderr, timedOut, durationMs };
 }
 
-function exitCodeHint(stdout: OutputCapture, stderr: OutputCapture): boolean {
+/** Docker's own start failure, or `timeout` unable to fork the command (the pids limit is exhausted). */
+function runtimeStartFailed(stdout: OutputCapture, stderr: OutputCapture): boolean {
   const head = Buffer.concat([stdout.headBuffer(), stderr.headBuffer()]).toString('utf8');
-  return /^OCI runtime exec failed: /.test(head);
+  return /^OCI runtime exec failed: /.test(head) || /^timeout: fork system call failed/.test(stderr.headBuffer().toString('utf8'));
 }
 
 /** Reads Docker's multiplexed stream (8-byte frame headers) into the two captures, without buffering frames. */
