@@ -44,7 +44,8 @@ export function parseSandboxExecArgs(argv: string[]): Parsed | string {
       if (typeof n === 'string') return n;
       if (flag === '--timeout-s') out.timeoutS = n;
       else out.memoryMb = n;
-    } else return `unknown flag "${a}"`;
+    } else if (a.startsWith('-')) return `unknown flag "${a}"`;
+    else return `the command goes after "--" (got "${a}")`;
   }
   out.argv = argv.slice(i + 1);
   if (argv[i] !== '--' || out.argv.length === 0) return 'the command goes after "--"';
