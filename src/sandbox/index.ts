@@ -1,6 +1,19 @@
 /**
- * The sandbox module's public face: the composition root (main.ts, the CLI) calls
- * createSandboxProvider(config); api/ may use resolveLimits; the worker starts the reaper.
+ * The sandbox module's public face.
+ *
+ * Wiring (main.ts / worker):
+ *   const docker = createDockerClient(config);
+ *   const sandboxes = createSandboxProvider(config, { docker, log });        // SandboxProvider
+ *   const reaper = startReaper(config, { docker, isActive: (runId, workerId) => ..., log });
+ *   await reaper.first;  ...  reaper.stop() on shutdown
+ * Per run (worker):
+ *   const limits = resolveLimits(spec.limits, config);                        // api/ calls it too → 400
+ *   const sb = await sandboxes.acquire({ runId, workerId, deadline, files: spec.workspace.files,
+ *     limits, egressAllow: spec.egress.allow, onEgress: (a) => emit(...), signal });
+ *   try { ... sb.exec({ argv, timeoutMs: limits.execTimeoutS * 1000, signal }) ... sb.exportWorkspace() }
+ *   finally { await sb.dispose(); }
+ * The egress proxy runs inside acquire() when egressAllow is non-empty; onEgress gets one record per
+ * attempt (stamp the current tool call id there: a run's tool calls are sequential).
  */
 import Docker from 'dockerode';
 import type { Config } from '../config';
@@ -22,3 +35,4 @@ export function createSandboxProvider(config: Config, opts: Partial<Omit<DockerS
 }
 export { startReaper, sweepSandboxes, type Reaper, type ReaperOptions, type SweepResult } from './reaper';
 export { EgressProxy, type EgressProxyOptions } from './egress-proxy';
+export { ipLiteral, isForbiddenAddress } from './egress-address';
