@@ -111,6 +111,8 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
       { Name: 'nproc', Soft: input.nproc, Hard: input.nproc },
     ],
     Init: true,
+    // Under host memory pressure the kernel kills sandbox processes before the worker or the daemon.
+    OomScoreAdj: 500,
     AutoRemove: false,
     RestartPolicy: { Name: 'no', MaximumRetryCount: 0 },
     LogConfig: { Type: 'none', Config: {} },

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import Docker from 'dockerode';
 import * as tar from 'tar-stream';
@@ -111,6 +111,19 @@ test('a server on the host (0.0.0.0) is unreachable, directly and through the pr
   const proxied = await sh(main, `for u in ${targets.join(' ')}; do curl -sS -m 3 "$u"; echo " rc=$?"; done`, 30_000);
   expect(proxied.stdout).not.toContain('HOST-SERVER-REACHED');
   expect(proxied.stdout).toMatch(/corral egress denied: .*IP address literal/);
+  // raw TCP from the sandbox to the host server and to the test Redis (REDIS_URL from global setup), on every host address
+  const redisPort = Number(new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379').port || 6379);
+  const tcp = await sh(main, [...new Set(ips)].flatMap((ip) => [hostPort, redisPort].map((p) =>
+    `(exec 3<>/dev/tcp/${ip}/${p}) 2>/dev/null && echo "OPEN ${ip}:${p}" || echo "closed ${ip}:${p}"`)).join('; '), 30_000);
+  // positive control: both ports really are open to the host itself
+  for (const p of [hostPort, redisPort]) {
+    await new Promise<void>((resolve, reject) => {
+      const c = connect(p, '127.0.0.1', () => { c.destroy(); resolve(); });
+      c.once('error', reject);
+    });
+  }
+  expect(tcp.stdout).not.toContain('OPEN');
+  expect(tcp.stdout.match(/closed/g)?.length).toBe(new Set(ips).size * 2);
   // and a permitted name that resolves to the host's bridge address is refused too
   const viaName = await sh(main, `curl -sS -m 3 http://private.allowed.test:${upstreamPort}/`);
   expect(viaName.stdout).toMatch(/corral egress denied: private\.allowed\.test resolves to 172\.17\.0\.1/);

@@ -61,6 +61,9 @@ describe('containerSpec', () => {
     expect(hc.MemorySwap).toBe(hc.Memory);
     expect(hc.NanoCpus).toBe(1.5e9);
   });
+  test('sandbox processes are the first OOM victims on the host', () => {
+    expect(hc.OomScoreAdj).toBe(500);
+  });
   test('nofile and nproc ulimits', () => {
     const u = Object.fromEntries((hc.Ulimits ?? []).map((l) => [l.Name, l]));
     expect(u.nofile).toEqual({ Name: 'nofile', Soft: 4096, Hard: 4096 });
