@@ -5,7 +5,7 @@
  * call says it was blocked, why, and not to retry the same call.
  */
 import { InvalidInputError } from '../domain/errors';
-import type { ClassifierAnswer, Gate, GateContext, GateVerdict, RiskLevel, ToolCallRequest } from '../domain/gate';
+import type { ClassifierAnswer, Decision, Gate, GateContext, GateVerdict, RiskLevel, ToolCallRequest } from '../domain/gate';
 import type { ApprovalPort } from './approval-port';
 import type { Classifier } from './classifier';
 import { evaluateStatic } from './evaluate-static';
@@ -43,7 +43,7 @@ export class PolicyGate implements Gate {
       return { decision: 'allow', static: staticPart, reason: `Allowed by the policy: ${trimStop(st.reason)}.` };
     }
 
-    let decision = st.decision;
+    let decision: Decision = st.decision;
     let why = st.reason;
     let classifier: ClassifierAnswer | undefined;
     let risk: RiskLevel | undefined = st.risk;
