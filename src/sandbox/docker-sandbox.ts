@@ -69,8 +69,13 @@ export class DockerSandboxProvider implements SandboxProvider {
     }
 
     const cleanup: Array<() => Promise<void>> = [];
+    // Best effort, in reverse order; what fails here (daemon down) is left to the reaper, and logged.
     const runCleanup = async () => {
-      for (const fn of cleanup.reverse()) await fn().catch(() => {});
+      for (const fn of cleanup.reverse()) {
+        await fn().catch((err: { statusCode?: number; message?: string }) => {
+          if (err.statusCode !== 404) this.log('sandbox cleanup failed; the reaper will retry', { runId: req.runId, error: err.message });
+        });
+      }
     };
     try {
       let egressDir: string | undefined;
