@@ -97,6 +97,11 @@ export function evaluateCommand(policy: Policy, c: SimpleCommand, cwds: string[]
     out.push({ decision: 'allow', rule: 'shell:assignment', reason: 'a shell variable assignment', risk: 'low', readOnly: true });
     return out;
   }
+  const gitDir = label === 'git' ? c.argv.findIndex((a, i) => i > 0 && a.value === '-C') : -1;
+  const gitElsewhere = gitDir > 0 && (c.argv[gitDir + 1]?.dynamic !== false || resolvePath(policy, c.argv[gitDir + 1]!.value, policy.workspace).abs !== policy.workspace);
+  if (label === 'git' && (cwds === null || cwds.length > 1 || gitElsewhere)) {
+    out.push({ decision: 'ask', rule: 'shell:git-after-cd', risk: 'medium', reason: 'git runs in another directory (cd or -C), where a planted repository config could run code' });
+  }
   const facts = commandFacts(c);
   const fired = policy.bash.commands.filter((r) => ruleFires(policy, r, c, facts));
   if (fired.length === 0) {
