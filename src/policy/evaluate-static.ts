@@ -68,7 +68,13 @@ export function evaluateShell(policy: Policy, command: string): Verdict[] {
     if (policy.compiled.patterns.get(p.name)?.test(command)) verdicts.push({ decision: p.decision, rule: p.name, reason: p.reason });
   }
   const cwds = candidateDirs(policy, a);
-  for (const r of a.redirects) if (r.access !== 'none') verdicts.push(...checkPath(policy, r.target, r.access, cwds, `redirection ${r.op}`));
+  for (const r of a.redirects) {
+    if (r.access === 'none') continue;
+    verdicts.push(...checkPath(policy, r.target, r.access, cwds, `redirection ${r.op}`));
+    if (r.access === 'write' && (r.target.dynamic || !/^\/dev\/(null|stdout|stderr)$/.test(r.target.value))) {
+      verdicts.push({ decision: 'allow', rule: 'shell:redirect-write', reason: `redirection ${r.op} writes a file`, risk: 'low', readOnly: false });
+    }
+  }
   for (const c of a.commands) verdicts.push(...evaluateCommand(policy, c, cwds));
   if (a.commands.length === 0 && verdicts.length === 0) verdicts.push({ decision: 'ask', rule: 'none:empty', reason: 'the command runs nothing the analyser can see' });
   return verdicts;
