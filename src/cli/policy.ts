@@ -8,7 +8,6 @@
  *     labelled set, with the misclassified cases
  */
 import { join } from 'node:path';
-import OpenAI from 'openai';
 import { z } from 'zod';
 import { loadConfig, type Config } from '../config';
 import { Classifier } from '../policy/classifier';
@@ -43,8 +42,9 @@ function parseFlags(argv: string[], valued: string[], bools: string[]): Map<stri
 const CallSchema = z.object({ tool: z.string().min(1), args: z.record(z.string(), z.unknown()), task: z.string().default('') });
 const BatchLine = CallSchema.extend({ id: z.union([z.string(), z.number()]) });
 
-function makeClassifier(config: Config): Classifier {
+async function makeClassifier(config: Config): Promise<Classifier> {
   if (!config.OPENAI_API_KEY && !config.OPENAI_BASE_URL) throw new UsageError('--classifier needs OPENAI_API_KEY and/or OPENAI_BASE_URL');
+  const { default: OpenAI } = await import('openai'); // loaded only when asked for
   const client = new OpenAI({ apiKey: config.OPENAI_API_KEY ?? 'unused', baseURL: config.OPENAI_BASE_URL });
   return new Classifier({
     client, model: config.CORRAL_CLASSIFIER_MODEL ?? config.CORRAL_MODEL, timeoutMs: config.CORRAL_CLASSIFIER_TIMEOUT_MS,
@@ -69,7 +69,7 @@ async function readStdin(): Promise<string> {
 async function check(argv: string[], config: Config): Promise<number> {
   const f = parseFlags(argv, ['--policy', '--tool', '--args', '--task'], ['--batch', '--classifier']);
   const policy = loadPolicy(String(f.get('--policy') ?? join(config.CORRAL_POLICY_DIR, 'default.yaml')));
-  const classifier = f.get('--classifier') ? makeClassifier(config) : undefined;
+  const classifier = f.get('--classifier') ? await makeClassifier(config) : undefined;
   if (f.get('--batch')) {
     let bad = false;
     for (const line of (await readStdin()).split('\n')) {

@@ -100,6 +100,8 @@ export function pathArguments(rule: CommandRule, c: SimpleCommand): number[] {
     if (!a.dynamic && !endOfFlags && a.value.startsWith('-') && a.value !== '-') continue;
     if (a.value.startsWith('\u0000')) continue;
     if (rule.paths === 'after_first' && !seenFirst) { seenFirst = true; continue; }
+    if (rule.paths === 'first' && seenFirst) break;
+    seenFirst = true;
     if (!a.dynamic && rule.global_value_flags.includes(c.argv[i - 1]?.value ?? '')) continue;
     idx.push(i);
   }

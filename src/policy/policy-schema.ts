@@ -50,8 +50,8 @@ const CommandRuleSchema = z.strictObject({
   args_regex: z.string().optional(),
   unless_args_regex: z.string().optional(),
   max_positionals: z.number().int().min(0).optional(),
-  /** Which arguments are paths: none, every positional, every positional after the first/subcommand. */
-  paths: z.enum(['none', 'all', 'after_first']).default('none'),
+  /** Which positional arguments are paths: none, all, only the first (a script), or all after the first (a pattern). */
+  paths: z.enum(['none', 'all', 'first', 'after_first']).default('none'),
   path_access: z.enum(['read', 'write']).default('read'),
   /** Wrapped by a shell/xargs/find -exec is fine unless this is false. */
   decision: DecisionSchema,
