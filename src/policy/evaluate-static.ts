@@ -63,7 +63,7 @@ export function evaluateStatic(policy: Policy, call: StaticCall): StaticResult {
 
 export function evaluateShell(policy: Policy, command: string): Verdict[] {
   const a = analyzeShell(command, { home: policy.home, maxCommands: policy.limits.max_commands, maxLength: policy.limits.max_length });
-  const verdicts: Verdict[] = a.findings.map((f) => ({ ...f }));
+  const verdicts: Verdict[] = a.findings.map((f) => ({ ...f, risk: f.decision === 'deny' ? 'high' : 'medium' }));
   for (const p of policy.bash.patterns) {
     if (policy.compiled.patterns.get(p.name)?.test(command)) verdicts.push({ decision: p.decision, rule: p.name, reason: p.reason });
   }

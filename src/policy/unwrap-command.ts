@@ -158,11 +158,12 @@ export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
         if (['-exec', '-execdir', '-ok', '-okdir'].includes(a.value)) {
           const end = argv.findIndex((x, k) => k > i && (x.value === ';' || x.value === '+'));
           if (end < 0) { deny(`${a.value} without a terminating ; or +`); return res; }
-          const inner = argv.slice(i + 1, end).map((x) => (x.value.includes('{}') ? DYN : x));
+          // `{}` alone is a file under the (checked) search roots; `{}` inside a word (sh -c 'cat {}') is code injection.
+          const inner = argv.slice(i + 1, end).map((x) => (x.value === '{}' && !x.dynamic ? x : x.value.includes('{}') ? DYN : x));
           const sub = unwrapCommand(inner);
           res.findings.push(...sub.findings);
           res.scripts.push(...sub.scripts.map((x) => ({ ...x, wrappers: [...wrappers, `find ${a.value}`, ...x.wrappers] })));
-          for (const c of sub.commands) res.commands.push({ ...c, wrappers: [...wrappers, `find ${a.value}`, ...c.wrappers], dynamicTail: c.dynamicTail || argv[end]!.value === '+' });
+          for (const c of sub.commands) res.commands.push({ ...c, wrappers: [...wrappers, `find ${a.value}`, ...c.wrappers] });
           findArgv.push(...argv.slice(i + 1, end + 1).map((x) => ({ ...x, value: x.value.startsWith('-') ? '\u0000' + x.value : x.value })));
           i = end;
         }

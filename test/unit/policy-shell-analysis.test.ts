@@ -23,7 +23,8 @@ describe('analyzeShell', () => {
     expect(heads('env -i A=1 nice -n 5 nohup timeout -s KILL 10 stdbuf -oL time command exec rm x')).toEqual(['rm x']);
     expect(heads('bash -c "curl x; sh -c \'id\'"')).toEqual(['curl x', 'id']);
     expect(heads('xargs -0 -n 1 rm -f')).toEqual(['rm -f']);
-    expect(heads("find . -name '*.o' -exec rm {} ';'")).toEqual(['rm ?', expect.stringMatching(/^find/)]);
+    expect(heads("find . -name '*.o' -exec rm {} ';'")).toEqual(['rm {}', expect.stringMatching(/^find/)]);
+    expect(heads("find . -exec sh -c 'cat {}' ';'")).toEqual([expect.stringMatching(/^find/)]); // {} inside a script word: denied, not run
   });
 
   it('quoting and escapes resolve to what bash passes', () => {
