@@ -96,7 +96,7 @@ function envMatches(rule: EnvRule, name: string): boolean {
 export function evaluateCommand(policy: Policy, c: SimpleCommand, cwds: string[] | null): Verdict[] {
   const out: Verdict[] = [];
   const label = c.argv.length ? commandName(c.argv[0]!) : 'assignment';
-  for (const as of c.assigns) {
+  for (const as of [...c.assigns, ...variablesSetBy(label, c)]) {
     for (const r of policy.bash.env) if (envMatches(r, as.name)) out.push({ decision: r.decision, rule: r.name, reason: `${label}: setting ${as.name} — ${r.reason}` });
   }
   if (c.argv.length === 0) {
@@ -135,4 +135,18 @@ export function commandRuleFiresOn(policy: Policy, rule: CommandRule, example: s
 export function envRuleFiresOn(policy: Policy, rule: EnvRule, example: string): boolean {
   const a = analyzeShell(example, { home: policy.home, maxCommands: policy.limits.max_commands, maxLength: policy.limits.max_length });
   return a.commands.some((c) => c.assigns.some((as) => envMatches(rule, as.name)));
+}
+
+const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** Variables a builtin sets from its input (`read PATH`, `printf -v PATH`, `mapfile`), checked like assignments. */
+function variablesSetBy(label: string, c: SimpleCommand): Array<{ name: string }> {
+  const args = c.argv.slice(1);
+  if (['read', 'mapfile', 'readarray', 'getopts'].includes(label)) return args.filter((a) => !a.dynamic && VAR_NAME.test(a.value)).map((a) => ({ name: a.value }));
+  if (label === 'printf') {
+    const i = args.findIndex((a) => a.value === '-v');
+    const v = i >= 0 ? args[i + 1] : undefined;
+    if (v) return [{ name: v.dynamic ? 'BASH_ENV' : v.value }];
+  }
+  return [];
 }

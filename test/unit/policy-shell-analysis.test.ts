@@ -80,6 +80,12 @@ describe('nasty vectors are never allowed', () => {
     ['dev tcp', 'cat < /dev/tcp/1.2.3.4/80'],
     ['trap', "trap 'id' EXIT"],
     ['enable -f', 'enable -f ./x.so x'],
+    ['read into PATH', 'read PATH <<< /tmp'],
+    ['printf -v LD_PRELOAD', 'printf -v LD_PRELOAD %s ./x.so'],
+    ['export BASH_ENV', 'export BASH_ENV=./x.sh; bash y.sh'],
+    ['git diff --no-index outside', 'git diff --no-index /etc/passwd x'],
+    ['find outside', 'find / -name id_rsa'],
+    ['interpreter script outside', 'python3 /tmp/../etc/x.py'],
   ])('%s', (_name, command) => {
     expect(decide(command)).not.toBe('allow');
   });
