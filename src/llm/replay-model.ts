@@ -1,0 +1,50 @@
+/**
+ * A Model that replays a recorded transcript (examples/*.replay.json): each turn returns the next
+ * recorded assistant message. Used by the demo when no OPENAI_API_KEY is set, and says so in its
+ * description. It checks that the run asks for the tools the recording expects, so a replay that
+ * drifted from the code fails loudly instead of pretending.
+ */
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { InvalidInputError, ModelError, describeZodIssues } from '../domain/errors';
+import type { Model, ModelRequest, ModelTurn } from '../domain/model';
+
+const ReplayFile = z.object({
+  model: z.string(),
+  task: z.string(),
+  turns: z
+    .array(
+      z.object({
+        content: z.string().nullable().default(null),
+        toolCalls: z.array(z.object({ id: z.string(), name: z.string(), arguments: z.string() })).default([]),
+        usage: z.object({ inputTokens: z.number(), outputTokens: z.number() }).default({ inputTokens: 0, outputTokens: 0 }),
+      }),
+    )
+    .min(1),
+});
+export type ReplayFile = z.infer<typeof ReplayFile>;
+
+export function loadReplay(path: string): ReplayFile {
+  const r = ReplayFile.safeParse(JSON.parse(readFileSync(path, 'utf8')));
+  if (!r.success) throw new InvalidInputError(`replay ${path}: ${describeZodIssues(r.error.issues).message}`);
+  return r.data;
+}
+
+export class ReplayModel implements Model {
+  readonly description: string;
+  private next = 0;
+
+  constructor(private readonly replay: ReplayFile, source: string) {
+    this.description = `replay of ${source} (recorded from ${replay.model}; no model is called)`;
+  }
+
+  async complete(req: ModelRequest): Promise<ModelTurn> {
+    const turn = this.replay.turns[this.next];
+    if (!turn) throw new ModelError(`replay exhausted after ${this.next} turns`);
+    this.next += 1;
+    for (const c of turn.toolCalls) {
+      if (!req.tools.some((t) => t.name === c.name)) throw new ModelError(`replay asks for tool "${c.name}", which this run does not offer`);
+    }
+    return { ...turn, finishReason: turn.toolCalls.length ? 'tool_calls' : 'stop', model: this.replay.model };
+  }
+}

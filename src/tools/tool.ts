@@ -1,0 +1,38 @@
+/**
+ * What a tool is: a name, a description the model reads, a zod schema for its arguments (the model's
+ * JSON is untrusted input), and execute() over the Sandbox port. Expected failures (non-zero exit,
+ * missing file, refused path) are outcomes with ok=false that the model sees, not exceptions.
+ */
+import type { z } from 'zod';
+import type { ExecResult, Sandbox } from '../domain/sandbox';
+
+export interface ToolContext {
+  sandbox: Sandbox;
+  /** Per-call exec timeout and output cap, already resolved from the run's limits. */
+  execTimeoutMs: number;
+  maxOutputBytes: number;
+  signal?: AbortSignal;
+}
+
+export interface ToolOutcome {
+  ok: boolean;
+  /** What the model sees. */
+  content: string;
+  /** One line for logs and the report. */
+  summary: string;
+  exec?: ExecResult;
+}
+
+export interface Tool<S extends z.ZodType = z.ZodType> {
+  name: string;
+  description: string;
+  schema: S;
+  /** true when the tool cannot change anything (the gate may skip the classifier for it). */
+  readOnly: boolean;
+  execute(args: z.infer<S>, ctx: ToolContext): Promise<ToolOutcome>;
+}
+
+/** Declares a tool with its argument type inferred from the schema. */
+export function defineTool<S extends z.ZodType>(tool: Tool<S>): Tool<S> {
+  return tool;
+}
