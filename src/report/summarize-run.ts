@@ -1,0 +1,133 @@
+/**
+ * summarizeRun: folds a run's events into one structured summary — header facts, usage (from
+ * run.finished, or added up from the log when the run did not finish), each tool call with its
+ * verdict, result and egress, and the log's own health (last seq, missing seqs, unknown types).
+ * Pure; the markdown report renders this.
+ */
+import type { RunEvent, RunUsage } from '../domain/events';
+
+export type EventOf<T extends RunEvent['type']> = Extract<RunEvent, { type: T }>;
+
+export interface CallRecord {
+  callId: string;
+  tool: string;
+  /** The model turn that requested the call, when a model.response listed it. */
+  turn: number | null;
+  /** false when no tool.call event was logged for this id. */
+  hasArgs: boolean;
+  args: unknown;
+  verdict?: EventOf<'policy.decision'>['verdict'];
+  approvalPending?: EventOf<'approval.pending'>;
+  result?: EventOf<'tool.result'>;
+  egress: EventOf<'egress'>[];
+  /** Denied by the gate or reported as blocked by the result. */
+  blocked: boolean;
+}
+
+export interface RunSummary {
+  runId: string | null;
+  eventCount: number;
+  lastSeq: number | null;
+  /** Sequence numbers absent between 1 and lastSeq, as inclusive ranges. */
+  missingSeqs: Array<[number, number]>;
+  /** Event types the RunEvent union does not know (e.g. a log written by a newer version). */
+  unknownTypes: string[];
+  started?: EventOf<'run.started'>;
+  sandbox?: EventOf<'sandbox.ready'>;
+  sandboxRemoved?: EventOf<'sandbox.removed'>;
+  finished?: EventOf<'run.finished'>;
+  usage: RunUsage;
+  usageFrom: 'run.finished' | 'log';
+  budgetsExceeded: EventOf<'budget.exceeded'>[];
+  calls: CallRecord[];
+  egress: EventOf<'egress'>[];
+  artifacts: EventOf<'artifact'>[];
+}
+
+export function summarizeRun(input: readonly RunEvent[]): RunSummary {
+  const events = [...input].sort((a, b) => a.seq - b.seq);
+  const calls = new Map<string, CallRecord>();
+  const call = (callId: string, tool: string): CallRecord => {
+    let c = calls.get(callId);
+    if (!c) {
+      c = { callId, tool, turn: null, hasArgs: false, args: undefined, egress: [], blocked: false };
+      calls.set(callId, c);
+    }
+    return c;
+  };
+  const s: RunSummary = {
+    runId: events[0]?.runId ?? null,
+    eventCount: events.length,
+    lastSeq: events.at(-1)?.seq ?? null,
+    missingSeqs: missingRanges(events.map((e) => e.seq)),
+    unknownTypes: [],
+    usage: { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 },
+    usageFrom: 'log',
+    budgetsExceeded: [],
+    calls: [],
+    egress: [],
+    artifacts: [],
+  };
+  const counted = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 };
+
+  for (const e of events) {
+    switch (e.type) {
+      case 'run.started': s.started ??= e; break;
+      case 'sandbox.ready': s.sandbox ??= e; break;
+      case 'sandbox.removed': s.sandboxRemoved ??= e; break;
+      case 'run.finished': s.finished ??= e; break;
+      case 'model.response':
+        counted.llmCalls += 1;
+        counted.inputTokens += e.usage?.inputTokens ?? 0;
+        counted.outputTokens += e.usage?.outputTokens ?? 0;
+        counted.costUsd += e.costUsd ?? 0;
+        for (const tc of e.toolCalls ?? []) call(tc.id, tc.name).turn ??= e.turn;
+        break;
+      case 'tool.call': {
+        counted.toolCalls += 1;
+        const c = call(e.callId, e.tool);
+        c.tool = e.tool;
+        c.hasArgs = true;
+        c.args = e.args;
+        break;
+      }
+      case 'policy.decision': call(e.callId, e.tool).verdict = e.verdict; break;
+      case 'approval.pending': call(e.callId, e.tool).approvalPending = e; break;
+      case 'tool.result': call(e.callId, e.tool).result = e; break;
+      case 'egress':
+        s.egress.push(e);
+        if (e.callId !== null) calls.get(e.callId)?.egress.push(e);
+        break;
+      case 'budget.exceeded': s.budgetsExceeded.push(e); break;
+      case 'artifact': s.artifacts.push(e); break;
+      default: {
+        const type = String((e as { type: unknown }).type);
+        if (!s.unknownTypes.includes(type)) s.unknownTypes.push(type);
+      }
+    }
+  }
+
+  for (const c of calls.values()) c.blocked = c.verdict?.decision === 'deny' || c.result?.blocked === true;
+  s.calls = [...calls.values()];
+  if (s.finished?.usage) {
+    s.usage = s.finished.usage;
+    s.usageFrom = 'run.finished';
+  } else {
+    const first = s.started ?? events[0];
+    const last = events.at(-1);
+    const wallTimeMs = first && last ? Math.max(0, Date.parse(last.ts) - Date.parse(first.ts)) : 0;
+    s.usage = { ...counted, wallTimeMs: Number.isFinite(wallTimeMs) ? wallTimeMs : 0 };
+  }
+  return s;
+}
+
+/** Gaps in an ascending list of seqs (counting from 1), without walking the numbers in between. */
+function missingRanges(sortedSeqs: number[]): Array<[number, number]> {
+  const out: Array<[number, number]> = [];
+  let prev = 0;
+  for (const seq of sortedSeqs) {
+    if (seq > prev + 1) out.push([prev + 1, seq - 1]);
+    if (seq > prev) prev = seq;
+  }
+  return out;
+}
