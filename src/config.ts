@@ -28,6 +28,8 @@ export const ConfigSchema = z.object({
   OPENAI_API_KEY: z.string().optional(),
   OPENAI_BASE_URL: z.string().url().optional(),
   CORRAL_MODEL: z.string().default('gpt-4.1-mini'),
+  /** Path of a recorded transcript (examples/*.replay.json): every run replays it instead of calling a model. */
+  CORRAL_REPLAY: z.string().optional(),
   /** Model for the risk classifier; defaults to CORRAL_MODEL. */
   CORRAL_CLASSIFIER_MODEL: z.string().optional(),
   CORRAL_MODEL_TIMEOUT_MS: int(120_000),

@@ -1,0 +1,35 @@
+/**
+ * Server-sent events for one run: replays the run's events after `after`, then polls its Redis
+ * stream and sends new ones, until run.finished has been sent or the client goes away. Each SSE
+ * message's id is the stream id, so a client can resume with ?after=<id>.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RunStore } from '../queue/run-store';
+
+export async function streamEvents(res: ServerResponse, req: IncomingMessage, store: RunStore, runId: string, after: string, pollMs: number): Promise<void> {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  let closed = false;
+  req.on('close', () => {
+    closed = true;
+  });
+  let cursor = after;
+  try {
+    while (!closed) {
+      const rows = await store.readEvents(runId, cursor);
+      for (const r of rows) {
+        res.write(`id: ${r.id}\nevent: ${r.event.type}\ndata: ${JSON.stringify(r.event)}\n\n`);
+        cursor = r.id;
+        if (r.event.type === 'run.finished') closed = true;
+      }
+      if (closed) break;
+      if (rows.length === 0) {
+        const run = await store.get(runId);
+        // A run that ended without events (a malformed job, cancelled while queued) ends the stream too.
+        if (!run || (run.finishedAt && (await store.readEvents(runId, cursor)).length === 0)) break;
+        await new Promise((r) => setTimeout(r, pollMs));
+      }
+    }
+  } finally {
+    res.end();
+  }
+}

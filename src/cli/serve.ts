@@ -1,0 +1,32 @@
+/**
+ * `corral serve` (API + worker), `corral api`, `corral worker`: run the service in the foreground
+ * until SIGINT/SIGTERM, then drain: stop taking jobs, let running runs finish their clean-up, close.
+ */
+import { loadConfig } from '../config';
+import { jsonLog, startCorral } from '../main';
+
+export async function run(argv: string[]): Promise<number> {
+  const [role, ...rest] = argv;
+  if (rest.length) {
+    process.stderr.write(`corral ${role}: unexpected arguments: ${rest.join(' ')} (configure with environment variables; see README)\n`);
+    return 2;
+  }
+  const config = loadConfig();
+  const log = jsonLog(role ?? 'serve');
+  const corral = await startCorral(config, { api: role !== 'worker', worker: role !== 'api' }, log);
+  log('started', {
+    role, workerId: corral.workerId, url: corral.url, queue: config.CORRAL_QUEUE, redis: config.REDIS_URL,
+    ...(corral.worker ? { model: corral.modelDescription, concurrency: config.CORRAL_CONCURRENCY, dataDir: config.CORRAL_DATA_DIR } : {}),
+  });
+  await new Promise<void>((resolve) => {
+    const stop = (sig: string) => {
+      log('stopping', { signal: sig });
+      resolve();
+    };
+    process.once('SIGINT', () => stop('SIGINT'));
+    process.once('SIGTERM', () => stop('SIGTERM'));
+  });
+  await corral.close();
+  log('stopped');
+  return 0;
+}

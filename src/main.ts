@@ -1,0 +1,138 @@
+/**
+ * The composition root: the only place that constructs Redis clients, the Docker client, the OpenAI
+ * client, Fastify and the clock, and wires them into the API and the worker. `startCorral` starts
+ * either or both roles and returns one close() that stops everything it started, in order.
+ */
+import { hostname } from 'node:os';
+import { resolve } from 'node:path';
+import { Redis } from 'ioredis';
+import OpenAI from 'openai';
+import type { FastifyInstance } from 'fastify';
+import type { Config } from './config';
+import { InvalidInputError } from './domain/errors';
+import type { Model } from './domain/model';
+import type { RunSpec } from './domain/run-spec';
+import { buildApp } from './api/build-app';
+import { OpenAIModel } from './llm/openai-model';
+import { ReplayModel, loadReplay } from './llm/replay-model';
+import { Classifier } from './policy/classifier';
+import { loadPolicies } from './policy/load-policy';
+import { PolicyGate } from './policy/policy-gate';
+import { createRunQueue, newRunId } from './queue/run-queue';
+import { RunStore } from './queue/run-store';
+import { createDockerClient, createSandboxProvider, startReaper, type Reaper } from './sandbox';
+import { startWorker, type RunningWorker } from './worker/start-worker';
+import type { WorkerLog } from './worker/run-processor';
+
+export interface CorralRoles {
+  api: boolean;
+  worker: boolean;
+}
+
+export interface StartedCorral {
+  /** Set when the API role runs: the address it listens on. */
+  url?: string;
+  app?: FastifyInstance;
+  worker?: RunningWorker;
+  workerId: string;
+  modelDescription: string;
+  close(): Promise<void>;
+}
+
+/** One line of JSON per log record, on stderr. */
+export function jsonLog(component: string): WorkerLog {
+  return (msg, fields) => process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), component, msg, ...fields })}\n`);
+}
+
+/** How runs reach a model: the configured OpenAI-compatible endpoint, or a replayed transcript. */
+function modelFactory(config: Config): { modelFor: (spec: RunSpec) => Model; client?: OpenAI; description: string } {
+  if (config.CORRAL_REPLAY) {
+    const path = resolve(config.CORRAL_REPLAY);
+    const replay = loadReplay(path);
+    return { modelFor: () => new ReplayModel(replay, path), description: `replay of ${path}` };
+  }
+  if (!config.OPENAI_API_KEY && !config.OPENAI_BASE_URL) {
+    throw new InvalidInputError('no model configured: set OPENAI_API_KEY (and optionally OPENAI_BASE_URL, CORRAL_MODEL), or CORRAL_REPLAY to replay a recorded transcript', 'OPENAI_API_KEY');
+  }
+  const client = new OpenAI({
+    apiKey: config.OPENAI_API_KEY ?? 'unused',
+    ...(config.OPENAI_BASE_URL ? { baseURL: config.OPENAI_BASE_URL } : {}),
+    timeout: config.CORRAL_MODEL_TIMEOUT_MS,
+    maxRetries: 2,
+  });
+  return { modelFor: (spec) => new OpenAIModel(client, spec.model ?? config.CORRAL_MODEL), client, description: `${config.CORRAL_MODEL} at ${client.baseURL}` };
+}
+
+export async function startCorral(config: Config, roles: CorralRoles, log: WorkerLog = jsonLog('corral')): Promise<StartedCorral> {
+  const workerId = config.CORRAL_WORKER_ID ?? `${hostname()}-${process.pid}`;
+  const closers: Array<() => Promise<unknown>> = [];
+  const close = async () => {
+    for (const c of closers.reverse()) await c().catch((err: Error) => log('shutdown step failed', { error: err.message }));
+  };
+  const policies = loadPolicies(config.CORRAL_POLICY_DIR);
+  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, lazyConnect: true });
+  closers.push(async () => redis.quit());
+  try {
+    await redis.connect();
+  } catch (err) {
+    await close();
+    throw new InvalidInputError(`cannot reach Redis at ${config.REDIS_URL}: ${(err as Error).message}`, 'REDIS_URL');
+  }
+  redis.on('error', (err) => log('redis error', { error: err.message }));
+  const store = new RunStore(redis);
+  const started: StartedCorral = { workerId, modelDescription: '', close };
+
+  try {
+    if (roles.worker) {
+      const models = modelFactory(config);
+      started.modelDescription = models.description;
+      const classifier = config.CORRAL_CLASSIFIER && models.client
+        ? new Classifier({
+          client: models.client, model: config.CORRAL_CLASSIFIER_MODEL ?? config.CORRAL_MODEL,
+          denyAt: config.CORRAL_RISK_DENY_AT, allowBelow: config.CORRAL_RISK_ALLOW_BELOW,
+          authorizedAllowAt: config.CORRAL_AUTHORIZED_ALLOW_AT, timeoutMs: config.CORRAL_CLASSIFIER_TIMEOUT_MS,
+        })
+        : undefined;
+      if (!classifier) log('risk classifier off: calls the policy does not settle go to approval, or are refused when the run is unattended');
+      const docker = createDockerClient(config);
+      const sandboxes = createSandboxProvider(config, { docker, log });
+      const subscriber = redis.duplicate();
+      closers.push(async () => subscriber.quit());
+      const workerConn = redis.duplicate({ maxRetriesPerRequest: null });
+      closers.push(async () => workerConn.quit());
+      const worker = await startWorker({
+        config, sandboxes, store, workerId, clock: Date.now, log,
+        modelFor: models.modelFor,
+        gateFor: (approvals) => new PolicyGate({ policies, approvals, ...(classifier ? { classifier } : {}) }),
+        queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,
+        connection: workerConn, subscriber,
+      });
+      closers.push(() => worker.close());
+      started.worker = worker;
+      const reaper: Reaper = startReaper(config, {
+        docker, log,
+        isActive: async (runId, owner) => {
+          if (owner === workerId) return worker.active.has(runId);
+          const run = await store.get(runId);
+          return !!run && !run.finishedAt;
+        },
+      });
+      closers.push(async () => reaper.stop());
+      await reaper.first;
+    }
+    if (roles.api) {
+      const queueConn = redis.duplicate({ maxRetriesPerRequest: null });
+      closers.push(async () => queueConn.quit());
+      const queue = createRunQueue(config.CORRAL_QUEUE, queueConn);
+      closers.push(() => queue.close());
+      const app = buildApp({ config, store, queue, newRunId, clock: Date.now, policyNames: [...policies.keys()] });
+      closers.push(() => app.close());
+      started.url = await app.listen({ host: config.CORRAL_API_HOST, port: config.CORRAL_API_PORT });
+      started.app = app;
+    }
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return started;
+}

@@ -1,0 +1,213 @@
+/**
+ * Run state in Redis, shared by the API (reads, approvals, cancel) and the workers (writes): one hash
+ * per run, one stream of RunEvents per run, and one list per pending approval that the waiting
+ * worker blocks on. Keys (all under the store's prefix, default "corral"):
+ *   {p}:run:{id}             hash: status, task, times, worker, outcome, answer, report paths, pending:{callId}
+ *   {p}:run:{id}:events      stream: field "e" = RunEvent JSON
+ *   {p}:run:{id}:answer:{callId}  list: the approval answer (the waiter BLPOPs it)
+ *   {p}:runs                 sorted set: run ids by creation time
+ *   {p}:cancel               pub/sub channel: run ids to cancel
+ */
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import { CorralError, NotFoundError } from '../domain/errors';
+import type { RunEvent, RunOutcome, RunStatus, RunUsage } from '../domain/events';
+import type { RiskLevel } from '../domain/gate';
+import type { RunSpec } from '../domain/run-spec';
+
+export interface PendingApproval {
+  callId: string;
+  tool: string;
+  args: Record<string, unknown>;
+  reason: string;
+  risk?: RiskLevel;
+  since: string;
+}
+
+export interface RunArtifact {
+  name: string;
+  path: string;
+  bytes: number;
+}
+
+export interface RunView {
+  id: string;
+  status: RunStatus;
+  task: string;
+  labels?: Record<string, string>;
+  createdAt: string;
+  startedAt?: string;
+  finishedAt?: string;
+  workerId?: string;
+  containerId?: string;
+  outcome?: RunOutcome;
+  finalAnswer?: string | null;
+  reason?: string;
+  usage?: RunUsage;
+  reportPath?: string;
+  logPath?: string;
+  artifacts?: RunArtifact[];
+  pendingApprovals: PendingApproval[];
+}
+
+export interface RunUpdate {
+  status?: RunStatus;
+  startedAt?: string;
+  finishedAt?: string;
+  workerId?: string;
+  containerId?: string;
+  outcome?: RunOutcome;
+  finalAnswer?: string | null;
+  reason?: string;
+  usage?: RunUsage;
+  reportPath?: string;
+  logPath?: string;
+  artifacts?: RunArtifact[];
+}
+
+export interface ApprovalAnswer {
+  approved: boolean;
+  by: string;
+}
+
+const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer']);
+const FINISHED_TTL_S = 14 * 24 * 3600;
+const EVENTS_MAXLEN = 20_000;
+const Answer = z.object({ approved: z.boolean(), by: z.string() });
+
+export class RunStore {
+  readonly cancelChannel: string;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix = 'corral',
+  ) {
+    this.cancelChannel = `${prefix}:cancel`;
+  }
+
+  private key(runId: string): string {
+    return `${this.prefix}:run:${runId}`;
+  }
+  private eventsKey(runId: string): string {
+    return `${this.key(runId)}:events`;
+  }
+  private answerKey(runId: string, callId: string): string {
+    return `${this.key(runId)}:answer:${callId}`;
+  }
+
+  /** Records a new queued run (the API calls this before enqueueing). */
+  async create(runId: string, spec: Pick<RunSpec, 'task' | 'labels'>, now: Date): Promise<void> {
+    await this.redis
+      .multi()
+      .hset(this.key(runId), { status: 'queued', task: spec.task, createdAt: now.toISOString(), ...(spec.labels ? { labels: JSON.stringify(spec.labels) } : {}) })
+      .zadd(`${this.prefix}:runs`, now.getTime(), runId)
+      .exec();
+  }
+
+  /** For jobs that other producers put straight on the queue: create the record if there is none. */
+  async ensure(runId: string, spec: Pick<RunSpec, 'task' | 'labels'>, now: Date): Promise<void> {
+    if (!(await this.redis.exists(this.key(runId)))) await this.create(runId, spec, now);
+  }
+
+  async update(runId: string, u: RunUpdate): Promise<void> {
+    const fields: Record<string, string> = {};
+    for (const [k, v] of Object.entries(u)) {
+      if (v === undefined) continue;
+      fields[k] = JSON_FIELDS.has(k) ? JSON.stringify(v) : String(v);
+    }
+    if (Object.keys(fields).length) await this.redis.hset(this.key(runId), fields);
+  }
+
+  /** Sets the expiry of a finished run's keys. */
+  async expireFinished(runId: string): Promise<void> {
+    await this.redis.multi().expire(this.key(runId), FINISHED_TTL_S).expire(this.eventsKey(runId), FINISHED_TTL_S).exec();
+  }
+
+  async get(runId: string): Promise<RunView | null> {
+    const h = await this.redis.hgetall(this.key(runId));
+    if (!h.status) return null;
+    const pendingApprovals: PendingApproval[] = [];
+    const view: Record<string, unknown> = { id: runId };
+    for (const [k, v] of Object.entries(h)) {
+      if (k.startsWith('pending:')) pendingApprovals.push(JSON.parse(v) as PendingApproval);
+      else if (k.startsWith('answered:')) continue;
+      else view[k] = JSON_FIELDS.has(k) ? JSON.parse(v) : v;
+    }
+    view.pendingApprovals = pendingApprovals;
+    return view as unknown as RunView;
+  }
+
+  /** Most recent runs first. */
+  async list(limit: number): Promise<RunView[]> {
+    const ids = await this.redis.zrevrange(`${this.prefix}:runs`, 0, limit - 1);
+    const views = await Promise.all(ids.map((id) => this.get(id)));
+    return views.filter((v): v is RunView => v !== null);
+  }
+
+  async appendEvent(e: RunEvent): Promise<void> {
+    await this.redis.xadd(this.eventsKey(e.runId), 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', JSON.stringify(e));
+  }
+
+  /** Events after the given stream id ("0" = from the start); returns each with its stream id for resuming. */
+  async readEvents(runId: string, after = '0', count = 500): Promise<Array<{ id: string; event: RunEvent }>> {
+    const start = after === '0' ? '-' : `(${after}`;
+    const rows = await this.redis.xrange(this.eventsKey(runId), start, '+', 'COUNT', count);
+    return rows.map(([id, fields]) => ({ id, event: JSON.parse(fields[1] ?? 'null') as RunEvent }));
+  }
+
+  async setPending(runId: string, p: PendingApproval): Promise<void> {
+    await this.redis.hset(this.key(runId), { [`pending:${p.callId}`]: JSON.stringify(p), status: 'awaiting_approval' });
+  }
+
+  async clearPending(runId: string, callId: string): Promise<void> {
+    await this.redis.hdel(this.key(runId), `pending:${callId}`);
+    const rest = (await this.redis.hkeys(this.key(runId))).filter((k) => k.startsWith('pending:'));
+    if (rest.length === 0) await this.redis.hset(this.key(runId), 'status', 'running');
+  }
+
+  /**
+   * Answers a pending approval. NotFoundError when the run or the call is unknown or not pending;
+   * a conflict when it was already answered.
+   */
+  async answer(runId: string, callId: string, a: ApprovalAnswer): Promise<void> {
+    const pending = await this.redis.hget(this.key(runId), `pending:${callId}`);
+    if (pending === null) {
+      if (await this.redis.hexists(this.key(runId), `answered:${callId}`)) {
+        throw new CorralError('conflict', `call ${callId} of run ${runId} was already answered`);
+      }
+      if (!(await this.redis.exists(this.key(runId)))) throw new NotFoundError(`no run with id ${runId}`);
+      throw new NotFoundError(`run ${runId} has no pending approval for call ${callId}`);
+    }
+    const first = await this.redis.hsetnx(this.key(runId), `answered:${callId}`, JSON.stringify(a));
+    if (!first) throw new CorralError('conflict', `call ${callId} of run ${runId} was already answered`);
+    await this.redis.multi().rpush(this.answerKey(runId, callId), JSON.stringify(a)).expire(this.answerKey(runId, callId), 24 * 3600).exec();
+  }
+
+  /**
+   * Waits for an answer to a pending approval, on its own connection (BLPOP blocks it). Resolves null
+   * when timeoutMs passes; rejects with the abort reason when `signal` aborts.
+   */
+  async waitAnswer(runId: string, callId: string, timeoutMs: number, signal?: AbortSignal): Promise<ApprovalAnswer | null> {
+    const conn = this.redis.duplicate();
+    const deadline = Date.now() + timeoutMs;
+    try {
+      while (!signal?.aborted) {
+        const left = deadline - Date.now();
+        if (left <= 0) return null;
+        const r = await conn.blpop(this.answerKey(runId, callId), Math.min(1, Math.max(0.05, left / 1000)));
+        if (r) return Answer.parse(JSON.parse(r[1]));
+      }
+      throw signal.reason instanceof Error ? signal.reason : new CorralError('cancelled', 'the run was cancelled');
+    } finally {
+      conn.disconnect();
+    }
+  }
+
+  async ping(): Promise<void> {
+    await this.redis.ping();
+  }
+
+  async requestCancel(runId: string): Promise<void> {
+    await this.redis.publish(this.cancelChannel, runId);
+  }
+}

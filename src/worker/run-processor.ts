@@ -1,0 +1,188 @@
+/**
+ * One queue job → one run: validate the job data, record the run as running, acquire its sandbox,
+ * drive the agent loop, export the workspace, remove the sandbox, write report.md, record the outcome.
+ * Every event goes to the run's JSONL log (data/runs/{id}/events.jsonl) and its Redis stream.
+ *
+ * Malformed job data fails that job with a reason (InvalidInputError → the worker makes it an
+ * UnrecoverableError) and never reaches Docker. A run that ends `failed` or `cancelled` also fails
+ * its job, after its log, report and artifacts are written and its sandbox is gone.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Config } from '../config';
+import { CorralError, InvalidInputError, describeZodIssues } from '../domain/errors';
+import type { RunOutcome, RunUsage } from '../domain/events';
+import type { Gate } from '../domain/gate';
+import type { Model } from '../domain/model';
+import { RunJob, type RunSpec } from '../domain/run-spec';
+import type { LeasedSandbox, SandboxProvider } from '../domain/sandbox';
+import type { ApprovalPort } from '../policy/approval-port';
+import type { RunArtifact, RunStore } from '../queue/run-store';
+import { EventRecorder } from '../report/event-recorder';
+import { JsonlSink } from '../report/jsonl-sink';
+import { buildReport } from '../report/report-markdown';
+import { runAgentLoop } from '../run/agent-loop';
+import { resolveLimits } from '../sandbox/limits';
+import { RedisApprovalPort } from './redis-approval-port';
+
+export type WorkerLog = (msg: string, fields?: Record<string, unknown>) => void;
+
+export interface RunProcessorDeps {
+  config: Config;
+  sandboxes: SandboxProvider;
+  store: RunStore;
+  /** The model for a run (spec.model overrides the configured one). */
+  modelFor: (spec: RunSpec) => Model;
+  /** A gate for one run, asking humans through the given approval port. */
+  gateFor: (approvals: ApprovalPort) => Gate;
+  workerId: string;
+  clock: () => number;
+  log: WorkerLog;
+}
+
+export interface RunSummary {
+  runId: string;
+  outcome: RunOutcome;
+  reason: string;
+  finalAnswer: string | null;
+  reportPath: string;
+  logPath: string;
+}
+
+/** Raised for a run that ended failed/cancelled: its reason is the job's failure reason. */
+export class RunEndedError extends CorralError {
+  constructor(readonly summary: RunSummary) {
+    super(summary.outcome === 'cancelled' ? 'cancelled' : 'internal', `run ${summary.outcome}: ${summary.reason}`);
+  }
+}
+
+/** Reads a run id out of job data that failed validation, so the failure can still be recorded. */
+function salvageRunId(data: unknown): string | undefined {
+  const id = (data as { runId?: unknown } | null)?.runId;
+  return typeof id === 'string' && /^run_[A-Za-z0-9_-]{6,64}$/.test(id) ? id : undefined;
+}
+
+export async function processRun(data: unknown, signal: AbortSignal, deps: RunProcessorDeps): Promise<RunSummary> {
+  const { config, store, clock, log } = deps;
+  const parsed = RunJob.safeParse(data);
+  if (!parsed.success) {
+    const reason = `malformed job data: ${describeZodIssues(parsed.error.issues).message}`;
+    const runId = salvageRunId(data);
+    if (runId) {
+      await store.ensure(runId, { task: '(malformed job)' }, new Date(clock()));
+      await store.update(runId, { status: 'failed', outcome: 'failed', reason, finishedAt: new Date(clock()).toISOString() });
+      await store.expireFinished(runId);
+    }
+    throw new InvalidInputError(reason);
+  }
+  const { runId, spec } = parsed.data;
+  const runDir = resolve(config.CORRAL_DATA_DIR, 'runs', runId);
+  mkdirSync(runDir, { recursive: true });
+  const logPath = join(runDir, 'events.jsonl');
+  const reportPath = join(runDir, 'report.md');
+  const now = () => new Date(clock());
+
+  const redisWrites: Promise<unknown>[] = [];
+  let currentCall: string | null = null;
+  const jsonl = new JsonlSink(logPath);
+  const recorder = new EventRecorder({
+    runId,
+    now,
+    sinks: [
+      (e) => jsonl.write(e),
+      (e) => {
+        redisWrites.push(store.appendEvent(e).catch((err: Error) => log('could not append event to Redis', { runId, seq: e.seq, error: err.message })));
+      },
+      (e) => {
+        if (e.type === 'tool.call') currentCall = e.callId;
+        else if (e.type === 'tool.result') currentCall = null;
+      },
+    ],
+  });
+  const emit = recorder.emit;
+
+  await store.ensure(runId, spec, now());
+  await store.update(runId, { status: 'running', startedAt: now().toISOString(), workerId: deps.workerId, logPath, reportPath });
+  const t0 = clock();
+  const model = deps.modelFor(spec);
+  emit({
+    type: 'run.started', workerId: deps.workerId, task: spec.task, policy: spec.policy, approvals: spec.approvals,
+    model: model.description, budgets: spec.budgets,
+  });
+
+  let outcome: RunOutcome = 'failed';
+  let reason = '';
+  let finalAnswer: string | null = null;
+  let usage: RunUsage = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 };
+  const artifacts: RunArtifact[] = [];
+  let sandbox: LeasedSandbox | undefined;
+  try {
+    const limits = resolveLimits(spec.limits, config);
+    const a0 = clock();
+    sandbox = await deps.sandboxes.acquire({
+      runId, workerId: deps.workerId,
+      deadline: new Date(clock() + spec.budgets.wallTimeS * 1000 + 60_000),
+      files: spec.workspace.files,
+      limits,
+      egressAllow: spec.egress.allow,
+      onEgress: (a) => emit({ type: 'egress', callId: currentCall, ...a }),
+      signal,
+    });
+    emit({ type: 'sandbox.ready', containerId: sandbox.id, image: config.CORRAL_SANDBOX_IMAGE, ms: clock() - a0, egressAllow: spec.egress.allow });
+    await store.update(runId, { containerId: sandbox.id });
+
+    const approvals = new RedisApprovalPort(store, emit, config.CORRAL_APPROVAL_TIMEOUT_S * 1000, clock);
+    const result = await runAgentLoop(
+      {
+        model, sandbox, gate: deps.gateFor(approvals), emit, clock,
+        prices: { inputPerMtok: config.CORRAL_PRICE_INPUT_PER_MTOK, outputPerMtok: config.CORRAL_PRICE_OUTPUT_PER_MTOK },
+      },
+      {
+        runId, task: spec.task, policy: spec.policy, approvals: spec.approvals, budgets: spec.budgets,
+        execTimeoutMs: limits.execTimeoutS * 1000, maxOutputBytes: config.CORRAL_MAX_OUTPUT_BYTES,
+        workspaceFiles: Object.keys(spec.workspace.files), signal,
+      },
+    );
+    ({ outcome, reason, finalAnswer, usage } = result);
+
+    try {
+      const exported = await sandbox.exportWorkspace();
+      for (const [name, body] of [['workspace.tar', exported.tar], ['workspace.patch', exported.patch]] as const) {
+        const path = join(runDir, name);
+        writeFileSync(path, body);
+        const bytes = Buffer.byteLength(body);
+        artifacts.push({ name, path, bytes });
+        emit({ type: 'artifact', name, path, bytes });
+      }
+    } catch (err) {
+      log('could not export the workspace', { runId, error: (err as Error).message });
+      reason += ` (the workspace could not be exported: ${(err as Error).message})`;
+    }
+  } catch (err) {
+    if (!(err instanceof CorralError)) log('run crashed', { runId, error: (err as Error).stack ?? String(err) });
+    outcome = signal.aborted ? 'cancelled' : 'failed';
+    reason = signal.aborted ? 'the run was cancelled' : err instanceof CorralError ? `${err.code}: ${err.message}` : `internal error: ${(err as Error).message}`;
+    usage = { ...usage, wallTimeMs: clock() - t0 };
+  } finally {
+    if (sandbox) {
+      try {
+        await sandbox.dispose();
+        emit({ type: 'sandbox.removed', containerId: sandbox.id });
+      } catch (err) {
+        log('could not remove the sandbox; the reaper will', { runId, containerId: sandbox.id, error: (err as Error).message });
+      }
+    }
+  }
+
+  emit({ type: 'run.finished', outcome, finalAnswer, reason, usage });
+  writeFileSync(reportPath, buildReport(recorder.events()));
+  await Promise.all(redisWrites);
+  await store.update(runId, {
+    status: outcome, outcome, reason, finalAnswer, usage, artifacts, finishedAt: now().toISOString(),
+  });
+  await store.expireFinished(runId);
+  log('run finished', { runId, outcome, reason, llmCalls: usage.llmCalls, toolCalls: usage.toolCalls });
+  const summary: RunSummary = { runId, outcome, reason, finalAnswer, reportPath, logPath };
+  if (outcome !== 'succeeded') throw new RunEndedError(summary);
+  return summary;
+}

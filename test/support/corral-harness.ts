@@ -1,0 +1,78 @@
+/**
+ * Starts a whole corral (API + worker, as `corral serve` does) against the real Docker engine, the
+ * test Redis and a scripted OpenAI-compatible server: its own queue name, data dir and worker id.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import Docker from 'dockerode';
+import { loadConfig, type Config } from '../../src/config';
+import { startCorral, type StartedCorral } from '../../src/main';
+import { startFakeDecisionsServer, type FakeServer, type Handler } from './fake-decisions-server';
+
+export interface Harness {
+  url: string;
+  config: Config;
+  corral: StartedCorral;
+  fake: FakeServer;
+  docker: Docker;
+  logs: Array<{ msg: string; fields?: Record<string, unknown> }>;
+  api<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
+  /** Polls GET /v1/runs/:id until it has finishedAt (or `until` holds). */
+  waitFor(id: string, until?: (run: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  close(): Promise<void>;
+}
+
+export async function startHarness(name: string, handlers: { chat: Handler; decisions?: Handler }, env: Record<string, string> = {}): Promise<Harness> {
+  if (!process.env.REDIS_URL) throw new Error('REDIS_URL is not set: the integration global setup did not run');
+  const fake = await startFakeDecisionsServer(handlers);
+  const suffix = `${name}-${process.pid}-${Date.now().toString(36)}`;
+  const config = loadConfig({
+    REDIS_URL: process.env.REDIS_URL,
+    CORRAL_QUEUE: `test-${suffix}`,
+    CORRAL_DATA_DIR: mkdtempSync(join(tmpdir(), 'corral-data-')),
+    CORRAL_API_PORT: '0',
+    CORRAL_WORKER_ID: `test-${suffix}`,
+    CORRAL_POLICY_DIR: resolve(__dirname, '../../policies'),
+    OPENAI_API_KEY: 'test-key',
+    OPENAI_BASE_URL: fake.baseURL,
+    CORRAL_MODEL: 'fake-agent',
+    CORRAL_CLASSIFIER: handlers.decisions ? 'true' : 'false',
+    CORRAL_REAP_INTERVAL_S: '3600',
+    ...env,
+  });
+  const logs: Harness['logs'] = [];
+  const corral = await startCorral(config, { api: true, worker: true }, (msg, fields) => logs.push({ msg, fields }));
+  const url = corral.url!;
+  const api: Harness['api'] = async (method, path, body) => {
+    const res = await fetch(`${url}${path}`, {
+      method,
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      /* not JSON (report.md) */
+    }
+    return { status: res.status, body: parsed as never };
+  };
+  const waitFor: Harness['waitFor'] = async (id, until = (r) => !!r.finishedAt, timeoutMs = 60_000) => {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      const { body } = await api('GET', `/v1/runs/${id}`);
+      if (until(body)) return body;
+      if (Date.now() > end) throw new Error(`run ${id} did not reach the expected state in ${timeoutMs} ms: ${JSON.stringify(body).slice(0, 1500)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  return {
+    url, config, corral, fake, docker: new Docker(), logs, api, waitFor,
+    async close() {
+      await corral.close();
+      await fake.close();
+    },
+  };
+}
