@@ -1,0 +1,46 @@
+/** One human-readable progress line per run event, for `corral submit` and `corral demo`. */
+import type { RunEvent } from '../domain/events';
+
+function clip(s: string, n = 110): string {
+  const one = s.replace(/\s*\n\s*/g, ' ⏎ ');
+  return one.length > n ? `${one.slice(0, n - 1)}…` : one;
+}
+
+function describeArgs(tool: string, args: unknown): string {
+  if (typeof args === 'string') return clip(args);
+  const a = (args ?? {}) as Record<string, unknown>;
+  if (tool === 'bash' && typeof a.command === 'string') return clip(a.command);
+  if (typeof a.path === 'string') return a.path;
+  return clip(JSON.stringify(args));
+}
+
+export function renderEvent(e: RunEvent): string | null {
+  switch (e.type) {
+    case 'run.started':
+      return `▶ ${e.runId} started on ${e.workerId} — model: ${e.model}; policy: ${e.policy}; approvals: ${e.approvals ? 'on' : 'off (unattended)'}`;
+    case 'sandbox.ready':
+      return `  sandbox ${e.containerId.slice(0, 12)} ready in ${e.ms} ms (${e.egressAllow.length ? `egress: ${e.egressAllow.join(', ')}` : 'no network'})`;
+    case 'model.response': {
+      const say = e.content ? ` “${clip(e.content, 90)}”` : '';
+      return `  model turn ${e.turn}${say}${e.toolCalls.length ? '' : ' (final answer)'}`;
+    }
+    case 'tool.call':
+      return `  → ${e.tool} ${describeArgs(e.tool, e.args)}`;
+    case 'policy.decision':
+      return e.verdict.decision === 'allow' ? `    allowed: ${clip(e.verdict.reason.replace(/^Allowed( by the policy)?: /, ''))}` : `    BLOCKED: ${clip(e.verdict.reason, 160)}`;
+    case 'approval.pending':
+      return `    ⏸ waiting for approval (${e.reason}). Answer with: corral approve ${e.runId} ${e.callId} [--deny]`;
+    case 'tool.result':
+      return e.blocked ? null : `    ← ${e.ok ? 'ok' : 'failed'}: ${clip(e.summary)}`;
+    case 'egress':
+      return `    egress ${e.method} ${e.host}:${e.port} ${e.decision === 'allow' ? 'allowed' : 'DENIED'} (${e.reason})`;
+    case 'budget.exceeded':
+      return `  budget exceeded: ${e.budget} (limit ${e.limit}, used ${e.used})`;
+    case 'artifact':
+      return null;
+    case 'sandbox.removed':
+      return `  sandbox ${e.containerId.slice(0, 12)} removed`;
+    case 'run.finished':
+      return `■ ${e.outcome}: ${e.reason} — ${e.usage.llmCalls} LLM calls, ${e.usage.toolCalls} tool calls, $${e.usage.costUsd.toFixed(4)}, ${(e.usage.wallTimeMs / 1000).toFixed(1)} s`;
+  }
+}
