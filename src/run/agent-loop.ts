@@ -127,6 +127,9 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
       if (usage.costUsd > budgets.costUsd) throw exceeded('costUsd', budgets.costUsd, usage.costUsd);
 
       for (const call of res.toolCalls) {
+        // A cancel (or the wall time) that landed while the model or the previous tool was finishing
+        // stops here: nothing new reaches the gate (classifier, approvals) or the sandbox.
+        if (signal.aborted) throw new CancelledError();
         if (usage.toolCalls >= budgets.toolCalls) throw exceeded('toolCalls', budgets.toolCalls, usage.toolCalls);
         usage.toolCalls += 1;
         const content = await runToolCall(deps, tools, input, call, evidence, signal);
@@ -192,8 +195,10 @@ async function runToolCall(
     return verdict.reason;
   }
 
-  const out = await tool.execute(args, { sandbox: deps.sandbox, execTimeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, signal });
   if (signal.aborted) throw new CancelledError();
+  const out = await tool.execute(args, { sandbox: deps.sandbox, execTimeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, signal });
+  // A call that completed is logged even if the run was cancelled meanwhile (its effects happened);
+  // the loop stops before the next call or model turn.
   const { stdout: _o, stderr: _e, ...exec } = out.exec ?? ({} as NonNullable<typeof out.exec>);
   deps.emit({
     type: 'tool.result', callId: call.id, tool: tool.name, ok: out.ok, blocked: false, summary: out.summary,

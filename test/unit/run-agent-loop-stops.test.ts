@@ -1,0 +1,357 @@
+/** runAgentLoop over fakes of our ports: how a run ends early — budgets, cancellation, broken infrastructure, bugs. */
+import { CancelledError, ModelError, SandboxError } from '../../src/domain/errors';
+import type { RunEventBody } from '../../src/domain/events';
+import type { RunBudgets } from '../../src/domain/run-spec';
+import { runAgentLoop, type AgentLoopInput, type Prices } from '../../src/run/agent-loop';
+import {
+  FakeGate, FakeSandbox, ScriptedModel, allowVerdict, answers, callsTools, recordEvents, toolCall, type ModelStep,
+} from '../support/fake-ports';
+
+const BUDGETS: RunBudgets = { llmCalls: 10, toolCalls: 20, wallTimeS: 60, costUsd: 1 };
+
+function harness(opts: {
+  model: ScriptedModel; sandbox?: FakeSandbox; gate?: FakeGate; budgets?: Partial<RunBudgets>; prices?: Prices;
+  clock?: () => number; signal?: AbortSignal;
+}) {
+  const rec = recordEvents();
+  const sandbox = opts.sandbox ?? new FakeSandbox();
+  const gate = opts.gate ?? new FakeGate();
+  const input: AgentLoopInput = {
+    runId: 'run_stop01', task: 'keep busy', policy: 'default', approvals: false,
+    budgets: { ...BUDGETS, ...opts.budgets }, execTimeoutMs: 10_000, maxOutputBytes: 4096,
+    ...(opts.signal ? { signal: opts.signal } : {}),
+  };
+  const deps = {
+    model: opts.model, sandbox, gate, emit: rec.emit, clock: opts.clock ?? (() => 5_000),
+    prices: opts.prices ?? { inputPerMtok: 0, outputPerMtok: 0 },
+  };
+  return { ...rec, sandbox, gate, model: opts.model, run: () => runAgentLoop(deps, input) };
+}
+
+const types = (events: RunEventBody[]) => events.map((e) => e.type);
+/** A model that never stops asking for `bash`. */
+const busyModel = (usage?: { inputTokens: number; outputTokens: number }) =>
+  new ScriptedModel((_req, i) => callsTools([toolCall(`b${i + 1}`, 'bash', { command: `echo ${i + 1}` })], usage));
+
+describe('runAgentLoop: budgets', () => {
+  it('llmCalls: a model that keeps calling tools is stopped before call limit+1', async () => {
+    const h = harness({ model: busyModel(), budgets: { llmCalls: 3 } });
+
+    const result = await h.run();
+
+    expect(result).toEqual({
+      outcome: 'failed', finalAnswer: null, budgetExceeded: 'llmCalls',
+      reason: 'budget exceeded: LLM calls (limit 3, used 3)',
+      usage: { llmCalls: 3, toolCalls: 3, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 },
+    });
+    expect(h.model.requests).toHaveLength(3);
+    expect(h.sandbox.execs.map((c) => c.argv[2])).toEqual(['echo 1', 'echo 2', 'echo 3']);
+    expect(h.events.at(-1)).toEqual({ type: 'budget.exceeded', budget: 'llmCalls', limit: 3, used: 3 });
+    expect(h.ofType('budget.exceeded')).toHaveLength(1);
+    expect(types(h.events)).not.toContain('run.finished'); // the caller emits it
+  });
+
+  it('toolCalls: the call over the limit is neither gated nor run, even in the middle of a turn', async () => {
+    const model = new ScriptedModel([
+      callsTools([toolCall('t1', 'bash', { command: 'echo 1' }), toolCall('t2', 'bash', { command: 'echo 2' }), toolCall('t3', 'bash', { command: 'echo 3' })]),
+      answers('unreachable'),
+    ]);
+    const h = harness({ model, budgets: { toolCalls: 2 } });
+
+    const result = await h.run();
+
+    expect(result).toMatchObject({
+      outcome: 'failed', finalAnswer: null, budgetExceeded: 'toolCalls', reason: 'budget exceeded: tool calls (limit 2, used 2)',
+      usage: { llmCalls: 1, toolCalls: 2 },
+    });
+    expect(h.gate.calls.map((g) => g.call.callId)).toEqual(['t1', 't2']);
+    expect(h.sandbox.execs).toHaveLength(2);
+    expect(h.model.requests).toHaveLength(1);
+    expect(types(h.events)).toEqual([
+      'model.response', 'tool.call', 'policy.decision', 'tool.result', 'tool.call', 'policy.decision', 'tool.result', 'budget.exceeded',
+    ]);
+    expect(h.events.at(-1)).toEqual({ type: 'budget.exceeded', budget: 'toolCalls', limit: 2, used: 2 });
+  });
+
+  it('toolCalls 0: the first tool call ends the run; a plain answer would still have succeeded', async () => {
+    const h = harness({ model: busyModel(), budgets: { toolCalls: 0 } });
+    expect(await h.run()).toMatchObject({ outcome: 'failed', budgetExceeded: 'toolCalls', usage: { llmCalls: 1, toolCalls: 0 } });
+    expect(h.gate.calls).toEqual([]);
+    expect(h.sandbox.calls).toEqual([]);
+
+    const ok = harness({ model: new ScriptedModel([answers('nothing to do')]), budgets: { toolCalls: 0 } });
+    expect(await ok.run()).toMatchObject({ outcome: 'succeeded', finalAnswer: 'nothing to do' });
+  });
+
+  it('costUsd: a turn that goes over the limit has its tool calls dropped', async () => {
+    // $1000 per Mtok both ways: 1000 in + 1000 out = $2 for one turn.
+    const h = harness({ model: busyModel({ inputTokens: 1000, outputTokens: 1000 }), prices: { inputPerMtok: 1000, outputPerMtok: 1000 } });
+
+    const result = await h.run();
+
+    expect(result).toEqual({
+      outcome: 'failed', finalAnswer: null, budgetExceeded: 'costUsd', reason: 'budget exceeded: cost (USD) (limit 1, used 2.0000)',
+      usage: { llmCalls: 1, toolCalls: 0, inputTokens: 1000, outputTokens: 1000, costUsd: 2, wallTimeMs: 0 },
+    });
+    expect(h.events).toEqual([
+      expect.objectContaining({ type: 'model.response', turn: 1, costUsd: 2 }),
+      { type: 'budget.exceeded', budget: 'costUsd', limit: 1, used: 2 },
+    ]);
+    expect(h.gate.calls).toEqual([]);
+    expect(h.sandbox.calls).toEqual([]);
+  });
+
+  it('costUsd: the cost adds up over turns at the given prices', async () => {
+    // 100k input tokens at $2/Mtok + 25k output at $8/Mtok = $0.40 a turn; the third turn makes $1.20.
+    const h = harness({ model: busyModel({ inputTokens: 100_000, outputTokens: 25_000 }), prices: { inputPerMtok: 2, outputPerMtok: 8 } });
+
+    const result = await h.run();
+
+    expect(result).toMatchObject({ outcome: 'failed', budgetExceeded: 'costUsd', reason: 'budget exceeded: cost (USD) (limit 1, used 1.2000)' });
+    expect(result.usage).toEqual({ llmCalls: 3, toolCalls: 2, inputTokens: 300_000, outputTokens: 75_000, costUsd: expect.closeTo(1.2, 10), wallTimeMs: 0 });
+    expect(h.ofType('model.response').map((e) => e.costUsd)).toEqual([expect.closeTo(0.4, 10), expect.closeTo(0.4, 10), expect.closeTo(0.4, 10)]);
+    expect(h.sandbox.execs).toHaveLength(2);
+  });
+
+  it('wallTimeS: a model call that hangs is aborted when the wall time runs out', async () => {
+    const model = new ScriptedModel([callsTools([toolCall('w1', 'bash', { command: 'true' })]), { hang: true }]);
+    const h = harness({ model, budgets: { wallTimeS: 0.2 }, clock: () => Date.now() });
+
+    const result = await h.run();
+
+    expect(result).toMatchObject({ outcome: 'failed', finalAnswer: null, budgetExceeded: 'wallTimeS', usage: { llmCalls: 1, toolCalls: 1 } });
+    expect(result.reason).toMatch(/^budget exceeded: wall time \(s\) \(limit 0\.2, used 0\.\d\)$/);
+    expect(result.usage.wallTimeMs).toBeGreaterThanOrEqual(190);
+    expect(model.requests).toHaveLength(2);
+    expect(model.requests[1]!.signal!.aborted).toBe(true);
+    const exceeded = h.ofType('budget.exceeded');
+    expect(exceeded).toEqual([{ type: 'budget.exceeded', budget: 'wallTimeS', limit: 0.2, used: expect.any(Number) }]);
+    expect(exceeded[0]!.used).toBeGreaterThanOrEqual(0.19);
+    expect(h.events.at(-1)!.type).toBe('budget.exceeded');
+  });
+
+  it('wallTimeS: an exec that hangs is aborted (the sandbox kills it) and no tool.result is invented', async () => {
+    const sandbox = new FakeSandbox({ exec: () => 'hang' });
+    const h = harness({ model: busyModel(), sandbox, budgets: { wallTimeS: 0.2 }, clock: () => Date.now() });
+
+    const result = await h.run();
+
+    expect(result).toMatchObject({ outcome: 'failed', budgetExceeded: 'wallTimeS', usage: { llmCalls: 1, toolCalls: 1 } });
+    expect(sandbox.execs).toHaveLength(1);
+    expect(sandbox.execs[0]!.signal!.aborted).toBe(true);
+    expect(types(h.events)).toEqual(['model.response', 'tool.call', 'policy.decision', 'budget.exceeded']);
+  });
+
+  describe('with jest fake timers', () => {
+    beforeEach(() => jest.useFakeTimers({ now: 1_700_000_000_000 }));
+    afterEach(() => jest.useRealTimers());
+
+    it('wallTimeS: the limit as the schema allows it (5 s), measured on the injected clock', async () => {
+      const model = new ScriptedModel([{ hang: true }]);
+      const h = harness({ model, budgets: { wallTimeS: 5 }, clock: () => Date.now() });
+
+      const pending = h.run();
+      await jest.advanceTimersByTimeAsync(4_999);
+      expect(model.requests[0]!.signal!.aborted).toBe(false);
+      await jest.advanceTimersByTimeAsync(1);
+      const result = await pending;
+
+      expect(result).toEqual({
+        outcome: 'failed', finalAnswer: null, budgetExceeded: 'wallTimeS', reason: 'budget exceeded: wall time (s) (limit 5, used 5.0)',
+        usage: { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 5000 },
+      });
+      expect(model.requests[0]!.signal!.aborted).toBe(true);
+      expect(h.events).toEqual([{ type: 'budget.exceeded', budget: 'wallTimeS', limit: 5, used: 5 }]);
+    });
+
+    it('a run that ends in time clears its wall timer', async () => {
+      const h = harness({ model: new ScriptedModel([answers('quick')]), budgets: { wallTimeS: 5 } });
+      expect(await h.run()).toMatchObject({ outcome: 'succeeded' });
+      expect(jest.getTimerCount()).toBe(0);
+    });
+  });
+});
+
+describe('runAgentLoop: cancellation', () => {
+  it('aborting input.signal while the model call hangs: cancelled, the call was aborted, no budget event', async () => {
+    const ctrl = new AbortController();
+    const model = new ScriptedModel((): ModelStep => {
+      setImmediate(() => ctrl.abort());
+      return { hang: true };
+    });
+    const h = harness({ model, signal: ctrl.signal });
+
+    const result = await h.run();
+
+    expect(result).toEqual({
+      outcome: 'cancelled', finalAnswer: null, reason: 'the run was cancelled',
+      usage: { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 },
+    });
+    expect(model.requests[0]!.signal!.aborted).toBe(true);
+    expect(h.events).toEqual([]);
+  });
+
+  it('aborting input.signal while an exec hangs: cancelled, the exec was aborted, the model is not asked again', async () => {
+    const ctrl = new AbortController();
+    const sandbox = new FakeSandbox({
+      exec: () => {
+        setImmediate(() => ctrl.abort());
+        return 'hang';
+      },
+    });
+    const h = harness({ model: busyModel(), sandbox, signal: ctrl.signal });
+
+    const result = await h.run();
+
+    expect(result).toMatchObject({ outcome: 'cancelled', reason: 'the run was cancelled', usage: { llmCalls: 1, toolCalls: 1 } });
+    expect(result).not.toHaveProperty('budgetExceeded');
+    expect(sandbox.execs[0]!.signal!.aborted).toBe(true);
+    expect(h.model.requests).toHaveLength(1);
+    expect(types(h.events)).toEqual(['model.response', 'tool.call', 'policy.decision']);
+  });
+
+  it('a signal aborted before the start: the model is never called', async () => {
+    const ctrl = new AbortController();
+    ctrl.abort();
+    const h = harness({ model: busyModel(), signal: ctrl.signal });
+    expect(await h.run()).toMatchObject({ outcome: 'cancelled', usage: { llmCalls: 0 } });
+    expect(h.model.requests).toEqual([]);
+  });
+
+  it('a cancel that lands as the model answers: its tool calls reach neither the gate nor the sandbox', async () => {
+    const ctrl = new AbortController();
+    const model = new ScriptedModel((): ModelStep => {
+      ctrl.abort();
+      return callsTools([toolCall('late1', 'bash', { command: 'make deploy' })], { inputTokens: 10, outputTokens: 5 });
+    }, { ignoresAbort: true }); // the response was already on its way
+    const h = harness({ model, signal: ctrl.signal });
+
+    const result = await h.run();
+
+    expect(result).toMatchObject({ outcome: 'cancelled', usage: { llmCalls: 1, toolCalls: 0, inputTokens: 10, outputTokens: 5 } });
+    expect(h.gate.calls).toEqual([]);
+    expect(h.sandbox.calls).toEqual([]);
+    expect(types(h.events)).toEqual(['model.response']);
+  });
+
+  it('a cancel that lands as a tool finishes: its result is still logged, the next call of the turn is not started', async () => {
+    const ctrl = new AbortController();
+    const model = new ScriptedModel([
+      callsTools([toolCall('k1', 'bash', { command: 'echo done' }), toolCall('k2', 'bash', { command: 'echo next' })]),
+      answers('unreachable'),
+    ]);
+    const sandbox = new FakeSandbox({
+      exec: () => {
+        ctrl.abort();
+        return { stdout: 'done\n' };
+      },
+      ignoresAbort: true, // the process had already exited
+    });
+    const h = harness({ model, sandbox, signal: ctrl.signal });
+
+    const result = await h.run();
+
+    expect(result).toMatchObject({ outcome: 'cancelled', usage: { llmCalls: 1, toolCalls: 1 } });
+    expect(sandbox.execs.map((c) => c.argv[2])).toEqual(['echo done']);
+    expect(h.gate.calls.map((g) => g.call.callId)).toEqual(['k1']);
+    expect(types(h.events)).toEqual(['model.response', 'tool.call', 'policy.decision', 'tool.result']);
+    expect(h.ofType('tool.result')[0]).toMatchObject({ callId: 'k1', ok: true, summary: 'exit 0 in 0 ms' });
+  });
+
+  it('a cancel that lands while the gate allows: the sandbox is not called', async () => {
+    const ctrl = new AbortController();
+    const gate = new FakeGate(() => {
+      ctrl.abort();
+      return allowVerdict();
+    });
+    const h = harness({ model: busyModel(), gate, signal: ctrl.signal });
+
+    expect(await h.run()).toMatchObject({ outcome: 'cancelled', usage: { llmCalls: 1, toolCalls: 1 } });
+    expect(h.sandbox.calls).toEqual([]);
+    expect(types(h.events)).toEqual(['model.response', 'tool.call', 'policy.decision']);
+  });
+
+  it('a gate waiting for approval is aborted by the cancel and the run is cancelled', async () => {
+    const ctrl = new AbortController();
+    const gate = new FakeGate((_call, ctx) => {
+      setImmediate(() => ctrl.abort());
+      return new Promise((_resolve, reject) => ctx.signal!.addEventListener('abort', () => reject(new CancelledError('approval wait cancelled'))));
+    });
+    const h = harness({ model: busyModel(), gate, signal: ctrl.signal });
+
+    expect(await h.run()).toMatchObject({ outcome: 'cancelled', reason: 'the run was cancelled' });
+    expect(h.gate.calls[0]!.ctx.signal!.aborted).toBe(true);
+    expect(h.sandbox.calls).toEqual([]);
+    expect(types(h.events)).toEqual(['model.response', 'tool.call']);
+  });
+});
+
+describe('runAgentLoop: broken infrastructure fails the run; bugs propagate', () => {
+  it('a ModelError ends the run as failed with model_failed, keeping the usage so far', async () => {
+    const model = new ScriptedModel([
+      callsTools([toolCall('m1', 'bash', { command: 'ls' })], { inputTokens: 7, outputTokens: 3 }),
+      { throws: new ModelError('model endpoint error 503: overloaded', 503) },
+    ]);
+    const h = harness({ model });
+
+    const result = await h.run();
+
+    expect(result).toEqual({
+      outcome: 'failed', finalAnswer: null, reason: 'model_failed: model endpoint error 503: overloaded',
+      usage: { llmCalls: 1, toolCalls: 1, inputTokens: 7, outputTokens: 3, costUsd: 0, wallTimeMs: 0 },
+    });
+    expect(result.reason).toContain('model_failed');
+    expect(types(h.events)).toEqual(['model.response', 'tool.call', 'policy.decision', 'tool.result']);
+  });
+
+  it('a SandboxError from exec ends the run as failed (never shown to the model as command output)', async () => {
+    const sandbox = new FakeSandbox({
+      exec: () => {
+        throw new SandboxError('sandbox_failed', 'exec in container abc failed: container is not running');
+      },
+    });
+    const h = harness({ model: busyModel(), sandbox });
+
+    const result = await h.run();
+
+    expect(result).toMatchObject({
+      outcome: 'failed', finalAnswer: null, reason: 'sandbox_failed: exec in container abc failed: container is not running',
+      usage: { llmCalls: 1, toolCalls: 1 },
+    });
+    expect(result).not.toHaveProperty('budgetExceeded');
+    expect(h.model.requests).toHaveLength(1);
+    expect(types(h.events)).toEqual(['model.response', 'tool.call', 'policy.decision']);
+  });
+
+  it('a plain Error from the gate is a bug: runAgentLoop rejects with it', async () => {
+    const bug = new Error('gate bug: cannot read properties of undefined');
+    const gate = new FakeGate(() => {
+      throw bug;
+    });
+    const h = harness({ model: busyModel(), gate });
+
+    await expect(h.run()).rejects.toBe(bug);
+    expect(h.sandbox.calls).toEqual([]);
+    expect(types(h.events)).toEqual(['model.response', 'tool.call']);
+  });
+
+  it('a plain Error from the model or the sandbox propagates too', async () => {
+    const fromModel = harness({ model: new ScriptedModel([{ throws: new TypeError('res.usage is undefined') }]) });
+    await expect(fromModel.run()).rejects.toThrow(TypeError);
+
+    const sandbox = new FakeSandbox({
+      exec: () => {
+        throw new RangeError('bad offset');
+      },
+    });
+    const fromSandbox = harness({ model: busyModel(), sandbox });
+    await expect(fromSandbox.run()).rejects.toThrow('bad offset');
+  });
+
+  it('the gate verdict objects are passed through untouched', async () => {
+    const verdict = { ...allowVerdict('ok'), classifier: { risk: 0.2, riskLevel: 'low' as const, authorized: 0.9, decision: 'allow' as const, latencyMs: 12, via: 'decisions' as const } };
+    const h = harness({ model: new ScriptedModel([callsTools([toolCall('v1', 'bash', { command: 'ls' })]), answers('ok')]), gate: new FakeGate(() => verdict) });
+    await h.run();
+    expect(h.ofType('policy.decision')).toEqual([{ type: 'policy.decision', callId: 'v1', tool: 'bash', verdict }]);
+  });
+});
