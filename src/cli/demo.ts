@@ -56,7 +56,7 @@ async function startRedisContainer(): Promise<{ url: string; stop: () => Promise
   try {
     id = (await run$('docker', ['run', '-d', '--rm', '--label', 'corral.demo=redis', '-p', '127.0.0.1::6379', image])).stdout.trim();
   } catch (err) {
-    throw new Error(`no Redis at REDIS_URL and could not start the ${image} container (run .ci/bootstrap first): ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}`);
+    throw new Error(`no Redis at REDIS_URL and could not start the ${image} container (run .ci/bootstrap first): ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}`, { cause: err });
   }
   const stop = async () => {
     await run$('docker', ['rm', '-f', id]).catch(() => undefined);

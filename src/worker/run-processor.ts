@@ -110,8 +110,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     model: model.description, budgets: spec.budgets,
   });
 
-  let outcome: RunOutcome = 'failed';
-  let reason = '';
+  let outcome: RunOutcome;
+  let reason: string;
   let finalAnswer: string | null = null;
   let usage: RunUsage = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 };
   const artifacts: RunArtifact[] = [];

@@ -9,6 +9,11 @@ import { decisionsAnswer, promptText } from '../support/fake-decisions-server';
 import { finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness, type Harness } from '../support/corral-harness';
 
+// Events read back from the JSONL log, checked field by field with toMatchObject.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type LoggedEvent = Record<string, any>;
+const readEvents = (path: string): LoggedEvent[] => readFileSync(path, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as LoggedEvent);
+
 jest.setTimeout(120_000);
 
 /** Each run asks to delete notes.txt (policy: ask; risk review: medium, not clearly authorized), then reports. */
@@ -60,7 +65,7 @@ test('approve: the run waits with the call visible, then resumes and the command
 
   const run = await h.waitFor(id);
   expect(run).toMatchObject({ status: 'succeeded', finalAnswer: expect.stringContaining('removed'), pendingApprovals: [] });
-  const events = readFileSync(run.logPath as string, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>);
+  const events = readEvents(run.logPath as string);
   const decision = events.find((e) => e.type === 'policy.decision')!;
   expect(decision.verdict).toMatchObject({
     decision: 'allow', static: { decision: 'ask', rule: 'delete-files' }, classifier: { decision: 'ask', riskLevel: 'medium', via: 'decisions' },
@@ -81,7 +86,7 @@ test('deny: the command never runs and the model is told it was blocked', async 
   const run = await h.waitFor(id);
   expect(run.status).toBe('succeeded');
   expect(run.finalAnswer).toContain('This call was blocked: bob denied it');
-  const events = readFileSync(run.logPath as string, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>);
+  const events = readEvents(run.logPath as string);
   expect(events.find((e) => e.type === 'tool.result')).toMatchObject({ blocked: true, ok: false });
   const patch = (run.artifacts as Array<{ name: string; path: string }>).find((a) => a.name === 'workspace.patch')!;
   expect(readFileSync(patch.path, 'utf8')).not.toContain('notes.txt');
@@ -92,7 +97,7 @@ test('no answer within the configured time is a deny', async () => {
   await h.waitFor(id, awaiting);
   const run = await h.waitFor(id);
   expect(run.finalAnswer).toContain('nobody approved it in time');
-  const events = readFileSync(run.logPath as string, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>);
+  const events = readEvents(run.logPath as string);
   expect(events.find((e) => e.type === 'policy.decision')!.verdict.approval).toMatchObject({ approved: false, by: 'timeout', timedOut: true });
   expect(events.find((e) => e.type === 'policy.decision')!.verdict.approval.waitedMs).toBeGreaterThanOrEqual(3900);
 });

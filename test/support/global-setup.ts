@@ -22,6 +22,7 @@ export default async function globalSetup(): Promise<void> {
   } catch (err) {
     throw new Error(
       `integration tests need a Docker engine and the ${image} image (run .ci/bootstrap): ${(err as Error).message}`,
+      { cause: err },
     );
   }
   process.env.REDIS_URL = `redis://${container.getHost()}:${container.getMappedPort(6379)}`;
