@@ -4,7 +4,10 @@
  * runs in the container; deny blocks it and the model is told; no answer in time is a deny; an
  * unattended run never waits.
  */
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { decisionsAnswer, promptText } from '../support/fake-decisions-server';
 import { finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness, type Harness } from '../support/corral-harness';
@@ -22,7 +25,7 @@ const deleteThenReport = (body: Record<string, unknown>, turn: number) => {
   const tool = messagesOf(body).find((m) => m.role === 'tool');
   return finalTurn(`tool said: ${tool?.content ?? '(nothing)'}`);
 };
-const agent = scriptedAgent({ 'APPROVE-ME': deleteThenReport, 'DENY-ME': deleteThenReport, 'UNATTENDED': deleteThenReport, 'TIMEOUT-ME': deleteThenReport });
+const agent = scriptedAgent({ 'CLI-APPROVE': deleteThenReport, 'CLI-DENY': deleteThenReport, 'APPROVE-ME': deleteThenReport, 'DENY-ME': deleteThenReport, 'UNATTENDED': deleteThenReport, 'TIMEOUT-ME': deleteThenReport });
 let h: Harness;
 
 beforeAll(async () => {
@@ -107,4 +110,20 @@ test('unattended: the same call is refused at once, the run never waits', async 
   const run = await h.waitFor(id, (r) => !!r.finishedAt || r.status === 'awaiting_approval');
   expect(run.status).toBe('succeeded');
   expect(run.finalAnswer).toContain('unattended');
+});
+
+test('corral approve / --deny answer a pending call through the API', async () => {
+  const corral = resolve(__dirname, '../../bin/corral');
+  for (const [marker, flags, word, decision] of [['CLI-APPROVE', [], 'approved', 'allow'], ['CLI-DENY', ['--deny'], 'denied', 'deny']] as const) {
+    const id = await submit(marker, true);
+    await h.waitFor(id, awaiting);
+    const { stdout } = await promisify(execFile)(corral, ['approve', id, 'call_rm', ...flags, '--by', 'carol', '--api', h.url]);
+    expect(stdout).toBe(`${word} call_rm of ${id}\n`);
+    const run = await h.waitFor(id);
+    const verdict = readEvents(run.logPath as string).find((e) => e.type === 'policy.decision')!.verdict;
+    expect(verdict).toMatchObject({ decision, approval: { approved: decision === 'allow', by: 'carol' } });
+  }
+  // Unknown call: a clear message and exit 1.
+  const err = await promisify(execFile)(corral, ['approve', 'run_doesnotexist', 'call_x', '--api', h.url]).catch((e: { code: number; stderr: string }) => e);
+  expect(err).toMatchObject({ code: 1, stderr: expect.stringContaining('no run with id run_doesnotexist') });
 });
