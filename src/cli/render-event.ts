@@ -14,6 +14,10 @@ function describeArgs(tool: string, args: unknown): string {
   return clip(JSON.stringify(args));
 }
 
+function roundNum(n: number): string {
+  return Number.isInteger(n) ? String(n) : n.toFixed(n < 1 ? 4 : 1);
+}
+
 export function renderEvent(e: RunEvent): string | null {
   switch (e.type) {
     case 'run.started':
@@ -34,10 +38,24 @@ export function renderEvent(e: RunEvent): string | null {
       return e.blocked ? null : `    ← ${e.ok ? 'ok' : 'failed'}: ${clip(e.summary)}`;
     case 'egress':
       return `    egress ${e.method} ${e.host}:${e.port} ${e.decision === 'allow' ? 'allowed' : 'DENIED'} (${e.reason})`;
+    case 'budget.warning':
+      return `  budget warning: ${e.budget} at ${Math.round((e.used / e.limit) * 100)} % (${roundNum(e.used)} of ${e.limit})`;
+    case 'context.loaded':
+      return e.agentsMd || e.skills.length || e.memory
+        ? `  context: ${[e.agentsMd ? 'AGENTS.md' : '', e.skills.length ? `${e.skills.length} skill(s): ${e.skills.map((k) => k.name).join(', ')}` : '', e.memory ? 'memory' : ''].filter(Boolean).join('; ')}`
+        : null;
+    case 'context.compacted':
+      return `  context compacted: ${e.messagesBefore} → ${e.messagesAfter} messages (~${e.tokensBefore} → ~${e.tokensAfter} tokens)`;
+    case 'done.check':
+      return `  done check ${e.ok ? 'passed' : 'FAILED'}: ${clip(e.command)} (${e.summary})`;
+    case 'memory.proposed':
+      return `  memory: ${e.lines.length} line(s) proposed, ${e.applied ? 'appended' : 'not appended'} (${e.reason})`;
     case 'budget.exceeded':
-      return `  budget exceeded: ${e.budget} (limit ${e.limit}, used ${e.used})`;
+      return `  budget exhausted: ${e.budget} (limit ${e.limit}, used ${roundNum(e.used)})`;
     case 'artifact':
       return null;
+    case 'workspace.changes':
+      return e.files.length ? `  files changed: ${e.files.map((f) => `${f.path} (${f.change}, +${f.added}/-${f.removed})`).join(', ')}` : '  no files changed';
     case 'sandbox.removed':
       return `  sandbox ${e.containerId.slice(0, 12)} removed`;
     case 'run.finished':

@@ -4,26 +4,39 @@
  */
 import type { ExecResult, EgressAttempt } from './sandbox';
 import type { GateVerdict } from './gate';
-import type { ModelUsage } from './model';
+import type { ModelToolCall, ModelUsage } from './model';
 
-export type RunStatus = 'queued' | 'running' | 'awaiting_approval' | 'succeeded' | 'failed' | 'cancelled';
+/**
+ * How a run ended, one typed set: `succeeded`; `failed` (its done checks did not pass); `budget_exhausted`
+ * (LLM calls, tool calls, tokens or cost ran out); `timed_out` (the wall-time budget); `policy_aborted`
+ * (the model kept asking for blocked calls); `cancelled`; `error` (infrastructure, a malformed job, or a
+ * model that keeps sending malformed calls). Every end carries a reason.
+ */
+export type RunOutcome = 'succeeded' | 'failed' | 'budget_exhausted' | 'policy_aborted' | 'cancelled' | 'timed_out' | 'error';
+export const RUN_OUTCOMES: readonly RunOutcome[] = ['succeeded', 'failed', 'budget_exhausted', 'policy_aborted', 'cancelled', 'timed_out', 'error'];
 
-export type RunOutcome = 'succeeded' | 'failed' | 'cancelled';
+export type RunStatus = 'queued' | 'running' | 'awaiting_approval' | RunOutcome;
 
-export type BudgetName = 'llmCalls' | 'toolCalls' | 'wallTimeS' | 'costUsd';
+export type BudgetName = 'llmCalls' | 'toolCalls' | 'tokens' | 'wallTimeS' | 'costUsd';
 
 export type RunEventBody =
   | { type: 'run.started'; workerId: string; task: string; policy: string; approvals: boolean; model: string; budgets: Record<BudgetName, number> }
   | { type: 'sandbox.ready'; containerId: string; image: string; ms: number; egressAllow: string[] }
-  | { type: 'model.response'; turn: number; content: string | null; toolCalls: { id: string; name: string }[]; usage: ModelUsage; costUsd: number; ms: number }
+  | { type: 'model.response'; turn: number; content: string | null; toolCalls: ModelToolCall[]; usage: ModelUsage; costUsd: number; ms: number; model: string; finishReason: string }
   | { type: 'tool.call'; callId: string; tool: string; args: unknown }
   | { type: 'policy.decision'; callId: string; tool: string; verdict: GateVerdict }
   | { type: 'approval.pending'; callId: string; tool: string; args: unknown; reason: string; risk?: string }
-  | { type: 'tool.result'; callId: string; tool: string; ok: boolean; blocked: boolean; summary: string; exec?: Omit<ExecResult, 'stdout' | 'stderr'>; ms: number }
+  | { type: 'tool.result'; callId: string; tool: string; ok: boolean; blocked: boolean; summary: string; exec?: Omit<ExecResult, 'stdout' | 'stderr'>; ms: number; /** What the model was shown, cut to a head and tail excerpt. */ output?: string }
   | ({ type: 'egress'; callId: string | null } & EgressAttempt)
+  | { type: 'budget.warning'; budget: BudgetName; limit: number; used: number }
   | { type: 'budget.exceeded'; budget: BudgetName; limit: number; used: number }
+  | { type: 'context.loaded'; agentsMd: string | null; skills: { name: string; description: string; path: string }[]; memory: string | null }
+  | { type: 'context.compacted'; messagesBefore: number; messagesAfter: number; tokensBefore: number; tokensAfter: number }
+  | { type: 'done.check'; command: string; ok: boolean; exitCode: number | null; summary: string }
+  | { type: 'memory.proposed'; lines: string[]; applied: boolean; reason: string }
   | { type: 'sandbox.removed'; containerId: string }
   | { type: 'artifact'; name: string; path: string; bytes: number }
+  | { type: 'workspace.changes'; files: { path: string; change: 'added' | 'modified' | 'deleted'; added: number; removed: number }[] }
   | { type: 'run.finished'; outcome: RunOutcome; finalAnswer: string | null; reason: string; usage: RunUsage };
 
 export interface RunUsage {

@@ -4,6 +4,7 @@
  * entry point rejects the same bad input with the same message.
  */
 import { z } from 'zod';
+import { TaskContractJson } from './task-contract';
 
 /** A relative POSIX path inside the workspace: no absolute paths, no `..`, no empty segments. */
 export const WorkspacePath = z
@@ -65,6 +66,8 @@ export const RunBudgets = z
   .object({
     llmCalls: z.number().int().min(1).max(1000).default(30),
     toolCalls: z.number().int().min(0).max(5000).default(50),
+    /** Input + output tokens over all model calls. */
+    tokens: z.number().int().min(1000).max(100_000_000).default(2_000_000),
     wallTimeS: z.number().int().min(5).max(24 * 3600).default(600),
     costUsd: z.number().min(0).max(1000).default(1),
   })
@@ -75,8 +78,17 @@ export const MAX_INLINE_WORKSPACE_BYTES = 4 * 1024 * 1024;
 
 export const RunSpec = z
   .object({
-    /** The task as the user wrote it: the only trusted statement of intent. */
+    /**
+     * The task as the user wrote it: the only trusted statement of intent. Plain text, or Markdown with
+     * `# Task`, `# Allowed tools`, `# Cannot do` and `# Done means` sections (see domain/task-contract).
+     */
     task: z.string().trim().min(1, 'must not be empty').max(50_000),
+    /**
+     * The same contract as JSON. When present it wins: `task` is not parsed for sections, and the run's
+     * task text, allowed tools, cannot-do list and done-means items all come from here. Only its shape is
+     * checked in this schema; tool names are checked against the registry by contractForSpec().
+     */
+    contract: TaskContractJson.optional(),
     workspace: z
       .object({
         /** Inline files: workspace-relative path → UTF-8 content. */
@@ -93,7 +105,7 @@ export const RunSpec = z
     approvals: z.boolean().default(false),
     egress: z.object({ allow: z.array(EgressPattern).max(100).default([]) }).strict().default({ allow: [] }),
     limits: RunLimits.default({}),
-    budgets: RunBudgets.default({ llmCalls: 30, toolCalls: 50, wallTimeS: 600, costUsd: 1 }),
+    budgets: RunBudgets.default({ llmCalls: 30, toolCalls: 50, tokens: 2_000_000, wallTimeS: 600, costUsd: 1 }),
     /** Overrides the configured model name for this run. */
     model: z.string().min(1).max(200).optional(),
     /** Free-form labels for the submitter (team, ticket); echoed in the report. */

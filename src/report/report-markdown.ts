@@ -60,7 +60,7 @@ function header(s: RunSummary): string {
 function outcome(s: RunSummary): string {
   const f = s.finished;
   if (!f) return `**run did not finish (log ends at seq ${s.lastSeq ?? 0})**`;
-  const mark = f.outcome === 'succeeded' ? '✅' : f.outcome === 'cancelled' ? '⏹' : '❌';
+  const mark = f.outcome === 'succeeded' ? '✅' : f.outcome === 'cancelled' ? '⏹' : f.outcome === 'budget_exhausted' || f.outcome === 'timed_out' ? '⏱' : f.outcome === 'policy_aborted' ? '⛔' : '❌';
   return `${mark} **${f.outcome}** — ${escapeInline(f.reason)}`;
 }
 

@@ -70,7 +70,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     const runId = salvageRunId(data);
     if (runId) {
       await store.ensure(runId, { task: '(malformed job)' }, new Date(clock()));
-      await store.update(runId, { status: 'failed', outcome: 'failed', reason, finishedAt: new Date(clock()).toISOString() });
+      await store.update(runId, { status: 'error', outcome: 'error', reason, finishedAt: new Date(clock()).toISOString() });
       await store.expireFinished(runId);
     }
     throw new InvalidInputError(reason);
@@ -160,7 +160,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     }
   } catch (err) {
     if (!(err instanceof CorralError)) log('run crashed', { runId, error: (err as Error).stack ?? String(err) });
-    outcome = signal.aborted ? 'cancelled' : 'failed';
+    outcome = signal.aborted ? 'cancelled' : 'error';
     reason = signal.aborted ? 'the run was cancelled' : err instanceof CorralError ? `${err.code}: ${err.message}` : `internal error: ${(err as Error).message}`;
     usage = { ...usage, wallTimeMs: clock() - t0 };
   } finally {

@@ -159,7 +159,7 @@ test('a malformed job put straight on the queue fails with a reason; the worker 
     expect(badJob.attemptsMade).toBe(1);
     // The run record says why, for whoever asks the API.
     const rec = await h.api<{ status: string; reason: string }>('GET', '/v1/runs/run_malformed1');
-    expect(rec.body.status).toBe('failed');
+    expect(rec.body.status).toBe('error');
     expect(rec.body.reason).toContain('spec.task');
     const direct = await h.api<{ status: string; finalAnswer: string }>('GET', '/v1/runs/run_directjob1');
     expect(direct.body).toMatchObject({ status: 'succeeded', finalAnswer: 'nothing to do' });

@@ -14,14 +14,15 @@ const started: RunEventBody = {
   policy: 'default',
   approvals: true,
   model: 'gpt-4.1-mini',
-  budgets: { llmCalls: 20, toolCalls: 40, wallTimeS: 600, costUsd: 0.5 },
+  budgets: { llmCalls: 20, toolCalls: 40, tokens: 1_000_000, wallTimeS: 600, costUsd: 0.5 },
 };
 const ready: RunEventBody = { type: 'sandbox.ready', containerId: 'c0ffee123456', image: 'corral-sandbox:1', ms: 310, egressAllow: ['pypi.org', '*.pythonhosted.org'] };
 const turn1: RunEventBody = {
   type: 'model.response',
   turn: 1,
   content: null,
-  toolCalls: [{ id: 'call-1', name: 'bash' }, { id: 'call-2', name: 'bash' }, { id: 'call-3', name: 'write_file' }],
+  toolCalls: [{ id: 'call-1', name: 'bash', arguments: '{}' }, { id: 'call-2', name: 'bash', arguments: '{}' }, { id: 'call-3', name: 'write_file', arguments: '{}' }],
+  model: 'gpt-4.1-mini', finishReason: 'tool_calls',
   usage: { inputTokens: 12345, outputTokens: 678 },
   costUsd: 0.0123,
   ms: 800,

@@ -1,0 +1,88 @@
+/**
+ * One tool call: parse → validate → (outside the task's allowed tools: refused) → gate → execute.
+ * Returns what the model sees and what kind of result it was, so the loop can notice streaks of
+ * malformed or blocked calls. Infrastructure errors and cancellation propagate; all else is a result.
+ */
+import { CancelledError, describeZodIssues } from '../domain/errors';
+import type { Emit } from '../domain/events';
+import type { Gate, GateContext } from '../domain/gate';
+import type { ModelToolCall } from '../domain/model';
+import type { Sandbox } from '../domain/sandbox';
+import type { Tool } from '../tools/tool';
+
+export type CallKind = 'ok' | 'failed' | 'malformed' | 'refused' | 'blocked';
+
+export interface ToolCallDeps {
+  tools: readonly Tool[];
+  /** Names of the tools the task allows; null = all offered tools. */
+  allowed: ReadonlySet<string> | null;
+  gate: Gate;
+  sandbox: Sandbox;
+  emit: Emit;
+  clock: () => number;
+  execTimeoutMs: number;
+  maxOutputBytes: number;
+}
+
+/** How much of a tool's output the log keeps (head and tail). */
+const LOG_EXCERPT_CHARS = 2000;
+
+export function excerpt(text: string, max = LOG_EXCERPT_CHARS): string {
+  if (text.length <= max) return text;
+  const half = Math.floor(max / 2);
+  return `${text.slice(0, half)}\n[… ${text.length - 2 * half} characters not logged …]\n${text.slice(-half)}`;
+}
+
+export async function runToolCall(
+  d: ToolCallDeps,
+  call: ModelToolCall,
+  gateCtx: GateContext & { signal: AbortSignal },
+): Promise<{ content: string; kind: CallKind }> {
+  const { signal } = gateCtx;
+  const t0 = d.clock();
+  const reject = (kind: CallKind, args: unknown, content: string, summary: string) => {
+    d.emit({ type: 'tool.call', callId: call.id, tool: call.name, args });
+    d.emit({ type: 'tool.result', callId: call.id, tool: call.name, ok: false, blocked: kind === 'refused', summary, ms: d.clock() - t0 });
+    return { content, kind };
+  };
+
+  const tool = d.tools.find((t) => t.name === call.name);
+  if (!tool) {
+    const names = d.tools.filter((t) => !d.allowed || d.allowed.has(t.name)).map((t) => t.name).join(', ');
+    return reject('malformed', call.arguments, `error: there is no tool named "${call.name}". Available tools: ${names}.`, `unknown tool "${call.name}"`);
+  }
+  if (d.allowed && !d.allowed.has(tool.name)) {
+    return reject('refused', call.arguments, `error: the task does not allow the ${tool.name} tool. Allowed tools: ${[...d.allowed].join(', ')}.`, `${tool.name} is not among the task's allowed tools`);
+  }
+  let raw: unknown;
+  try {
+    raw = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
+  } catch (e) {
+    return reject('malformed', call.arguments, `error: the arguments are not valid JSON (${(e as Error).message}). Send a JSON object matching the ${tool.name} schema.`, 'arguments were not valid JSON');
+  }
+  const parsed = tool.schema.safeParse(raw);
+  if (!parsed.success) {
+    const { message } = describeZodIssues(parsed.error.issues);
+    return reject('malformed', raw, `error: invalid arguments for ${tool.name}: ${message}`, `invalid arguments: ${message}`);
+  }
+  const args = parsed.data as Record<string, unknown>;
+  d.emit({ type: 'tool.call', callId: call.id, tool: tool.name, args });
+
+  const verdict = await d.gate.decide({ callId: call.id, tool: tool.name, args }, gateCtx);
+  d.emit({ type: 'policy.decision', callId: call.id, tool: tool.name, verdict });
+  if (verdict.decision === 'deny') {
+    d.emit({ type: 'tool.result', callId: call.id, tool: tool.name, ok: false, blocked: true, summary: verdict.reason, ms: d.clock() - t0 });
+    return { content: verdict.reason, kind: 'blocked' };
+  }
+
+  if (signal.aborted) throw new CancelledError();
+  const out = await tool.execute(args, { sandbox: d.sandbox, execTimeoutMs: d.execTimeoutMs, maxOutputBytes: d.maxOutputBytes, signal });
+  // A call that completed is logged even if the run was cancelled meanwhile (its effects happened);
+  // the loop stops before the next call or model turn.
+  const { stdout: _o, stderr: _e, ...exec } = out.exec ?? ({} as NonNullable<typeof out.exec>);
+  d.emit({
+    type: 'tool.result', callId: call.id, tool: tool.name, ok: out.ok, blocked: false, summary: out.summary,
+    ...(out.exec ? { exec } : {}), ms: d.clock() - t0, output: excerpt(out.content),
+  });
+  return { content: out.content, kind: out.ok ? 'ok' : 'failed' };
+}
