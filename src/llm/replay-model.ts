@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { InvalidInputError, ModelError, describeZodIssues } from '../domain/errors';
+import type { RunEvent } from '../domain/events';
 import type { Model, ModelRequest, ModelTurn } from '../domain/model';
 
 const ReplayFile = z.object({
@@ -28,6 +29,17 @@ export function loadReplay(path: string): ReplayFile {
   const r = ReplayFile.safeParse(JSON.parse(readFileSync(path, 'utf8')));
   if (!r.success) throw new InvalidInputError(`replay ${path}: ${describeZodIssues(r.error.issues).message}`);
   return r.data;
+}
+
+/**
+ * The model turns of a finished run, from its JSONL log (model.response events), so the run can be
+ * re-run deterministically: the same tool calls with the same arguments, the same final answer.
+ */
+export function replayFromEvents(events: readonly RunEvent[], source: string): ReplayFile {
+  const started = events.find((e) => e.type === 'run.started');
+  const turns = events.flatMap((e) => (e.type === 'model.response' ? [{ content: e.content, toolCalls: e.toolCalls, usage: e.usage, model: e.model }] : []));
+  if (!turns.length) throw new InvalidInputError(`${source} has no model turns to replay`);
+  return { model: turns[0]!.model ?? 'unknown', task: started?.type === 'run.started' ? started.task : '', turns };
 }
 
 export class ReplayModel implements Model {

@@ -96,16 +96,18 @@ export class RunStore {
   }
 
   /** Records a new queued run (the API calls this before enqueueing). */
-  async create(runId: string, spec: Pick<RunSpec, 'task' | 'labels'>, now: Date): Promise<void> {
+  async create(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date): Promise<void> {
+    const labels = 'labels' in spec && spec.labels ? { labels: JSON.stringify(spec.labels) } : {};
+    const full = 'workspace' in spec ? { spec: JSON.stringify(spec) } : {};
     await this.redis
       .multi()
-      .hset(this.key(runId), { status: 'queued', task: spec.task, createdAt: now.toISOString(), ...(spec.labels ? { labels: JSON.stringify(spec.labels) } : {}) })
+      .hset(this.key(runId), { status: 'queued', task: spec.task, createdAt: now.toISOString(), ...labels, ...full })
       .zadd(`${this.prefix}:runs`, now.getTime(), runId)
       .exec();
   }
 
   /** For jobs that other producers put straight on the queue: create the record if there is none. */
-  async ensure(runId: string, spec: Pick<RunSpec, 'task' | 'labels'>, now: Date): Promise<void> {
+  async ensure(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date): Promise<void> {
     if (!(await this.redis.exists(this.key(runId)))) await this.create(runId, spec, now);
   }
 
@@ -130,11 +132,17 @@ export class RunStore {
     const view: Record<string, unknown> = { id: runId };
     for (const [k, v] of Object.entries(h)) {
       if (k.startsWith('pending:')) pendingApprovals.push(JSON.parse(v) as PendingApproval);
-      else if (k.startsWith('answered:')) continue;
+      else if (k.startsWith('answered:') || k === 'spec') continue;
       else view[k] = JSON_FIELDS.has(k) ? JSON.parse(v) : v;
     }
     view.pendingApprovals = pendingApprovals;
     return view as unknown as RunView;
+  }
+
+  /** The spec a run was submitted with (null when unknown or expired). */
+  async getSpec(runId: string): Promise<RunSpec | null> {
+    const raw = await this.redis.hget(this.key(runId), 'spec');
+    return raw ? (JSON.parse(raw) as RunSpec) : null;
   }
 
   /** Most recent runs first. */

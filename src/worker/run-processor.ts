@@ -23,6 +23,7 @@ import { JsonlSink } from '../report/jsonl-sink';
 import { buildReport } from '../report/report-markdown';
 import { runAgentLoop } from '../run/agent-loop';
 import { resolveLimits } from '../sandbox/limits';
+import { patchChanges } from './patch-changes';
 import { RedisApprovalPort } from './redis-approval-port';
 
 export type WorkerLog = (msg: string, fields?: Record<string, unknown>) => void;
@@ -154,6 +155,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
         artifacts.push({ name, path, bytes });
         emit({ type: 'artifact', name, path, bytes });
       }
+      emit({ type: 'workspace.changes', files: patchChanges(exported.patch) });
     } catch (err) {
       log('could not export the workspace', { runId, error: (err as Error).message });
       reason += ` (the workspace could not be exported: ${(err as Error).message})`;
