@@ -5,7 +5,7 @@ ARG BASE_IMAGE=debian:bookworm-slim
 FROM ${BASE_IMAGE}
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      bash coreutils findutils grep sed gawk diffutils patch procps git python3 ca-certificates \
+      bash coreutils findutils grep sed gawk diffutils patch procps git python3 python3-pytest ca-certificates \
       curl socat less file \
  && rm -rf /var/lib/apt/lists/*
 RUN groupadd --gid 10001 agent && useradd --uid 10001 --gid 10001 --home-dir /home/agent --shell /bin/bash agent \

@@ -56,6 +56,8 @@ export const ConfigSchema = z.object({
   CORRAL_MAX_EXEC_TIMEOUT_S: int(1800),
   /** Bytes of each stream a tool result keeps (head + tail). */
   CORRAL_MAX_OUTPUT_BYTES: int(16_384),
+  /** Compact a run's conversation (the model summarises its middle) when it passes this many estimated tokens. */
+  CORRAL_COMPACT_AT_TOKENS: int(60_000),
   /** Seconds between reaper sweeps. */
   CORRAL_REAP_INTERVAL_S: int(60),
 

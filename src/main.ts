@@ -3,6 +3,7 @@
  * client, Fastify and the clock, and wires them into the API and the worker. `startCorral` starts
  * either or both roles and returns one close() that stops everything it started, in order.
  */
+import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { Redis } from 'ioredis';
@@ -14,7 +15,8 @@ import type { Model } from './domain/model';
 import type { RunSpec } from './domain/run-spec';
 import { buildApp } from './api/build-app';
 import { OpenAIModel } from './llm/openai-model';
-import { ReplayModel, loadReplay } from './llm/replay-model';
+import { ReplayModel, loadReplay, replayFromEvents } from './llm/replay-model';
+import { readJsonl } from './report/jsonl-sink';
 import { Classifier } from './policy/classifier';
 import { loadPolicies } from './policy/load-policy';
 import { PolicyGate } from './policy/policy-gate';
@@ -63,6 +65,16 @@ function modelFactory(config: Config): { modelFor: (spec: RunSpec) => Model; cli
   return { modelFor: (spec) => new OpenAIModel(client, spec.model ?? config.CORRAL_MODEL), client, description: `${config.CORRAL_MODEL} at ${client.baseURL}` };
 }
 
+/** Runs with `replayOf` replay that run's model turns from its log in this worker's data dir. */
+function withReplays(config: Config, modelFor: (spec: RunSpec) => Model): (spec: RunSpec) => Model {
+  return (spec) => {
+    if (!spec.replayOf) return modelFor(spec);
+    const log = resolve(config.CORRAL_DATA_DIR, 'runs', spec.replayOf, 'events.jsonl');
+    if (!existsSync(log)) throw new InvalidInputError(`replayOf: the log of ${spec.replayOf} is not in this worker's data dir (${log})`, 'replayOf');
+    return new ReplayModel(replayFromEvents(readJsonl(log), log), log);
+  };
+}
+
 export async function startCorral(config: Config, roles: CorralRoles, log: WorkerLog = jsonLog('corral')): Promise<StartedCorral> {
   const workerId = config.CORRAL_WORKER_ID ?? `${hostname()}-${process.pid}`;
   const closers: Array<() => Promise<unknown>> = [];
@@ -102,7 +114,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       closers.push(async () => workerConn.quit());
       const worker = await startWorker({
         config, sandboxes, store, workerId, clock: Date.now, log,
-        modelFor: models.modelFor,
+        modelFor: withReplays(config, models.modelFor),
         gateFor: (approvals) => new PolicyGate({ policies, approvals, ...(classifier ? { classifier } : {}) }),
         queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,
         connection: workerConn, subscriber,

@@ -8,6 +8,7 @@
  *   GET  /v1/runs/:id/report               report.md (when this host can read it)
  *   POST /v1/runs/:id/approvals/:callId    { decision: "approve" | "deny", by? } → resumes the run
  *   POST /v1/runs/:id/cancel               cancels a queued or running run
+ *   POST /v1/runs/:id/replay               re-runs a finished run with its recorded model turns → 201 { id }
  *   GET  /healthz                          Redis reachable
  *
  * Errors are JSON `{ error: { code, message, field? } }`: 400 names the offending field, 404 for an
@@ -20,6 +21,8 @@ import { z } from 'zod';
 import type { Config } from '../config';
 import { CorralError, InvalidInputError, NotFoundError, describeZodIssues } from '../domain/errors';
 import { RunSpec } from '../domain/run-spec';
+import { contractForSpec } from '../domain/task-contract';
+import { TOOLS } from '../tools/registry';
 import { enqueueRun } from '../queue/run-queue';
 import type { RunStore } from '../queue/run-store';
 import { resolveLimits } from '../sandbox/limits';
@@ -72,10 +75,26 @@ export function buildApp(deps: ApiDeps): FastifyInstance {
     if (!deps.policyNames.includes(spec.policy)) {
       throw new InvalidInputError(`body: policy: unknown policy "${spec.policy}" (this server has: ${deps.policyNames.join(', ')})`, 'policy');
     }
+    contractForSpec(spec, TOOLS.map((t) => t.name));
+    if (spec.replayOf && !(await deps.store.get(spec.replayOf))) throw new InvalidInputError(`body: replayOf: no run with id ${spec.replayOf}`, 'replayOf');
+    return reply.status(201).send(await submit(spec));
+  });
+
+  const submit = async (spec: RunSpec) => {
     const id = deps.newRunId();
     await deps.store.create(id, spec, new Date(deps.clock()));
     await enqueueRun(deps.queue, id, spec);
-    return reply.status(201).send({ id, status: 'queued', links: links(id) });
+    return { id, status: 'queued', links: links(id) };
+  };
+
+  app.post('/v1/runs/:id/replay', async (req, reply) => {
+    const { id } = parse(RunParams, req.params, 'path');
+    const run = await deps.store.get(id);
+    if (!run) throw new NotFoundError(`no run with id ${id}`);
+    if (!run.finishedAt) throw new CorralError('conflict', `run ${id} has not finished (${run.status}); only a finished run can be replayed`);
+    const spec = await deps.store.getSpec(id);
+    if (!spec) throw new NotFoundError(`the spec of run ${id} is not stored (it was not submitted through this API, or it expired)`);
+    return reply.status(201).send({ ...(await submit({ ...spec, replayOf: spec.replayOf ?? id })), replayOf: spec.replayOf ?? id });
   });
 
   app.get('/v1/runs', async (req) => {

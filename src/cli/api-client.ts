@@ -42,6 +42,10 @@ export class ApiClient {
     return this.call('POST', '/v1/runs', spec);
   }
 
+  replay(id: string): Promise<{ id: string; status: string; replayOf: string }> {
+    return this.call('POST', `/v1/runs/${encodeURIComponent(id)}/replay`);
+  }
+
   get(id: string): Promise<Record<string, unknown> & { status: string; finishedAt?: string; finalAnswer?: string | null; reason?: string; reportPath?: string }> {
     return this.call('GET', `/v1/runs/${encodeURIComponent(id)}`);
   }

@@ -10,6 +10,7 @@ const COMMANDS: Record<string, Command> = {
   worker: { summary: 'run a worker only', load: () => import('./serve') },
   demo: { summary: 'start a local stack, submit the example task, follow it, print the report', load: () => import('./demo') },
   submit: { summary: 'submit a task to a running API and follow it', load: () => import('./submit') },
+  replay: { summary: 're-run a finished run with its recorded model turns: corral replay RUN [--api URL]', load: () => import('./replay') },
   approve: { summary: 'approve (or --deny) a pending tool call: corral approve RUN CALL [--deny]', load: () => import('./approve') },
   sandbox: { summary: 'sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] -- CMD [ARGS...]', load: () => import('./sandbox-exec') },
   policy: { summary: 'policy check|eval: evaluate tool calls against a policy', load: () => import('./policy') },

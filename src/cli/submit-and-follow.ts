@@ -13,6 +13,11 @@ export interface Finished {
 export async function submitAndFollow(client: ApiClient, spec: unknown, out: (line: string) => void): Promise<Finished> {
   const { id } = await client.submit(spec);
   out(`submitted ${id} to ${client.baseUrl} (follow: GET /v1/runs/${id}/events)`);
+  return follow(client, id, out);
+}
+
+/** Prints a run's progress until it ends, then its status, report path and final answer. */
+export async function follow(client: ApiClient, id: string, out: (line: string) => void): Promise<Finished> {
   await client.follow(id, (e) => {
     const line = renderEvent(e);
     if (line) out(line);

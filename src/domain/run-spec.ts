@@ -106,6 +106,16 @@ export const RunSpec = z
     egress: z.object({ allow: z.array(EgressPattern).max(100).default([]) }).strict().default({ allow: [] }),
     limits: RunLimits.default({}),
     budgets: RunBudgets.default({ llmCalls: 30, toolCalls: 50, tokens: 2_000_000, wallTimeS: 600, costUsd: 1 }),
+    /**
+     * Memory shared by runs with the same key (a team, a repository): loaded at the start as untrusted
+     * notes; `MEMORY:` lines of the final answer are appended when the run is trusted or a human approves.
+     */
+    memory: z
+      .object({ key: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'must be a name such as "team-a.repo-x"'), trusted: z.boolean().default(false) })
+      .strict()
+      .optional(),
+    /** Re-run with the model turns of this finished run (from its log on the worker): no model is called. */
+    replayOf: z.string().regex(/^run_[A-Za-z0-9_-]{6,64}$/, 'must be a run id').optional(),
     /** Overrides the configured model name for this run. */
     model: z.string().min(1).max(200).optional(),
     /** Free-form labels for the submitter (team, ticket); echoed in the report. */

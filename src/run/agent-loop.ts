@@ -17,7 +17,11 @@ import type { RunBudgets } from '../domain/run-spec';
 import type { Sandbox } from '../domain/sandbox';
 import { TOOLS, toolSpecs } from '../tools/registry';
 import type { Tool } from '../tools/tool';
+import { doneChecks, renderContractForModel, type TaskContract } from '../domain/task-contract';
 import { BudgetMeter, WARN_AT, type Prices } from './budget-meter';
+import { compactMessages, estimateTokens } from './compaction';
+import { describeFailedChecks, runDoneChecks } from './done-checks';
+import { RepetitionTracker } from './repetition';
 import { systemPrompt } from './system-prompt';
 import { runToolCall } from './tool-call';
 
@@ -46,6 +50,14 @@ export interface AgentLoopInput {
   workspaceFiles?: string[];
   /** Cancels the run: aborts the model call or the exec in flight. */
   signal?: AbortSignal;
+  /** The parsed task contract: allowed tools, what not to do, done checks. Absent: `task` as is, all tools. */
+  contract?: TaskContract;
+  /** Appended to the system prompt: the workspace's AGENTS.md and skills, memory (all rendered as untrusted). */
+  context?: string;
+  /** Compact the conversation when its estimated size passes this many tokens (default 60 000). */
+  compactAtTokens?: number;
+  /** Messages kept verbatim at the end when compacting (default 8). */
+  keepRecent?: number;
 }
 
 export interface RunLoopResult {
@@ -64,6 +76,8 @@ const EVIDENCE_CHARS = 2000;
 export const MAX_MALFORMED_IN_A_ROW = 5;
 /** This many blocked or refused calls in a row end the run as `policy_aborted`. */
 export const MAX_BLOCKED_IN_A_ROW = 5;
+/** Rounds of failed done checks the model may try to fix before the run ends as `failed`. */
+export const MAX_DONE_ROUNDS = 3;
 
 class Stop {
   constructor(
@@ -74,8 +88,13 @@ class Stop {
 }
 
 export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): Promise<RunLoopResult> {
-  const tools = deps.tools ?? TOOLS;
-  const specs = toolSpecs(tools);
+  const allTools = deps.tools ?? TOOLS;
+  const allowed = input.contract?.allowedTools ? new Set(input.contract.allowedTools) : null;
+  const offered = allowed ? allTools.filter((t) => allowed.has(t.name)) : allTools;
+  const specs = toolSpecs(offered);
+  const checks = input.contract ? doneChecks(input.contract) : [];
+  const repetition = new RepetitionTracker();
+  let doneRounds = 0;
   const { budgets } = input;
   const meter = new BudgetMeter(budgets, deps.prices, deps.emit, deps.clock);
 
@@ -87,9 +106,9 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
   warnTimer.unref?.();
   const signal = input.signal ? AbortSignal.any([input.signal, wall.signal]) : wall.signal;
 
-  const messages: ChatMessage[] = [
-    { role: 'system', content: systemPrompt(tools) },
-    { role: 'user', content: userMessage(input.task, input.workspaceFiles) },
+  let messages: ChatMessage[] = [
+    { role: 'system', content: systemPrompt(offered) + (input.context ? `\n\n${input.context}` : '') },
+    { role: 'user', content: userMessage(input.contract ? renderContractForModel(input.contract) : input.task, input.workspaceFiles) },
   ];
   const evidence: string[] = [];
   let finalAnswer: string | null = null;
@@ -110,6 +129,15 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
     for (let turn = 1; ; turn++) {
       if (signal.aborted) throw new CancelledError();
       if (meter.full('llmCalls')) throw exhausted('llmCalls');
+      const tokensBefore = estimateTokens(messages);
+      if (tokensBefore > (input.compactAtTokens ?? 60_000)) {
+        const c = await compactMessages(messages, { model: deps.model, keepRecent: input.keepRecent ?? 8, signal });
+        meter.addHousekeeping(c.usage);
+        if (c.removed > 0) {
+          deps.emit({ type: 'context.compacted', messagesBefore: messages.length, messagesAfter: c.messages.length, tokensBefore, tokensAfter: estimateTokens(c.messages) });
+          messages = c.messages;
+        }
+      }
       const t0 = deps.clock();
       const res = await deps.model.complete({ messages, tools: specs, signal });
       const cost = meter.addModelCall(res.usage);
@@ -123,6 +151,18 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
       if (over) throw exhausted(over);
 
       if (res.toolCalls.length === 0) {
+        if (checks.length) {
+          const results = await runDoneChecks(deps.sandbox, checks, { timeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, signal });
+          for (const r of results) deps.emit({ type: 'done.check', command: r.command, ok: r.ok, exitCode: r.exitCode, summary: r.summary });
+          const failed = results.filter((r) => !r.ok);
+          if (failed.length) {
+            doneRounds += 1;
+            const which = failed.map((r) => `\`${r.command}\` (${r.summary})`).join(', ');
+            if (doneRounds >= MAX_DONE_ROUNDS) throw new Stop('failed', `done checks still failing after ${doneRounds} rounds: ${which}`);
+            messages.push({ role: 'user', content: describeFailedChecks(results) });
+            continue;
+          }
+        }
         finalAnswer = res.content ?? '';
         break;
       }
@@ -134,11 +174,12 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
         if (meter.full('toolCalls')) throw exhausted('toolCalls');
         meter.addToolCall();
         const r = await runToolCall(
-          { tools, allowed: null, gate: deps.gate, sandbox: deps.sandbox, emit: deps.emit, clock: deps.clock, execTimeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes },
+          { tools: allTools, allowed, gate: deps.gate, sandbox: deps.sandbox, emit: deps.emit, clock: deps.clock, execTimeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes },
           call,
           { runId: input.runId, task: input.task, policy: input.policy, approvals: input.approvals, evidence: [...evidence], signal },
         );
-        messages.push({ role: 'tool', toolCallId: call.id, content: r.content });
+        const note = repetition.observe(call.name, call.arguments);
+        messages.push({ role: 'tool', toolCallId: call.id, content: note ? `${r.content}\n\n${note}` : r.content });
         malformed = r.kind === 'malformed' ? malformed + 1 : 0;
         if (malformed >= MAX_MALFORMED_IN_A_ROW) throw new Stop('error', `the model sent ${malformed} malformed tool calls in a row`);
         blocked = r.kind === 'blocked' || r.kind === 'refused' ? blocked + 1 : r.kind === 'malformed' ? blocked : 0;
@@ -158,7 +199,8 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
 
   const usage = meter.finish();
   if (stop) return { outcome: stop.outcome, finalAnswer: null, reason: stop.reason, usage, ...(stop.budget ? { budgetExceeded: stop.budget } : {}) };
-  return { outcome: 'succeeded', finalAnswer, reason: 'the model gave its final answer', usage };
+  const reason = checks.length ? `the model gave its final answer and all ${checks.length} done check(s) passed` : 'the model gave its final answer';
+  return { outcome: 'succeeded', finalAnswer, reason, usage };
 }
 
 function userMessage(task: string, files: string[] | undefined): string {

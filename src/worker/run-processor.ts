@@ -23,6 +23,11 @@ import { JsonlSink } from '../report/jsonl-sink';
 import { buildReport } from '../report/report-markdown';
 import { runAgentLoop } from '../run/agent-loop';
 import { resolveLimits } from '../sandbox/limits';
+import { contractForSpec } from '../domain/task-contract';
+import { renderMemory } from '../run/memory';
+import { loadWorkspaceContext, renderWorkspaceContext } from '../run/workspace-context';
+import { TOOLS } from '../tools/registry';
+import { memoryPath, proposeMemory, readMemory } from './memory-store';
 import { patchChanges } from './patch-changes';
 import { RedisApprovalPort } from './redis-approval-port';
 
@@ -119,6 +124,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   let sandbox: LeasedSandbox | undefined;
   try {
     const limits = resolveLimits(spec.limits, config);
+    const contract = contractForSpec(spec, TOOLS.map((t) => t.name));
     const a0 = clock();
     sandbox = await deps.sandboxes.acquire({
       runId, workerId: deps.workerId,
@@ -131,6 +137,10 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     });
     emit({ type: 'sandbox.ready', containerId: sandbox.id, image: config.CORRAL_SANDBOX_IMAGE, ms: clock() - a0, egressAllow: spec.egress.allow });
     await store.update(runId, { containerId: sandbox.id });
+    const memory = spec.memory ? readMemory(config.CORRAL_DATA_DIR, spec.memory.key) : null;
+    const workspace = await loadWorkspaceContext(sandbox, { signal });
+    emit({ type: 'context.loaded', agentsMd: workspace.agentsMd?.path ?? null, skills: workspace.skills, memory: memory === null ? null : memoryPath(config.CORRAL_DATA_DIR, spec.memory!.key) });
+    const context = [renderWorkspaceContext(workspace), renderMemory(memory)].filter(Boolean).join('\n\n');
 
     const approvals = new RedisApprovalPort(store, emit, config.CORRAL_APPROVAL_TIMEOUT_S * 1000, clock);
     const result = await runAgentLoop(
@@ -141,10 +151,13 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       {
         runId, task: spec.task, policy: spec.policy, approvals: spec.approvals, budgets: spec.budgets,
         execTimeoutMs: limits.execTimeoutS * 1000, maxOutputBytes: config.CORRAL_MAX_OUTPUT_BYTES,
-        workspaceFiles: Object.keys(spec.workspace.files), signal,
+        workspaceFiles: Object.keys(spec.workspace.files), signal, contract, context, compactAtTokens: config.CORRAL_COMPACT_AT_TOKENS,
       },
     );
     ({ outcome, reason, finalAnswer, usage } = result);
+    if (spec.memory && outcome === 'succeeded') {
+      await proposeMemory({ runId, memory: spec.memory, approvals: spec.approvals, finalAnswer, dataDir: config.CORRAL_DATA_DIR, port: approvals, emit, now, signal });
+    }
 
     try {
       const exported = await sandbox.exportWorkspace();
