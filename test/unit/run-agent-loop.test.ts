@@ -20,7 +20,7 @@ function harness(opts: { model: ScriptedModel; sandbox?: FakeSandbox; gate?: Fak
   const gate = opts.gate ?? new FakeGate();
   const input: AgentLoopInput = {
     runId: 'run_loop01', task: 'count the files in the workspace', policy: 'default', approvals: false,
-    budgets: { llmCalls: 10, toolCalls: 20, wallTimeS: 60, costUsd: 1 },
+    budgets: { llmCalls: 10, toolCalls: 20, tokens: 1_000_000, wallTimeS: 60, costUsd: 1 },
     execTimeoutMs: 30_000, maxOutputBytes: 65_536,
     ...opts.input,
   };
@@ -70,18 +70,19 @@ describe('runAgentLoop: the happy path', () => {
     expect(types(h.events)).toEqual(['model.response', 'tool.call', 'policy.decision', 'tool.result', 'model.response']);
     expect(h.events).toEqual([
       {
-        type: 'model.response', turn: 1, content: 'Let me look.', toolCalls: [{ id: 'call_1', name: 'bash' }],
-        usage: { inputTokens: 1000, outputTokens: 200 }, costUsd: expect.closeTo(0.0036, 10), ms: 0,
+        type: 'model.response', turn: 1, content: 'Let me look.', toolCalls: [{ id: 'call_1', name: 'bash', arguments: '{"command":"ls -1 | wc -l"}' }],
+        usage: { inputTokens: 1000, outputTokens: 200 }, costUsd: expect.closeTo(0.0036, 10), ms: 0, model: 'scripted', finishReason: 'tool_calls',
       },
       { type: 'tool.call', callId: 'call_1', tool: 'bash', args: { command: 'ls -1 | wc -l' } },
       { type: 'policy.decision', callId: 'call_1', tool: 'bash', verdict: allowVerdict() },
       {
         type: 'tool.result', callId: 'call_1', tool: 'bash', ok: true, blocked: false, summary: 'exit 0 in 12 ms', ms: 40,
         exec: { exitCode: 0, truncated: false, timedOut: false, oomKilled: false, durationMs: 12, stdoutBytes: 2, stderrBytes: 0 },
+        output: 'exit code: 0\nstdout:\n3\n',
       },
       {
         type: 'model.response', turn: 2, content: 'There are 3 files.', toolCalls: [],
-        usage: { inputTokens: 1500, outputTokens: 50 }, costUsd: expect.closeTo(0.0034, 10), ms: 0,
+        usage: { inputTokens: 1500, outputTokens: 50 }, costUsd: expect.closeTo(0.0034, 10), ms: 0, model: 'scripted', finishReason: 'stop',
       },
     ]);
 
@@ -141,7 +142,14 @@ describe('runAgentLoop: the happy path', () => {
       'tool.call:c2', 'policy.decision:c2', 'tool.result:c2',
       'tool.call:c3', 'policy.decision:c3', 'tool.result:c3',
     ]);
-    expect(h.events[0]).toMatchObject({ type: 'model.response', toolCalls: [{ id: 'c1', name: 'bash' }, { id: 'c2', name: 'write_file' }, { id: 'c3', name: 'bash' }] });
+    expect(h.events[0]).toMatchObject({
+      type: 'model.response',
+      toolCalls: [
+        { id: 'c1', name: 'bash', arguments: '{"command":"echo one"}' },
+        { id: 'c2', name: 'write_file', arguments: '{"path":"two.txt","content":"two"}' },
+        { id: 'c3', name: 'bash', arguments: '{"command":"echo three"}' },
+      ],
+    });
     expect(result.usage).toMatchObject({ llmCalls: 2, toolCalls: 3 });
   });
 
@@ -152,7 +160,28 @@ describe('runAgentLoop: the happy path', () => {
     const result = await h.run();
     expect(result.outcome).toBe('succeeded');
     expect(model.lastMessages[1]).toEqual({ role: 'tool', toolCallId: 'c1', content: 'exit code: 1\nstderr:\nnope\n' });
-    expect(h.ofType('tool.result')[0]).toMatchObject({ ok: false, blocked: false, summary: 'exit 1 in 3 ms', exec: { exitCode: 1, stderrBytes: 5 } });
+    expect(h.ofType('tool.result')[0]).toMatchObject({
+      ok: false, blocked: false, summary: 'exit 1 in 3 ms', exec: { exitCode: 1, stderrBytes: 5 }, output: 'exit code: 1\nstderr:\nnope\n',
+    });
+  });
+
+  it('model.response carries the model name and finish reason the server reported, and the tool calls as sent (bad JSON too)', async () => {
+    const model = new ScriptedModel([
+      { content: 'trying', toolCalls: [toolCall('x1', 'bash', '{"command": "ls"')], model: 'gpt-4.1-mini-2025-04-14', finishReason: 'length' },
+      { content: 'done', toolCalls: [], model: 'gpt-4.1-mini-2025-04-14', finishReason: 'content_filter' },
+    ]);
+    const h = harness({ model });
+    await h.run();
+    expect(h.ofType('model.response')).toEqual([
+      {
+        type: 'model.response', turn: 1, content: 'trying', toolCalls: [{ id: 'x1', name: 'bash', arguments: '{"command": "ls"' }],
+        usage: { inputTokens: 0, outputTokens: 0 }, costUsd: 0, ms: 0, model: 'gpt-4.1-mini-2025-04-14', finishReason: 'length',
+      },
+      {
+        type: 'model.response', turn: 2, content: 'done', toolCalls: [],
+        usage: { inputTokens: 0, outputTokens: 0 }, costUsd: 0, ms: 0, model: 'gpt-4.1-mini-2025-04-14', finishReason: 'content_filter',
+      },
+    ]);
   });
 });
 
@@ -298,6 +327,8 @@ describe('runAgentLoop: the gate', () => {
     await h.run();
     expect(model.lastMessages[1]!.content).toBe(big); // the model itself gets the whole read
     expect(h.gate.calls[1]!.ctx.evidence).toEqual([`read_file output: ${'x'.repeat(2000)}`]);
+    // The log keeps a head and tail of what the model saw, and says how much was cut.
+    expect(h.ofType('tool.result')[0]!.output).toBe(`${'x'.repeat(1000)}\n[… 3000 characters not logged …]\n${'x'.repeat(1000)}`);
   });
 });
 
@@ -323,9 +354,9 @@ describe('runAgentLoop: file tools go through the sandbox port', () => {
       { role: 'tool', toolCallId: 'r1', content: 'world' },
     ]);
     const results = h.ofType('tool.result');
-    expect(results.map((r) => [r.tool, r.ok, r.summary])).toEqual([
-      ['write_file', true, 'wrote notes/a.txt (11 bytes)'],
-      ['read_file', true, 'read notes/a.txt (11 bytes)'],
+    expect(results.map((r) => [r.tool, r.ok, r.summary, r.output])).toEqual([
+      ['write_file', true, 'wrote notes/a.txt (11 bytes)', 'wrote 11 bytes to notes/a.txt'],
+      ['read_file', true, 'read notes/a.txt (11 bytes)', 'world'],
     ]);
     for (const r of results) expect(r).not.toHaveProperty('exec');
     expect(h.gate.calls.map((g) => g.call.args)).toEqual([{ path: 'notes/a.txt', content: 'hello\nworld' }, { path: 'notes/a.txt', offset: 2 }]);
@@ -351,7 +382,11 @@ describe('runAgentLoop: file tools go through the sandbox port', () => {
       { role: 'tool', toolCallId: 'w2', content: 'error: path refused: "/etc/passwd" is absolute; paths are relative to /workspace' },
       { role: 'tool', toolCallId: 'r1', content: 'error: no such file: missing.txt' },
     ]);
-    expect(h.ofType('tool.result').map((r) => [r.callId, r.ok, r.blocked])).toEqual([['w1', false, false], ['w2', false, false], ['r1', false, false]]);
+    expect(h.ofType('tool.result').map((r) => [r.callId, r.ok, r.blocked, r.output])).toEqual([
+      ['w1', false, false, 'error: path refused: "../etc/passwd" contains "..", which could leave /workspace'],
+      ['w2', false, false, 'error: path refused: "/etc/passwd" is absolute; paths are relative to /workspace'],
+      ['r1', false, false, 'error: no such file: missing.txt'],
+    ]);
     expect(h.ofType('tool.result')[0]!.summary).toBe('write ../etc/passwd: path refused: "../etc/passwd" contains "..", which could leave /workspace');
     expect([...sandbox.files.keys()]).toEqual(['a.txt']);
     expect(result).toMatchObject({ outcome: 'succeeded', finalAnswer: 'could not' });
