@@ -2,6 +2,7 @@
  * formatToolArgs: a tool call's arguments as markdown for the report — a bash command in a ```bash
  * fence, anything else as compact JSON. Long string values are cut (head kept) and a note says
  * which value lost how many characters, so the report stays readable and never silently shortens.
+ * toolArgsPreview gives the one-line form the summary sections use.
  */
 import { fenced, codeSpan } from './markdown-escape';
 
@@ -33,6 +34,17 @@ export function formatToolArgs(tool: string, args: unknown): string {
     json = `${json.slice(0, MAX_JSON_CHARS)}…`;
   }
   return fenced(json, 'json') + cutNote(cuts);
+}
+
+/** Characters of the one-line preview. */
+export const PREVIEW_CHARS = 120;
+
+/** One line for summaries: a bash command as is, other arguments as compact JSON; cut with "…". '' when absent. */
+export function toolArgsPreview(tool: string, args: unknown): string {
+  if (args === undefined) return '';
+  const command = tool === 'bash' && isRecord(args) && typeof args.command === 'string' ? args.command : null;
+  const text = (command ?? (typeof args === 'string' ? args : JSON.stringify(args) ?? String(args))).replace(/\s*\r?\n\s*/g, ' ⏎ ');
+  return text.length > PREVIEW_CHARS ? `${text.slice(0, PREVIEW_CHARS)}…` : text;
 }
 
 function cutString(s: string, at: string, cuts: Cut[]): string {

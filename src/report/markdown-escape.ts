@@ -47,3 +47,10 @@ function longestRun(text: string, ch: string): number {
   }
   return best;
 }
+
+/** A GitHub table from already-formatted markdown cells (each passed through tableCell); `align` per column, 'r' = right. */
+export function markdownTable(head: readonly string[], align: ReadonlyArray<'l' | 'r'>, rows: ReadonlyArray<readonly string[]>): string {
+  const line = (cells: readonly string[]) => `| ${cells.map(tableCell).join(' | ')} |`;
+  const rule = `|${head.map((_, i) => (align[i] === 'r' ? '---:' : '---')).join('|')}|`;
+  return [line(head), rule, ...rows.map(line)].join('\n');
+}

@@ -1,33 +1,80 @@
 /**
- * buildReport: report.md for a team lead reading a finished (or crashed) run — who ran what with
- * which model, policy and sandbox; usage against budgets; every tool call with its arguments, the
- * gate's verdict and the result (blocked calls stand out); egress attempts; artifacts; the final
- * answer. Derived only from RunEvents; copes with partial logs. Everything the run or the model
- * wrote is quoted or escaped, so it cannot pose as part of the report.
+ * buildReport: report.md for a team lead reading a finished (or crashed) run — the task; status and
+ * reason; model (configured and as the server reported it), policy, sandbox and cost; budgets used
+ * against their limits with warnings; tools used; approvals asked and their answers; denied calls;
+ * files changed; done checks; memory proposals; the context the model was given; the final answer;
+ * every tool call in full (arguments, verdict, result, output excerpt); egress; artifacts; the log's
+ * health. Derived only from RunEvents; copes with partial logs, and a section that cannot be rendered
+ * says so instead of failing the report. Everything the run or the model wrote is quoted or escaped,
+ * so it cannot pose as part of the report.
  */
-import type { BudgetName, RunEvent } from '../domain/events';
-import type { GateVerdict } from '../domain/gate';
-import { formatToolArgs } from './format-tool-args';
-import { blockquote, codeSpan, escapeInline, fenced, tableCell } from './markdown-escape';
-import { summarizeRun, type CallRecord, type RunSummary } from './summarize-run';
+import type { RunEvent, RunOutcome } from '../domain/events';
+import { budgetSection, formatAmount } from './budget-section';
+import { contextSection, memorySection } from './context-sections';
+import { blockquote, codeSpan, escapeInline, fenced } from './markdown-escape';
+import { summarizeRun, type RunSummary, type Tally } from './summarize-run';
+import { approvalsSection, deniedCallsSection, toolCallsSection, toolsUsedSection } from './tool-sections';
+import { artifactsSection, doneChecksSection, egressSection, filesChangedSection } from './workspace-sections';
 
-const BLOCKED = '⛔ **BLOCKED**';
+/** One distinct mark per outcome. */
+export const OUTCOME_MARKS: Readonly<Record<RunOutcome, string>> = {
+  succeeded: '✅',
+  failed: '❌',
+  budget_exhausted: '🪫',
+  timed_out: '⏱',
+  policy_aborted: '⛔',
+  cancelled: '⏹',
+  error: '💥',
+};
+
+const SECTIONS: Array<[string, (s: RunSummary) => string]> = [
+  ['Summary', header],
+  ['Task', taskSection],
+  ['Budgets', budgetSection],
+  ['Tools used', toolsUsedSection],
+  ['Approvals', approvalsSection],
+  ['Denied calls', deniedCallsSection],
+  ['Files changed', filesChangedSection],
+  ['Done checks', doneChecksSection],
+  ['Memory proposals', memorySection],
+  ['Context', contextSection],
+  ['Final answer', finalAnswerSection],
+  ['Tool calls', toolCallsSection],
+  ['Egress', egressSection],
+  ['Artifacts', artifactsSection],
+  ['Log', logSection],
+];
 
 export function buildReport(events: readonly RunEvent[], opts: { title?: string } = {}): string {
-  const s = summarizeRun(events);
+  let s: RunSummary;
+  try {
+    s = summarizeRun(events);
+  } catch (err) {
+    const title = opts.title ?? `Run ${events[0]?.runId ?? '(unknown)'}`;
+    return `# ${escapeInline(title)}
+
+⚠ **The report could not be built from the log** (${events.length} events): ${escapeInline(errorText(err))}
+`;
+  }
   const title = opts.title ?? `Run ${s.runId ?? '(unknown)'}`;
-  const sections = [
-    `# ${escapeInline(title)}`,
-    header(s),
-    taskSection(s),
-    usageSection(s),
-    toolCallsSection(s),
-    egressSection(s),
-    artifactsSection(s),
-    finalAnswerSection(s),
-    logSection(s),
-  ];
-  return `${sections.filter((x) => x !== '').join('\n\n')}\n`;
+  const parts = [`# ${escapeInline(title)}`];
+  if (!s.finished) {
+    parts.push(`> ⚠ **Partial log:** the run did not finish (the log has no run.finished; it ends at seq ${s.lastSeq ?? 0}). This report shows what was logged until then.`);
+  }
+  for (const [name, render] of SECTIONS) {
+    let md: string;
+    try {
+      md = render(s);
+    } catch (err) {
+      md = `## ${name}\n\n⚠ _This section could not be rendered from the log: ${escapeInline(errorText(err))}_`;
+    }
+    if (md !== '') parts.push(md);
+  }
+  return `${parts.join('\n\n')}\n`;
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 function header(s: RunSummary): string {
@@ -35,18 +82,20 @@ function header(s: RunSummary): string {
   const sb = s.sandbox;
   const lines = [
     `- **Run:** ${s.runId === null ? '_no events_' : codeSpan(s.runId)}`,
-    `- **Outcome:** ${outcome(s)}`,
+    `- **Status:** ${status(s)}`,
     `- **Started:** ${st ? st.ts : '_not recorded_'}${s.finished ? ` · **Finished:** ${s.finished.ts}` : ''}`,
   ];
   if (st) {
     lines.push(
-      `- **Model:** ${codeSpan(st.model)}`,
+      `- **Model:** ${codeSpan(st.model)} (configured) · ${reportedModels(s)}`,
       `- **Policy:** ${codeSpan(st.policy)} · **Approvals:** ${st.approvals ? 'on' : 'off'}`,
       `- **Worker:** ${codeSpan(st.workerId)}`,
     );
   } else {
-    lines.push('- **Model, policy, approvals, worker:** _not recorded (the log has no run.started)_');
+    lines.push(`- **Model:** ${reportedModels(s)}`, '- **Configured model, policy, approvals, worker:** _not recorded (the log has no run.started)_');
   }
+  const costLimit = st?.budgets?.costUsd;
+  lines.push(`- **Cost:** ${formatAmount('costUsd', s.usage.costUsd)} USD${costLimit === undefined ? '' : ` of ${formatAmount('costUsd', costLimit)}`}${s.usageFrom === 'log' ? ' (added up from the log)' : ''}`);
   if (sb) {
     const removed = s.sandboxRemoved ? 'removed' : '**not recorded as removed**';
     lines.push(`- **Sandbox:** container ${codeSpan(sb.containerId)} · image ${codeSpan(sb.image)} · ready in ${sb.ms} ms · ${removed}`);
@@ -57,11 +106,20 @@ function header(s: RunSummary): string {
   return lines.join('\n');
 }
 
-function outcome(s: RunSummary): string {
+function status(s: RunSummary): string {
   const f = s.finished;
   if (!f) return `**run did not finish (log ends at seq ${s.lastSeq ?? 0})**`;
-  const mark = f.outcome === 'succeeded' ? '✅' : f.outcome === 'cancelled' ? '⏹' : f.outcome === 'budget_exhausted' || f.outcome === 'timed_out' ? '⏱' : f.outcome === 'policy_aborted' ? '⛔' : '❌';
-  return `${mark} **${f.outcome}** — ${escapeInline(f.reason)}`;
+  const mark = OUTCOME_MARKS[f.outcome] ?? '❓';
+  return `${mark} **${escapeInline(String(f.outcome))}** — ${escapeInline(f.reason ?? '')}`;
+}
+
+function reportedModels(s: RunSummary): string {
+  if (!s.modelResponses) return 'server reported: _no model response logged_';
+  if (!s.reportedModels.length) return `server reported: _not logged (${s.modelResponses} model response${s.modelResponses === 1 ? '' : 's'} without a model name)_`;
+  const tally = (list: Tally[]) => list.map((t) => `${codeSpan(t.value)}${list.length > 1 ? ` ×${t.count}` : ''}`).join(', ');
+  const turns = s.reportedModels.reduce((n, t) => n + t.count, 0);
+  const finish = s.finishReasons.length ? ` · finish reasons ${s.finishReasons.map((t) => `${codeSpan(t.value)} ×${t.count}`).join(', ')}` : '';
+  return `server reported ${tally(s.reportedModels)} over ${turns} turn${turns === 1 ? '' : 's'}${finish}`;
 }
 
 function taskSection(s: RunSummary): string {
@@ -71,141 +129,10 @@ function taskSection(s: RunSummary): string {
   return `## Task\n\n${blockquote(body)}`;
 }
 
-const BUDGET_ROWS: Array<{ label: string; budget: BudgetName | null; used: (s: RunSummary) => number }> = [
-  { label: 'LLM calls', budget: 'llmCalls', used: (s) => s.usage.llmCalls },
-  { label: 'Tool calls', budget: 'toolCalls', used: (s) => s.usage.toolCalls },
-  { label: 'Tokens in', budget: null, used: (s) => s.usage.inputTokens },
-  { label: 'Tokens out', budget: null, used: (s) => s.usage.outputTokens },
-  { label: 'Cost (USD)', budget: 'costUsd', used: (s) => s.usage.costUsd },
-  { label: 'Wall time (s)', budget: 'wallTimeS', used: (s) => s.usage.wallTimeMs / 1000 },
-];
-
-function formatAmount(budget: BudgetName | null, n: number): string {
-  if (budget === 'costUsd') return n.toFixed(4);
-  if (budget === 'wallTimeS') return Number.isInteger(n) ? String(n) : n.toFixed(1);
-  return n.toLocaleString('en-US');
-}
-
-function usageSection(s: RunSummary): string {
-  const exceeded = new Set(s.budgetsExceeded.map((b) => b.budget));
-  const rows = BUDGET_ROWS.map((r) => {
-    const limit = r.budget ? s.started?.budgets?.[r.budget] : undefined;
-    const used = formatAmount(r.budget, r.used(s));
-    const over = r.budget && exceeded.has(r.budget) ? ' ⚠ **exceeded**' : '';
-    return `| ${r.label} | ${used}${over} | ${limit === undefined ? '—' : formatAmount(r.budget, limit)} |`;
-  });
-  const lines = ['## Usage', '', '| | Used | Budget |', '|---|---:|---:|', ...rows, ''];
-  if (s.usageFrom === 'log') lines.push('_Added up from the log: the run did not finish, so there is no final usage record._', '');
-  lines.push(
-    s.budgetsExceeded.length
-      ? s.budgetsExceeded
-          .map((b) => `**Budget exceeded: ${budgetLabel(b.budget)}** — used ${formatAmount(b.budget, b.used)} of ${formatAmount(b.budget, b.limit)}.`)
-          .join('\n\n')
-      : 'No budget was exceeded.',
-  );
-  return lines.join('\n');
-}
-
-function budgetLabel(b: BudgetName): string {
-  return BUDGET_ROWS.find((r) => r.budget === b)?.label ?? b;
-}
-
-function toolCallsSection(s: RunSummary): string {
-  if (!s.calls.length) return '## Tool calls\n\nNo tool calls.';
-  const blocked = s.calls.filter((c) => c.blocked).length;
-  const head = `## Tool calls\n\n${s.calls.length} call${s.calls.length === 1 ? '' : 's'}, ${blocked ? `**${blocked} blocked**` : 'none blocked'}.`;
-  return [head, ...s.calls.map((c, i) => callEntry(c, i + 1, s))].join('\n\n');
-}
-
-function callEntry(c: CallRecord, n: number, s: RunSummary): string {
-  const title = `### ${n}. ${codeSpan(c.tool)}${c.blocked ? ` — ${BLOCKED}` : ''}`;
-  const meta = `call ${codeSpan(c.callId)}${c.turn !== null ? ` · turn ${c.turn}` : ''}`;
-  const args = c.hasArgs ? formatToolArgs(c.tool, c.args) : '_arguments not recorded (no tool.call event)_';
-  const items: string[] = [];
-  if (c.approvalPending) {
-    const risk = c.approvalPending.risk ? ` (risk ${escapeInline(c.approvalPending.risk)})` : '';
-    items.push(`- **Approval requested:** ${escapeInline(c.approvalPending.reason)}${risk}`);
-  }
-  items.push(c.verdict ? verdictLines(c.verdict) : '- **Policy:** _no verdict recorded_');
-  items.push(resultLine(c, s));
-  if (c.egress.length) {
-    const list = c.egress.map((e) => `${codeSpan(`${e.host}:${e.port}`)} ${e.decision === 'deny' ? '**deny**' : 'allow'}`);
-    items.push(`- **Egress:** ${list.join(', ')}`);
-  }
-  return [title, meta, args, items.join('\n')].join('\n\n');
-}
-
-function verdictLines(v: GateVerdict): string {
-  const decision = v.decision === 'deny' ? '**deny**' : 'allow';
-  const lines = [`- **Policy:** ${decision} — ${escapeInline(v.reason)}`];
-  const st = v.static;
-  if (st) {
-    const rule = st.rule === null ? 'no rule matched' : `rule ${codeSpan(st.rule)}`;
-    const risk = st.risk ? ` (risk ${st.risk})` : '';
-    lines.push(`  - static: ${rule} → ${st.decision}${risk} — ${escapeInline(st.reason)}`);
-  }
-  const cl = v.classifier;
-  if (cl) {
-    const err = cl.error ? ` — **classifier error:** ${escapeInline(cl.error)}` : '';
-    lines.push(
-      `  - classifier: risk ${cl.riskLevel} (${cl.risk.toFixed(2)}/3), authorized ${Math.round(cl.authorized * 100)}%, ` +
-        `decision ${cl.decision}, via ${cl.via}, ${cl.latencyMs} ms${err}`,
-    );
-  }
-  const ap = v.approval;
-  if (ap) {
-    const how = ap.approved ? 'approved' : '**denied**';
-    lines.push(`  - approval: ${how} by ${codeSpan(ap.by)} after ${(ap.waitedMs / 1000).toFixed(1)} s${ap.timedOut ? ' (**timed out**)' : ''}`);
-  }
-  return lines.join('\n');
-}
-
-function resultLine(c: CallRecord, s: RunSummary): string {
-  const r = c.result;
-  if (!r) return `- **Result:** _none recorded${s.finished ? '' : ' (the log ends before this call finished)'}_`;
-  const status = r.blocked ? BLOCKED : r.ok ? 'ok' : '**failed**';
-  const facts: string[] = [];
-  if (r.exec) {
-    facts.push(`exit ${r.exec.exitCode ?? 'none'}`);
-    if (r.exec.timedOut) facts.push('**timed out**');
-    if (r.exec.oomKilled) facts.push('**killed: out of memory**');
-    if (r.exec.truncated) facts.push('output truncated');
-  }
-  facts.push(`${r.ms} ms`);
-  return `- **Result:** ${status} — ${escapeInline(r.summary)} · ${facts.join(' · ')}`;
-}
-
-function egressSection(s: RunSummary): string {
-  if (!s.egress.length) return '## Egress\n\nNo network access attempted.';
-  const rows = s.egress.map((e, i) =>
-    '| ' +
-    [
-      String(i + 1),
-      codeSpan(`${e.host}:${e.port}`),
-      codeSpan(e.method),
-      e.decision === 'deny' ? '**deny**' : 'allow',
-      escapeInline(e.reason),
-      e.callId === null ? '—' : codeSpan(e.callId),
-    ]
-      .map(tableCell)
-      .join(' | ') +
-    ' |',
-  );
-  return ['## Egress', '', '| # | Host:port | Method | Decision | Reason | Call |', '|---:|---|---|---|---|---|', ...rows].join('\n');
-}
-
-function artifactsSection(s: RunSummary): string {
-  if (!s.artifacts.length) return '## Artifacts\n\nNo artifacts recorded.';
-  const rows = s.artifacts.map(
-    (a) => `| ${[escapeInline(a.name), codeSpan(a.path), a.bytes.toLocaleString('en-US')].map(tableCell).join(' | ')} |`,
-  );
-  return ['## Artifacts', '', '| Name | Path | Bytes |', '|---|---|---:|', ...rows].join('\n');
-}
-
 function finalAnswerSection(s: RunSummary): string {
   const f = s.finished;
   if (!f) return '## Final answer\n\n_None: the run did not finish._';
-  if (f.finalAnswer === null || f.finalAnswer.trim() === '') return '## Final answer\n\n_No final answer._';
+  if (!f.finalAnswer?.trim()) return '## Final answer\n\n_No final answer._';
   return `## Final answer\n\n${fenced(f.finalAnswer, 'markdown')}`;
 }
 

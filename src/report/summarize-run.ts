@@ -1,8 +1,9 @@
 /**
- * summarizeRun: folds a run's events into one structured summary — header facts, usage (from
- * run.finished, or added up from the log when the run did not finish), each tool call with its
- * verdict, result and egress, and the log's own health (last seq, missing seqs, unknown types).
- * Pure; the markdown report renders this.
+ * summarizeRun: folds a run's events into one structured summary — header facts, the models the
+ * server reported, usage (from run.finished, or added up from the log when the run did not finish),
+ * budget warnings and exhaustion, each tool call with its arguments, verdict, result and egress, the
+ * workspace context and compactions, done checks, file changes, memory proposals, and the log's own
+ * health (last seq, missing seqs, unknown types). Pure; the markdown report renders this.
  */
 import type { RunEvent, RunUsage } from '../domain/events';
 
@@ -16,6 +17,8 @@ export interface CallRecord {
   /** false when no tool.call event was logged for this id. */
   hasArgs: boolean;
   args: unknown;
+  /** The raw arguments text from the model.response that requested the call, if one was logged. */
+  requestedArgs: string | null;
   verdict?: EventOf<'policy.decision'>['verdict'];
   approvalPending?: EventOf<'approval.pending'>;
   result?: EventOf<'tool.result'>;
@@ -39,9 +42,27 @@ export interface RunSummary {
   usage: RunUsage;
   usageFrom: 'run.finished' | 'log';
   budgetsExceeded: EventOf<'budget.exceeded'>[];
+  budgetWarnings: EventOf<'budget.warning'>[];
+  /** model.response events in the log. */
+  modelResponses: number;
+  /** Model names the server reported (model.response.model), first seen first, with their turn counts. */
+  reportedModels: Tally[];
+  /** finish_reason of each model turn, first seen first, with counts. */
+  finishReasons: Tally[];
+  context?: EventOf<'context.loaded'>;
+  compactions: EventOf<'context.compacted'>[];
+  doneChecks: EventOf<'done.check'>[];
+  memoryProposals: EventOf<'memory.proposed'>[];
+  /** The last workspace.changes event (the final state of the workspace). */
+  workspaceChanges?: EventOf<'workspace.changes'>;
   calls: CallRecord[];
   egress: EventOf<'egress'>[];
   artifacts: EventOf<'artifact'>[];
+}
+
+export interface Tally {
+  value: string;
+  count: number;
 }
 
 export function summarizeRun(input: readonly RunEvent[]): RunSummary {
@@ -50,7 +71,7 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
   const call = (callId: string, tool: string): CallRecord => {
     let c = calls.get(callId);
     if (!c) {
-      c = { callId, tool, turn: null, hasArgs: false, args: undefined, egress: [], blocked: false };
+      c = { callId, tool, turn: null, hasArgs: false, args: undefined, requestedArgs: null, egress: [], blocked: false };
       calls.set(callId, c);
     }
     return c;
@@ -64,6 +85,13 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
     usage: { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 },
     usageFrom: 'log',
     budgetsExceeded: [],
+    budgetWarnings: [],
+    modelResponses: 0,
+    reportedModels: [],
+    finishReasons: [],
+    compactions: [],
+    doneChecks: [],
+    memoryProposals: [],
     calls: [],
     egress: [],
     artifacts: [],
@@ -78,10 +106,17 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
       case 'run.finished': s.finished ??= e; break;
       case 'model.response':
         counted.llmCalls += 1;
+        s.modelResponses += 1;
         counted.inputTokens += e.usage?.inputTokens ?? 0;
         counted.outputTokens += e.usage?.outputTokens ?? 0;
         counted.costUsd += e.costUsd ?? 0;
-        for (const tc of e.toolCalls ?? []) call(tc.id, tc.name).turn ??= e.turn;
+        if (e.model) tally(s.reportedModels, e.model);
+        if (e.finishReason) tally(s.finishReasons, e.finishReason);
+        for (const tc of e.toolCalls ?? []) {
+          const c = call(tc.id, tc.name);
+          c.turn ??= e.turn;
+          if (typeof tc.arguments === 'string') c.requestedArgs ??= tc.arguments;
+        }
         break;
       case 'tool.call': {
         counted.toolCalls += 1;
@@ -99,6 +134,12 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
         if (e.callId !== null) calls.get(e.callId)?.egress.push(e);
         break;
       case 'budget.exceeded': s.budgetsExceeded.push(e); break;
+      case 'budget.warning': s.budgetWarnings.push(e); break;
+      case 'context.loaded': s.context ??= e; break;
+      case 'context.compacted': s.compactions.push(e); break;
+      case 'done.check': s.doneChecks.push(e); break;
+      case 'memory.proposed': s.memoryProposals.push(e); break;
+      case 'workspace.changes': s.workspaceChanges = e; break;
       case 'artifact': s.artifacts.push(e); break;
       default: {
         const type = String((e as { type: unknown }).type);
@@ -119,6 +160,12 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
     s.usage = { ...counted, wallTimeMs: Number.isFinite(wallTimeMs) ? wallTimeMs : 0 };
   }
   return s;
+}
+
+function tally(list: Tally[], value: string): void {
+  const t = list.find((x) => x.value === value);
+  if (t) t.count += 1;
+  else list.push({ value, count: 1 });
 }
 
 /** Gaps in an ascending list of seqs (counting from 1), without walking the numbers in between. */
