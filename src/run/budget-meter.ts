@@ -103,7 +103,8 @@ export class BudgetMeter {
 
   private warn(): void {
     for (const b of ['llmCalls', 'toolCalls', 'tokens', 'costUsd'] as const) {
-      if (this.used(b) >= WARN_AT * this.budgets[b]) this.warnOnce(b);
+      const used = this.used(b);
+      if (used > 0 && used >= WARN_AT * this.budgets[b]) this.warnOnce(b);
     }
   }
 

@@ -29,7 +29,7 @@ const LOG_EXCERPT_CHARS = 2000;
 
 export function excerpt(text: string, max = LOG_EXCERPT_CHARS): string {
   if (text.length <= max) return text;
-  const half = Math.floor(max / 2);
+  const half = Math.max(1, Math.floor(max / 2));
   return `${text.slice(0, half)}\n[… ${text.length - 2 * half} characters not logged …]\n${text.slice(-half)}`;
 }
 
