@@ -38,6 +38,19 @@ export const ConfigSchema = z.object({
   /** USD per million tokens, for the cost budget. */
   CORRAL_PRICE_INPUT_PER_MTOK: num(0.4),
   CORRAL_PRICE_OUTPUT_PER_MTOK: num(1.6),
+  /** Per-model prices (USD per million tokens), JSON: {"gpt-4.1":{"input":2,"output":8}}; other models use the two above. */
+  CORRAL_MODEL_PRICES: z
+    .string()
+    .default('{}')
+    .transform((s, ctx) => {
+      try {
+        return JSON.parse(s) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be a JSON object' });
+        return z.NEVER;
+      }
+    })
+    .pipe(z.record(z.string(), z.object({ input: z.number().min(0), output: z.number().min(0) }).strict())),
 
   /** Sandbox. */
   DOCKER_HOST: z.string().optional(),

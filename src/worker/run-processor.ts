@@ -21,7 +21,7 @@ import type { RunArtifact, RunStore } from '../queue/run-store';
 import { EventRecorder } from '../report/event-recorder';
 import { JsonlSink } from '../report/jsonl-sink';
 import { buildReport } from '../report/report-markdown';
-import { runAgentLoop } from '../run/agent-loop';
+import { runAgentLoop, type Prices } from '../run/agent-loop';
 import { resolveLimits } from '../sandbox/limits';
 import { contractForSpec } from '../domain/task-contract';
 import { renderMemory } from '../run/memory';
@@ -60,6 +60,12 @@ export class RunEndedError extends CorralError {
   constructor(readonly summary: RunSummary) {
     super(summary.outcome === 'cancelled' ? 'cancelled' : 'internal', `run ${summary.outcome}: ${summary.reason}`);
   }
+}
+
+/** USD per million tokens for a model: its entry in CORRAL_MODEL_PRICES, else the default prices. */
+export function pricesFor(config: Config, model: string): Prices {
+  const p = config.CORRAL_MODEL_PRICES[model];
+  return p ? { inputPerMtok: p.input, outputPerMtok: p.output } : { inputPerMtok: config.CORRAL_PRICE_INPUT_PER_MTOK, outputPerMtok: config.CORRAL_PRICE_OUTPUT_PER_MTOK };
 }
 
 /** Reads a run id out of job data that failed validation, so the failure can still be recorded. */
@@ -146,7 +152,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     const result = await runAgentLoop(
       {
         model, sandbox, gate: deps.gateFor(approvals), emit, clock,
-        prices: { inputPerMtok: config.CORRAL_PRICE_INPUT_PER_MTOK, outputPerMtok: config.CORRAL_PRICE_OUTPUT_PER_MTOK },
+        prices: pricesFor(config, spec.model ?? config.CORRAL_MODEL),
       },
       {
         runId, task: spec.task, policy: spec.policy, approvals: spec.approvals, budgets: spec.budgets,

@@ -88,13 +88,14 @@ const agent = scriptedAgent({
   'BUDGET-costUsd': budgetScript('costUsd'), 'BUDGET-wallTimeS': budgetScript('wallTimeS'),
   'SKILL-TASK': skills, 'MALFORMED-TASK': malformed, 'HOPELESS-TASK': hopeless, 'COMPACT-TASK': compaction, 'MEMORY-TASK': memory,
   'MODEL-DOWN': () => errorTurn(500, 'the model server is down'),
+  'RATE-LIMITED': (_b, turn) => (turn === 0 ? { ...errorTurn(429, 'slow down'), headers: { 'retry-after': '1' } } : finalTurn('done after waiting')),
 });
 /** Summaries for compaction come in without tools and without the task's marker. */
 const chat = (body: Body): Scripted => (body.tools === undefined ? finalTurn('SUMMARY: ran head on big.txt several times; nothing else happened') : agent(body));
 
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness('tasks', { chat }, { CORRAL_COMPACT_AT_TOKENS: '2500', CORRAL_CONCURRENCY: '4' });
+  h = await startHarness('tasks', { chat }, { CORRAL_COMPACT_AT_TOKENS: '2500', CORRAL_CONCURRENCY: '4', CORRAL_MODEL_PRICES: '{"fake-agent":{"input":10,"output":20}}' });
 });
 afterAll(async () => {
   await h?.close();
@@ -273,4 +274,14 @@ test('a model endpoint that keeps failing ends the run as error with the reason'
   const { run: r } = await run({ task: 'MODEL-DOWN: anything' });
   expect(r.status).toBe('error');
   expect(r.reason).toMatch(/^model_failed: .*500/);
+});
+
+test('a 429 with retry-after is retried once by the SDK after the wait; cost uses the model\'s own price', async () => {
+  const { run: r, events } = await run({ task: 'RATE-LIMITED: anything' });
+  expect(r).toMatchObject({ status: 'succeeded', finalAnswer: 'done after waiting' });
+  expect(chatsFor('RATE-LIMITED')).toHaveLength(2);
+  const response = events.find((e) => e.type === 'model.response')!;
+  expect(response.ms).toBeGreaterThanOrEqual(900);
+  expect(response.costUsd).toBeCloseTo((150 * 10 + 30 * 20) / 1e6, 10);
+  expect(r.usage).toMatchObject({ llmCalls: 1, inputTokens: 150, outputTokens: 30 });
 });

@@ -7,7 +7,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export interface Scripted { status?: number; body?: unknown; delayMs?: number; destroy?: boolean }
+export interface Scripted { status?: number; body?: unknown; delayMs?: number; destroy?: boolean; headers?: Record<string, string> }
 export type Handler = (body: Record<string, unknown>) => Scripted;
 export interface FakeServer {
   baseURL: string;
@@ -35,7 +35,7 @@ export async function startFakeDecisionsServer(handlers: { decisions?: Handler; 
       const send = () => {
         if (s.destroy) { req.socket.destroy(); return; }
         if (res.destroyed) return;
-        res.writeHead(s.status ?? 200, { 'content-type': 'application/json' });
+        res.writeHead(s.status ?? 200, { 'content-type': 'application/json', ...s.headers });
         res.end(JSON.stringify(s.body ?? {}));
       };
       if (s.delayMs) setTimeout(send, s.delayMs).unref();
