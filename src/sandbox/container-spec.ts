@@ -52,7 +52,7 @@ export interface ContainerSpecInput {
 
 /** The environment every sandbox process gets — the only variables that exist in the container. */
 export function sandboxEnv(egress: boolean): string[] {
-  const env = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', `HOME=${HOME_DIR}`, 'LANG=C.UTF-8', 'USER=agent', 'PYTHONDONTWRITEBYTECODE=1'];
+  const env = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', `HOME=${HOME_DIR}`, 'LANG=C.UTF-8', 'USER=agent', 'PYTHONDONTWRITEBYTECODE=1', 'PYTEST_ADDOPTS=-p no:cacheprovider'];
   if (egress) {
     for (const k of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) env.push(`${k}=${EGRESS_RELAY}`);
     env.push('NO_PROXY=', 'no_proxy=');

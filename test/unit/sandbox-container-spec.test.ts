@@ -90,7 +90,7 @@ describe('containerSpec', () => {
     const s = containerSpec(base);
     expect(s.Env).toEqual(sandboxEnv(false));
     expect(JSON.stringify(s)).not.toContain('hunter2');
-    expect(s.Env!.map((e) => e.split('=')[0]).sort()).toEqual(['HOME', 'LANG', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'USER']);
+    expect(s.Env!.map((e) => e.split('=')[0]).sort()).toEqual(['HOME', 'LANG', 'PATH', 'PYTEST_ADDOPTS', 'PYTHONDONTWRITEBYTECODE', 'USER']);
     expect(sandboxEnv(true)).toContain('HTTPS_PROXY=http://127.0.0.1:3128');
   });
   test('runtime from config; none by default', () => {
