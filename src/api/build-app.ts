@@ -57,7 +57,7 @@ function parse<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
 const STATUS: Record<string, number> = { invalid_input: 400, not_found: 404, conflict: 409, limit_exceeded: 400, cancelled: 409 };
 
 export function buildApp(deps: ApiDeps): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: 8 * 1024 * 1024 });
+  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024 });
 
   app.setErrorHandler((err, _req, reply) => sendError(reply, err));
   app.setNotFoundHandler((req, reply) => {

@@ -75,6 +75,7 @@ export const RunBudgets = z
 export type RunBudgets = z.infer<typeof RunBudgets>;
 
 export const MAX_INLINE_WORKSPACE_BYTES = 4 * 1024 * 1024;
+export const MAX_WORKSPACE_TAR_BYTES = 8 * 1024 * 1024;
 
 export const RunSpec = z
   .object({
@@ -91,8 +92,17 @@ export const RunSpec = z
     contract: TaskContractJson.optional(),
     workspace: z
       .object({
-        /** Inline files: workspace-relative path → UTF-8 content. */
+        /** Inline files: workspace-relative path → UTF-8 content (written after the tar, so they win). */
         files: z.record(WorkspacePath, z.string()).default({}),
+        /**
+         * An uploaded workspace: an uncompressed tar, base64. Checked entry by entry when the sandbox is
+         * made (regular files and directories under the workspace only, size and entry caps).
+         */
+        tarBase64: z
+          .string()
+          .max(Math.ceil((MAX_WORKSPACE_TAR_BYTES * 4) / 3) + 4, `the tar may be at most ${MAX_WORKSPACE_TAR_BYTES} bytes`)
+          .regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64')
+          .optional(),
       })
       .strict()
       .default({ files: {} })

@@ -62,6 +62,12 @@ export class RunEndedError extends CorralError {
   }
 }
 
+/** What the workspace holds at the start (files only, at most 200), for the model's first message. */
+async function listWorkspace(sandbox: LeasedSandbox, signal: AbortSignal): Promise<string[]> {
+  const entries = await sandbox.listFiles('.', { maxEntries: 200, signal });
+  return entries.filter((e) => e.type === 'file').map((e) => e.path.replace(/^\.\//, ''));
+}
+
 /** USD per million tokens for a model: its entry in CORRAL_MODEL_PRICES, else the default prices. */
 export function pricesFor(config: Config, model: string): Prices {
   const p = config.CORRAL_MODEL_PRICES[model];
@@ -136,6 +142,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       runId, workerId: deps.workerId,
       deadline: new Date(clock() + spec.budgets.wallTimeS * 1000 + 60_000),
       files: spec.workspace.files,
+      ...(spec.workspace.tarBase64 ? { seedTar: Buffer.from(spec.workspace.tarBase64, 'base64') } : {}),
       limits,
       egressAllow: spec.egress.allow,
       onEgress: (a) => emit({ type: 'egress', callId: currentCall, ...a }),
@@ -157,7 +164,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       {
         runId, task: spec.task, policy: spec.policy, approvals: spec.approvals, budgets: spec.budgets,
         execTimeoutMs: limits.execTimeoutS * 1000, maxOutputBytes: config.CORRAL_MAX_OUTPUT_BYTES,
-        workspaceFiles: Object.keys(spec.workspace.files), signal, contract, context, compactAtTokens: config.CORRAL_COMPACT_AT_TOKENS,
+        workspaceFiles: await listWorkspace(sandbox, signal), signal, contract, context, compactAtTokens: config.CORRAL_COMPACT_AT_TOKENS,
       },
     );
     ({ outcome, reason, finalAnswer, usage } = result);
