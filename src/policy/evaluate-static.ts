@@ -2,8 +2,10 @@
  * The static layer: `evaluateStatic(policy, {tool, args})` → decision, deciding rule, reason, risk.
  * Every simple command, redirection, environment assignment and path is judged on its own and the
  * strictest verdict wins (deny > ask > allow). A command no rule covers is "ask", never "allow".
+ * A patch argument's file names are write paths (see policy-schema `patch`).
  */
 import type { Decision, RiskLevel } from '../domain/gate';
+import { patchPaths } from '../tools/unified-diff';
 import { commandFacts, nameMatches, pathArguments, ruleFires } from './command-rules';
 import { globToRegExp } from './path-glob';
 import { checkPath, resolvePath, scanArgument, type Verdict } from './path-check';
@@ -52,6 +54,7 @@ export function evaluateStatic(policy: Policy, call: StaticCall): StaticResult {
     const raw = v.startsWith('~') ? policy.home + v.slice(1) : v;
     verdicts.push(...checkPath(policy, { value: raw, dynamic: false, glob: false }, access, [policy.workspace], call.tool));
   }
+  if (entry.patch) verdicts.push(...evaluatePatch(policy, call.tool, call.args[entry.patch], entry.patch));
   if (entry.shell) {
     const command = call.args[entry.shell];
     if (typeof command !== 'string' || command.trim() === '') {
@@ -59,6 +62,16 @@ export function evaluateStatic(policy: Policy, call: StaticCall): StaticResult {
     } else verdicts.push(...evaluateShell(policy, command));
   }
   return combine(verdicts, { decision: 'ask', rule: 'none:nothing', reason: 'no rule matched' });
+}
+
+/** A unified diff's files are write paths: each name its headers could mean is checked like write_file's path. */
+function evaluatePatch(policy: Policy, tool: string, patch: unknown, arg: string): Verdict[] {
+  if (typeof patch !== 'string' || patch.trim() === '') {
+    return [{ decision: 'deny', rule: 'patch:empty', reason: `${tool}: the ${arg} argument must be a non-empty unified diff` }];
+  }
+  const paths = patchPaths(patch);
+  if (paths.length === 0) return [{ decision: 'deny', rule: 'patch:no-files', reason: `${tool}: the patch names no files (no "--- old" / "+++ new" headers)` }];
+  return paths.flatMap((p) => checkPath(policy, { value: p.startsWith('~') ? policy.home + p.slice(1) : p, dynamic: false, glob: false }, 'write', [policy.workspace], tool));
 }
 
 export function evaluateShell(policy: Policy, command: string): Verdict[] {

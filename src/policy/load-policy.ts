@@ -1,7 +1,8 @@
 /**
  * Loads policy files: YAML (with line numbers kept through the yaml Document/LineCounter API) →
- * zod validation → compiled matchers → every rule's `match`/`not_match` examples checked. Any
- * failure throws PolicyError naming `file:LINE rule "name"`, so a wrong policy stops start-up.
+ * zod validation → compiled matchers → every rule's `match`/`not_match` examples and every tool's
+ * example calls checked. Any failure throws PolicyError naming `file:LINE rule "name"`, so a wrong
+ * policy stops start-up.
  * `loadPolicies(dir)` loads every *.yaml in a directory, keyed by basename.
  */
 import { readdirSync, readFileSync } from 'node:fs';
@@ -11,7 +12,7 @@ import { globToRegExp } from './path-glob';
 import { pathRuleMatches } from './path-check';
 import { PolicyError } from './policy-error';
 import { PolicyFileSchema, type Policy } from './policy-schema';
-import { commandRuleFiresOn, envRuleFiresOn } from './evaluate-static';
+import { commandRuleFiresOn, envRuleFiresOn, evaluateStatic } from './evaluate-static';
 
 function lineOf(doc: Document, lc: LineCounter, path: ReadonlyArray<PropertyKey>): number | undefined {
   for (let n = path.length; n >= 0; n--) {
@@ -111,6 +112,13 @@ export function parsePolicy(text: string, file: string): Policy {
   }));
   data.bash.env.forEach((r, i) => check('bash.env', i, r.name, r, (e) => envRuleFiresOn(policy, r, e)));
   data.bash.patterns.forEach((r, i) => check('bash.patterns', i, r.name, r, (e) => policy.compiled.patterns.get(r.name)!.test(e)));
+  for (const [tool, entry] of Object.entries(data.tools)) {
+    entry.examples.forEach((ex, i) => {
+      const got = evaluateStatic(policy, { tool, args: ex.args });
+      const ok = ex.expect === 'not_allow' ? got.decision !== 'allow' : got.decision === ex.expect;
+      if (!ok) fail(`tools.${tool}.examples`, i, tool, `example ${i + 1} (${JSON.stringify(ex.args)}) expects ${ex.expect} but the policy says ${got.decision} (${got.reason})`);
+    });
+  }
   return policy;
 }
 

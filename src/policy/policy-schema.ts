@@ -1,7 +1,8 @@
 /**
- * The policy file format (YAML, validated here with zod). A policy lists tools (baseline decision and
- * risk), path rules, bash command rules, environment-variable rules and raw-text patterns. Every
- * rule carries `match` and `not_match` examples that load-policy.ts checks at load time.
+ * The policy file format (YAML, validated here with zod). A policy lists tools (baseline decision,
+ * risk, which arguments are paths, a shell command or a patch), path rules, bash command rules,
+ * environment-variable rules and raw-text patterns. Every rule carries `match` and `not_match`
+ * examples, and a tool may carry example calls, that load-policy.ts checks at load time.
  */
 import { z } from 'zod';
 
@@ -18,6 +19,16 @@ const ToolSchema = z.strictObject({
   paths: z.record(z.string(), z.enum(['read', 'write'])).default({}),
   /** The argument holding a bash command, analysed with the bash rules. */
   shell: z.string().optional(),
+  /**
+   * The argument holding a unified diff: every file it names (`---`, `+++`, `diff --git` and rename
+   * lines, with and without `a/` `b/` prefixes, never /dev/null) is checked as a write path.
+   */
+  patch: z.string().optional(),
+  /** Example calls, run through the static layer at load: `expect` is its decision (`not_allow` = ask or deny). */
+  examples: z.array(z.strictObject({
+    args: z.record(z.string(), z.unknown()),
+    expect: z.enum(['allow', 'ask', 'deny', 'not_allow']),
+  })).default([]),
 });
 
 const PathRuleSchema = z.strictObject({

@@ -1,10 +1,12 @@
 /** read_file, write_file, edit_file, list_files: workspace files through the Sandbox port. */
 import { z } from 'zod';
 import { CorralError } from '../domain/errors';
+import type { FileContent } from '../domain/sandbox';
 import { defineTool, type ToolOutcome } from './tool';
 
 const Path = z.string().min(1).max(1024).describe('path relative to /workspace');
 const MAX_READ_BYTES = 256 * 1024;
+const DEFAULT_READ_LINES = 2000;
 
 /** A refused path or missing file is something the model should see, not a crash. */
 async function asOutcome(summary: string, fn: () => Promise<ToolOutcome>): Promise<ToolOutcome> {
@@ -20,28 +22,45 @@ async function asOutcome(summary: string, fn: () => Promise<ToolOutcome>): Promi
 
 export const readFileTool = defineTool({
   name: 'read_file',
-  description: 'Read a text file in the workspace. offset/limit select lines (1-based offset).',
+  description:
+    `Read a text file in the workspace. Lines come numbered like \`cat -n\` (line number, a tab, the line; the prefix is not part of the file). ` +
+    `offset (1-based) and limit select lines; at most ${DEFAULT_READ_LINES} lines are returned unless limit says otherwise, and a note says how to read on.`,
   schema: z
     .object({
       path: Path,
       offset: z.number().int().min(1).optional().describe('first line to return, 1-based'),
-      limit: z.number().int().min(1).max(10_000).optional().describe('number of lines to return'),
+      limit: z.number().int().min(1).max(10_000).optional().describe(`number of lines to return (default ${DEFAULT_READ_LINES})`),
     })
     .strict(),
   readOnly: true,
   execute: (args, ctx) =>
     asOutcome(`read ${args.path}`, async () => {
       const file = await ctx.sandbox.readFile(args.path, { maxBytes: MAX_READ_BYTES, signal: ctx.signal });
-      let text = file.content;
-      if (args.offset !== undefined || args.limit !== undefined) {
-        const lines = text.split('\n');
-        const start = (args.offset ?? 1) - 1;
-        text = lines.slice(start, args.limit !== undefined ? start + args.limit : undefined).join('\n');
-      }
-      const note = file.truncated ? `\n[file is ${file.size} bytes; only the first ${MAX_READ_BYTES} were read]` : '';
-      return { ok: true, content: text + note, summary: `read ${args.path} (${file.size} bytes)` };
+      return numberedLines(args.path, file, args.offset ?? 1, args.limit ?? DEFAULT_READ_LINES);
     }),
 });
+
+/** `cat -n` style lines offset..offset+limit-1, with a note when the file goes on past them. */
+function numberedLines(path: string, file: FileContent, offset: number, limit: number): ToolOutcome {
+  const summary = `read ${path} (${file.size} bytes)`;
+  const lines = file.content.split('\n');
+  // A cut read may end inside a line: drop that partial line unless it is the only one.
+  if (file.truncated ? lines.length > 1 : lines[lines.length - 1] === '') lines.pop();
+  const total = lines.length;
+  const cut = file.truncated ? ` (only the first ${MAX_READ_BYTES} of its ${file.size} bytes were read)` : '';
+  const beyond = `use bash (e.g. sed -n '${total + 1},${total + DEFAULT_READ_LINES}p' ${path}) for lines past ${total}`;
+  if (total === 0) return { ok: true, content: `[${path} is empty]`, summary };
+  if (offset > total) {
+    const msg = `offset ${offset} is past the end of ${path}, which has ${total} line${total === 1 ? '' : 's'}${cut}${file.truncated ? `; ${beyond}` : ''}`;
+    return { ok: false, content: `error: ${msg}`, summary: `${summary}: offset past the end` };
+  }
+  const end = Math.min(total, offset - 1 + limit);
+  const body = lines.slice(offset - 1, end).map((l, i) => `${String(offset + i).padStart(6)}\t${l}`).join('\n');
+  let note = '';
+  if (end < total) note = `\n[lines ${offset}-${end} of ${file.truncated ? 'at least ' : ''}${total}${cut}; use offset=${end + 1} to read on]`;
+  else if (file.truncated) note = `\n[lines ${offset}-${end} shown; the file goes on${cut}; ${beyond}]`;
+  return { ok: true, content: body + note, summary };
+}
 
 export const writeFileTool = defineTool({
   name: 'write_file',

@@ -1,11 +1,12 @@
 /** The tools an agent run offers, and their JSON-Schema descriptions for the model. */
 import { z } from 'zod';
 import type { ToolSpec } from '../domain/model';
+import { applyPatchTool } from './apply-patch';
 import { bashTool } from './bash';
 import { editFileTool, listFilesTool, readFileTool, writeFileTool } from './files';
 import type { Tool } from './tool';
 
-export const TOOLS: readonly Tool[] = [bashTool, readFileTool, writeFileTool, editFileTool, listFilesTool] as Tool[];
+export const TOOLS: readonly Tool[] = [bashTool, readFileTool, writeFileTool, editFileTool, applyPatchTool, listFilesTool] as Tool[];
 
 export function findTool(name: string): Tool | undefined {
   return TOOLS.find((t) => t.name === name);
