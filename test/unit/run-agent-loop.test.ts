@@ -12,7 +12,7 @@ import {
 } from '../support/fake-ports';
 
 const PRICES: Prices = { inputPerMtok: 2, outputPerMtok: 8 };
-const ALL_TOOLS = 'bash, read_file, write_file, edit_file, list_files';
+const ALL_TOOLS = 'bash, read_file, write_file, edit_file, apply_patch, list_files';
 
 function harness(opts: { model: ScriptedModel; sandbox?: FakeSandbox; gate?: FakeGate; input?: Partial<AgentLoopInput>; clock?: () => number; tools?: readonly Tool[] }) {
   const rec = recordEvents();
@@ -325,10 +325,11 @@ describe('runAgentLoop: the gate', () => {
     ]);
     const h = harness({ model, sandbox: new FakeSandbox({ files: { 'big.txt': big } }) });
     await h.run();
-    expect(model.lastMessages[1]!.content).toBe(big); // the model itself gets the whole read
-    expect(h.gate.calls[1]!.ctx.evidence).toEqual([`read_file output: ${'x'.repeat(2000)}`]);
+    const seen = `     1\t${big}`; // read_file numbers its lines
+    expect(model.lastMessages[1]!.content).toBe(seen); // the model itself gets the whole read
+    expect(h.gate.calls[1]!.ctx.evidence).toEqual([`read_file output: ${seen.slice(0, 2000)}`]);
     // The log keeps a head and tail of what the model saw, and says how much was cut.
-    expect(h.ofType('tool.result')[0]!.output).toBe(`${'x'.repeat(1000)}\n[… 3000 characters not logged …]\n${'x'.repeat(1000)}`);
+    expect(h.ofType('tool.result')[0]!.output).toBe(`${seen.slice(0, 1000)}\n[… 3007 characters not logged …]\n${'x'.repeat(1000)}`);
   });
 });
 
@@ -351,12 +352,12 @@ describe('runAgentLoop: file tools go through the sandbox port', () => {
     ]);
     expect(model.lastMessages.slice(1)).toEqual([
       { role: 'tool', toolCallId: 'w1', content: 'wrote 11 bytes to notes/a.txt' },
-      { role: 'tool', toolCallId: 'r1', content: 'world' },
+      { role: 'tool', toolCallId: 'r1', content: '     2\tworld' },
     ]);
     const results = h.ofType('tool.result');
     expect(results.map((r) => [r.tool, r.ok, r.summary, r.output])).toEqual([
       ['write_file', true, 'wrote notes/a.txt (11 bytes)', 'wrote 11 bytes to notes/a.txt'],
-      ['read_file', true, 'read notes/a.txt (11 bytes)', 'world'],
+      ['read_file', true, 'read notes/a.txt (11 bytes)', '     2\tworld'],
     ]);
     for (const r of results) expect(r).not.toHaveProperty('exec');
     expect(h.gate.calls.map((g) => g.call.args)).toEqual([{ path: 'notes/a.txt', content: 'hello\nworld' }, { path: 'notes/a.txt', offset: 2 }]);

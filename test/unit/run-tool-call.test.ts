@@ -73,13 +73,13 @@ describe('runToolCall: the allowed tools', () => {
 
     const r = await h.call(toolCall('x4', 'read_file', { path: 'notes.txt' }));
 
-    expect(r).toEqual({ kind: 'ok', content: 'hello' });
+    expect(r).toEqual({ kind: 'ok', content: '     1\thello' });
     expect(h.gate.calls).toEqual([{ call: { callId: 'x4', tool: 'read_file', args: { path: 'notes.txt' } }, ctx: h.ctx }]);
     expect(h.sandbox.calls).toEqual([{ op: 'readFile', path: 'notes.txt', maxBytes: 256 * 1024 }]);
     expect(h.events).toEqual([
       { type: 'tool.call', callId: 'x4', tool: 'read_file', args: { path: 'notes.txt' } },
       { type: 'policy.decision', callId: 'x4', tool: 'read_file', verdict: allowVerdict() },
-      { type: 'tool.result', callId: 'x4', tool: 'read_file', ok: true, blocked: false, summary: 'read notes.txt (5 bytes)', ms: 0, output: 'hello' },
+      { type: 'tool.result', callId: 'x4', tool: 'read_file', ok: true, blocked: false, summary: 'read notes.txt (5 bytes)', ms: 0, output: '     1\thello' },
     ]);
   });
 
@@ -123,9 +123,10 @@ describe('runToolCall: kinds and the log', () => {
     const big = `${'a'.repeat(1000)}${'b'.repeat(4000)}${'c'.repeat(1000)}`;
     const h = harness({ sandbox: new FakeSandbox({ files: { 'big.txt': big } }) });
     const r = await h.call(toolCall('k5', 'read_file', { path: 'big.txt' }));
-    expect(r).toEqual({ kind: 'ok', content: big });
-    expect(h.ofType('tool.result')[0]!.output).toBe(`${'a'.repeat(1000)}\n[… 4000 characters not logged …]\n${'c'.repeat(1000)}`);
-    expect(h.ofType('tool.result')[0]!.output).toBe(excerpt(big));
+    const seen = `     1\t${big}`; // read_file numbers its lines
+    expect(r).toEqual({ kind: 'ok', content: seen });
+    expect(h.ofType('tool.result')[0]!.output).toBe(`${seen.slice(0, 1000)}\n[… 4007 characters not logged …]\n${'c'.repeat(1000)}`);
+    expect(h.ofType('tool.result')[0]!.output).toBe(excerpt(seen));
   });
 
   it('a signal aborted while the gate decided: CancelledError, nothing runs, no tool.result', async () => {
