@@ -67,6 +67,8 @@ test('a run goes from the REST API through the queue into its own container and 
   const toolMsg = messagesOf(chats[1]!.body).find((m) => m.role === 'tool');
   expect(toolMsg?.content).toContain('3');
   expect(toolMsg?.content).toContain('10001');
+  // The first message lists what the workspace holds.
+  expect(messagesOf(chats[0]!.body).find((m) => m.role === 'user')?.content).toContain('Files in /workspace:\n- hello.txt');
   // The request offered the tools, with JSON schemas.
   const tools = (chats[0]!.body.tools as Array<{ function: { name: string } }>).map((t) => t.function.name);
   expect(tools).toEqual(expect.arrayContaining(['bash', 'read_file', 'write_file', 'edit_file', 'list_files']));
