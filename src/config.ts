@@ -21,6 +21,8 @@ export const ConfigSchema = z.object({
   CORRAL_API_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   /** Where `corral submit` / `corral approve` find the API; default: http://CORRAL_API_HOST:CORRAL_API_PORT. */
   CORRAL_API_URL: z.string().url().optional(),
+  /** Bearer token the `corral` CLI sends to the API (`--token` overrides it); never logged. */
+  CORRAL_API_TOKEN: z.string().optional(),
   /** Runs one worker executes at once (= sandbox slots on this host). */
   CORRAL_CONCURRENCY: int(2),
   /** Identifies this worker in container labels and logs; default: hostname-pid. */
