@@ -59,6 +59,12 @@ export const ConfigSchema = z.object({
   CORRAL_SANDBOX_IMAGE: z.string().default('corral/sandbox:latest'),
   /** OCI runtime for sandboxes, e.g. "runsc" for gVisor where installed; default: the engine's. */
   CORRAL_SANDBOX_RUNTIME: z.string().optional(),
+  /**
+   * Parent of the per-run egress socket directories (bind-mounted into sandboxes, so it must be an
+   * absolute path the Docker daemon sees: a worker in a container mounts it at the same path as on
+   * the host); default: $TMPDIR/corral-egress.
+   */
+  CORRAL_EGRESS_DIR: z.string().startsWith('/', 'must be an absolute path').optional(),
   CORRAL_DEFAULT_MEMORY_MB: int(512),
   CORRAL_MAX_MEMORY_MB: int(4096),
   CORRAL_DEFAULT_CPUS: num(1),
@@ -73,8 +79,18 @@ export const ConfigSchema = z.object({
   CORRAL_MAX_OUTPUT_BYTES: int(16_384),
   /** Compact a run's conversation (the model summarises its middle) when it passes this many estimated tokens. */
   CORRAL_COMPACT_AT_TOKENS: int(60_000),
+  /** A worker's lock on a running job; a job whose lock lapses (its worker died) is stalled. */
+  CORRAL_JOB_LOCK_MS: int(30_000),
+  /** How often workers look for stalled jobs (a worker that died holding a run). */
+  CORRAL_STALLED_INTERVAL_MS: int(30_000),
+  /** true: a run whose worker died is started again once, from a clean workspace; false: it fails as stalled. */
+  CORRAL_RETRY_STALLED: bool(false),
+  /** On SIGTERM, how long running runs may take to finish before they are cancelled (reason "shutdown"). */
+  CORRAL_SHUTDOWN_GRACE_S: z.coerce.number().int().min(0).default(30),
   /** Seconds between reaper sweeps. */
   CORRAL_REAP_INTERVAL_S: int(60),
+  /** The reaper leaves containers younger than this alone (unless past their deadline): they may be starting. */
+  CORRAL_REAP_GRACE_S: z.coerce.number().int().min(0).default(30),
 
   /** Policy. */
   CORRAL_POLICY_DIR: z.string().default('./policies'),

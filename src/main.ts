@@ -75,6 +75,21 @@ function withReplays(config: Config, modelFor: (spec: RunSpec) => Model): (spec:
   };
 }
 
+/** A Redis that may evict keys under memory pressure can silently drop queued jobs: refuse it. */
+async function checkRedisPolicy(redis: Redis, url: string, log: WorkerLog): Promise<void> {
+  let policy: string | undefined;
+  try {
+    const r = (await redis.config('GET', 'maxmemory-policy')) as string[];
+    policy = r[1];
+  } catch (err) {
+    log('cannot read Redis maxmemory-policy (CONFIG GET refused); make sure it is noeviction', { error: (err as Error).message });
+    return;
+  }
+  if (policy && policy !== 'noeviction') {
+    throw new InvalidInputError(`Redis at ${url} has maxmemory-policy "${policy}", which can evict queued jobs; set it to "noeviction" (redis-server --maxmemory-policy noeviction)`, 'REDIS_URL');
+  }
+}
+
 export async function startCorral(config: Config, roles: CorralRoles, log: WorkerLog = jsonLog('corral')): Promise<StartedCorral> {
   const workerId = config.CORRAL_WORKER_ID ?? `${hostname()}-${process.pid}`;
   const closers: Array<() => Promise<unknown>> = [];
@@ -91,6 +106,10 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     throw new InvalidInputError(`cannot reach Redis at ${config.REDIS_URL}: ${(err as Error).message}`, 'REDIS_URL');
   }
   redis.on('error', (err) => log('redis error', { error: err.message }));
+  await checkRedisPolicy(redis, config.REDIS_URL, log).catch(async (err: unknown) => {
+    await close();
+    throw err;
+  });
   const store = new RunStore(redis);
   const started: StartedCorral = { workerId, modelDescription: '', close };
 
@@ -117,12 +136,13 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         modelFor: withReplays(config, models.modelFor),
         gateFor: (approvals) => new PolicyGate({ policies, approvals, ...(classifier ? { classifier } : {}) }),
         queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,
+        stalledIntervalMs: config.CORRAL_STALLED_INTERVAL_MS, retryStalled: config.CORRAL_RETRY_STALLED, lockMs: config.CORRAL_JOB_LOCK_MS,
         connection: workerConn, subscriber,
       });
-      closers.push(() => worker.close());
+      closers.push(() => worker.close(config.CORRAL_SHUTDOWN_GRACE_S * 1000));
       started.worker = worker;
       const reaper: Reaper = startReaper(config, {
-        docker, log,
+        docker, log, graceMs: config.CORRAL_REAP_GRACE_S * 1000, queue: config.CORRAL_QUEUE,
         isActive: async (runId, owner) => {
           if (owner === workerId) return worker.active.has(runId);
           const run = await store.get(runId);

@@ -20,7 +20,7 @@ export type RunStatus = 'queued' | 'running' | 'awaiting_approval' | RunOutcome;
 export type BudgetName = 'llmCalls' | 'toolCalls' | 'tokens' | 'wallTimeS' | 'costUsd';
 
 export type RunEventBody =
-  | { type: 'run.started'; workerId: string; task: string; policy: string; approvals: boolean; model: string; budgets: Record<BudgetName, number> }
+  | { type: 'run.started'; workerId: string; task: string; policy: string; approvals: boolean; model: string; budgets: Record<BudgetName, number>; attempt?: number; note?: string }
   | { type: 'sandbox.ready'; containerId: string; image: string; ms: number; egressAllow: string[] }
   | { type: 'model.response'; turn: number; content: string | null; toolCalls: ModelToolCall[]; usage: ModelUsage; costUsd: number; ms: number; model: string; finishReason: string }
   | { type: 'tool.call'; callId: string; tool: string; args: unknown }

@@ -119,7 +119,11 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
   /** Turns an abort into the right stop: the wall-time budget or a cancellation. */
   const stopFor = (err: unknown): Stop => {
     if (wall.signal.aborted && !input.signal?.aborted) return exhausted('wallTimeS');
-    if (input.signal?.aborted || err instanceof CancelledError) return new Stop('cancelled', 'the run was cancelled');
+    if (input.signal?.aborted) {
+      const why = input.signal.reason;
+      return new Stop('cancelled', typeof why === 'string' ? `the run was cancelled (${why})` : 'the run was cancelled');
+    }
+    if (err instanceof CancelledError) return new Stop('cancelled', 'the run was cancelled');
     if (err instanceof CorralError) return new Stop('error', `${err.code}: ${err.message}`);
     throw err;
   };

@@ -29,6 +29,8 @@ export const LABELS = {
   workerId: 'corral.worker-id',
   deadline: 'corral.deadline',
   egressDir: 'corral.egress-dir',
+  /** The deployment (queue) that owns the container: a reaper only touches its own deployment's. */
+  queue: 'corral.queue',
 } as const;
 
 export interface ContainerSpecInput {
@@ -38,6 +40,8 @@ export interface ContainerSpecInput {
   deadline: Date;
   now: Date;
   limits: { memoryMb: number; cpus: number; pids: number; workspaceMb: number };
+  /** The queue of the deployment that owns the run. */
+  queue?: string;
   /** Host directory holding the run's egress socket; absent = no egress at all. */
   egressDir?: string;
   image: string;
@@ -82,6 +86,7 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     [LABELS.deadline]: input.deadline.toISOString(),
   };
   if (input.egressDir !== undefined) labels[LABELS.egressDir] = input.egressDir;
+  if (input.queue !== undefined) labels[LABELS.queue] = input.queue;
 
   const hostConfig: Docker.HostConfig = {
     NetworkMode: 'none',

@@ -106,6 +106,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         name,
         runId: req.runId,
         workerId: req.workerId,
+        queue: this.config.CORRAL_QUEUE,
         deadline: req.deadline,
         now: this.now(),
         limits: req.limits,
@@ -183,6 +184,7 @@ class DockerSandbox implements LeasedSandbox {
       stdin: req.stdin,
       signal: req.signal,
     });
+    if (!o.timedOut && (o.exitCode === null || o.exitCode >= 128)) await this.assertRunning();
     const oomKilled = o.exitCode === EXIT_SIGKILL && !o.timedOut ? await this.newOomKill() : false;
     return {
       exitCode: o.exitCode,
@@ -257,6 +259,27 @@ class DockerSandbox implements LeasedSandbox {
     const fresh = n > this.oomKills;
     this.oomKills = n;
     return fresh;
+  }
+
+  /**
+   * After a call that ended by a signal: if the container itself stopped (killed from outside, its
+   * init died), that is broken infrastructure, not a command result the model should reason about.
+   */
+  private async assertRunning(): Promise<void> {
+    let state: { Running?: boolean; Status?: string; ExitCode?: number; OOMKilled?: boolean } | undefined;
+    // A container being killed still reports Running for a moment after its processes died.
+    for (let i = 0; i < 4; i++) {
+      try {
+        state = (await this.container.inspect()).State;
+      } catch (err) {
+        throw new SandboxError('sandbox_failed', `the sandbox container ${this.id.slice(0, 12)} is gone (${(err as Error).message})`, { cause: err });
+      }
+      if (!state?.Running) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    if (state && !state.Running) {
+      throw new SandboxError('sandbox_failed', `the sandbox container ${this.id.slice(0, 12)} stopped during the call (status ${state.Status ?? '?'}, exit ${state.ExitCode ?? '?'}${state.OOMKilled ? ', out of memory' : ''}): it was killed from outside or its init died`);
+    }
   }
 
   private assertLive(): void {

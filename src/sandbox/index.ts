@@ -31,7 +31,11 @@ export function createDockerClient(config: Config): Docker {
 }
 
 export function createSandboxProvider(config: Config, opts: Partial<Omit<DockerSandboxProviderOptions, 'config'>> = {}): DockerSandboxProvider {
-  return new DockerSandboxProvider({ docker: opts.docker ?? createDockerClient(config), config, ...opts });
+  return new DockerSandboxProvider({
+    docker: opts.docker ?? createDockerClient(config), config,
+    ...(config.CORRAL_EGRESS_DIR ? { egressRoot: config.CORRAL_EGRESS_DIR } : {}),
+    ...opts,
+  });
 }
 export { startReaper, sweepSandboxes, type Reaper, type ReaperOptions, type SweepResult } from './reaper';
 export { EgressProxy, type EgressProxyOptions } from './egress-proxy';

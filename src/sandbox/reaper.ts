@@ -24,6 +24,8 @@ export interface ReaperOptions {
   graceMs?: number;
   /** Only consider containers of this worker id (e.g. tests); default: all corral containers. */
   onlyWorkerId?: string;
+  /** Only consider containers of this deployment (its queue name); others belong to another Redis. */
+  queue?: string;
 }
 
 export interface SweepResult {
@@ -36,7 +38,9 @@ export async function sweepSandboxes(o: ReaperOptions): Promise<SweepResult> {
   const log = o.log ?? (() => {});
   const grace = o.graceMs ?? 30_000;
   const root = resolve(o.egressRoot ?? defaultEgressRoot());
-  const filters = { label: [`${LABELS.corral}=1`, ...(o.onlyWorkerId ? [`${LABELS.workerId}=${o.onlyWorkerId}`] : [])] };
+  const filters = {
+    label: [`${LABELS.corral}=1`, ...(o.onlyWorkerId ? [`${LABELS.workerId}=${o.onlyWorkerId}`] : []), ...(o.queue ? [`${LABELS.queue}=${o.queue}`] : [])],
+  };
   const list = await o.docker.listContainers({ all: true, filters });
   const result: SweepResult = { removed: [], removedDirs: [] };
   const liveDirs = new Set<string>();
@@ -100,7 +104,8 @@ export interface Reaper {
 }
 
 /** Sweeps now and every CORRAL_REAP_INTERVAL_S until stop(); sweep errors are logged, never thrown. */
-export function startReaper(config: Pick<Config, 'CORRAL_REAP_INTERVAL_S'>, o: ReaperOptions): Reaper {
+export function startReaper(config: Pick<Config, 'CORRAL_REAP_INTERVAL_S' | 'CORRAL_EGRESS_DIR'>, opts: ReaperOptions): Reaper {
+  const o: ReaperOptions = { ...opts, egressRoot: opts.egressRoot ?? config.CORRAL_EGRESS_DIR };
   const log = o.log ?? (() => {});
   let running: Promise<SweepResult> | undefined;
   const sweep = () => {

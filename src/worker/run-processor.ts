@@ -7,7 +7,7 @@
  * UnrecoverableError) and never reaches Docker. A run that ends `failed` or `cancelled` also fails
  * its job, after its log, report and artifacts are written and its sandbox is gone.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config';
 import { CorralError, InvalidInputError, describeZodIssues } from '../domain/errors';
@@ -62,6 +62,11 @@ export class RunEndedError extends CorralError {
   }
 }
 
+/** "the run was cancelled (shutdown)" when the abort carries a reason. */
+export function cancelReason(signal: AbortSignal): string {
+  return typeof signal.reason === 'string' ? `the run was cancelled (${signal.reason})` : 'the run was cancelled';
+}
+
 /** What the workspace holds at the start (files only, at most 200), for the model's first message. */
 async function listWorkspace(sandbox: LeasedSandbox, signal: AbortSignal): Promise<string[]> {
   const entries = await sandbox.listFiles('.', { maxEntries: 200, signal });
@@ -80,7 +85,14 @@ function salvageRunId(data: unknown): string | undefined {
   return typeof id === 'string' && /^run_[A-Za-z0-9_-]{6,64}$/.test(id) ? id : undefined;
 }
 
-export async function processRun(data: unknown, signal: AbortSignal, deps: RunProcessorDeps): Promise<RunSummary> {
+export interface Attempt {
+  /** 1 for the first start; more when a stalled run is started again. */
+  attempt: number;
+  /** An earlier attempt's worker died mid-run. */
+  crashedBefore: boolean;
+}
+
+export async function processRun(data: unknown, signal: AbortSignal, deps: RunProcessorDeps, attempt: Attempt = { attempt: 1, crashedBefore: false }): Promise<RunSummary> {
   const { config, store, clock, log } = deps;
   const parsed = RunJob.safeParse(data);
   if (!parsed.success) {
@@ -98,6 +110,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   mkdirSync(runDir, { recursive: true });
   const logPath = join(runDir, 'events.jsonl');
   const reportPath = join(runDir, 'report.md');
+  // A run started again after a crash starts a fresh log; the crashed attempt's log is kept beside it.
+  if (attempt.crashedBefore && existsSync(logPath)) renameSync(logPath, join(runDir, `events.attempt${attempt.attempt - 1}.jsonl`));
   const now = () => new Date(clock());
 
   const redisWrites: Promise<unknown>[] = [];
@@ -126,6 +140,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   emit({
     type: 'run.started', workerId: deps.workerId, task: spec.task, policy: spec.policy, approvals: spec.approvals,
     model: model.description, budgets: spec.budgets,
+    ...(attempt.crashedBefore ? { attempt: attempt.attempt, note: `attempt ${attempt.attempt}: the worker of the earlier attempt crashed mid-run; this attempt starts from a clean workspace` } : {}),
   });
 
   let outcome: RunOutcome;
@@ -189,7 +204,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   } catch (err) {
     if (!(err instanceof CorralError)) log('run crashed', { runId, error: (err as Error).stack ?? String(err) });
     outcome = signal.aborted ? 'cancelled' : 'error';
-    reason = signal.aborted ? 'the run was cancelled' : err instanceof CorralError ? `${err.code}: ${err.message}` : `internal error: ${(err as Error).message}`;
+    reason = signal.aborted ? cancelReason(signal) : err instanceof CorralError ? `${err.code}: ${err.message}` : `internal error: ${(err as Error).message}`;
     usage = { ...usage, wallTimeMs: clock() - t0 };
   } finally {
     if (sandbox) {

@@ -9,9 +9,26 @@ import type { Redis } from 'ioredis';
 import { CorralError } from '../domain/errors';
 import { processRun, type RunProcessorDeps, type RunSummary } from './run-processor';
 
+/** Records the end of a run whose worker died (its job stalled), unless something already did. */
+async function recordStalled(o: StartWorkerOptions, runId: string, message: string): Promise<void> {
+  try {
+    const run = await o.store.get(runId);
+    if (!run || run.finishedAt) return;
+    const reason = `the worker running it stopped (${run.workerId ?? 'unknown worker'}; ${message}); its sandbox is removed by the reaper`;
+    await o.store.update(runId, { status: 'error', outcome: 'error', reason, finishedAt: new Date(o.clock()).toISOString() });
+    await o.store.expireFinished(runId);
+  } catch (err) {
+    o.log('could not record a stalled run', { runId, error: (err as Error).message });
+  }
+}
+
 export interface StartWorkerOptions extends RunProcessorDeps {
   queueName: string;
   concurrency: number;
+  /** How often to look for stalled jobs, and whether a stalled run is started again once. */
+  stalledIntervalMs?: number;
+  retryStalled?: boolean;
+  lockMs?: number;
   /** BullMQ connection (an ioredis client with maxRetriesPerRequest: null). */
   connection: ConnectionOptions;
   /** A Redis connection this worker may put in subscriber mode for cancel requests. */
@@ -22,7 +39,11 @@ export interface RunningWorker {
   worker: Worker;
   /** Run ids this worker is executing now. */
   active: ReadonlySet<string>;
-  close(): Promise<void>;
+  /**
+   * Stops taking jobs, lets running runs finish for `graceMs`, then cancels them (reason "shutdown";
+   * they end `cancelled` with their sandboxes removed) and waits for that clean-up.
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
 export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker> {
@@ -33,7 +54,7 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
       const id = job.id ?? '';
       active.add(id);
       try {
-        return await processRun(job.data, signal ?? new AbortController().signal, o);
+        return await processRun(job.data, signal ?? new AbortController().signal, o, { attempt: job.attemptsStarted, crashedBefore: job.stalledCounter > 0 });
       } catch (err) {
         if (err instanceof CorralError) throw new UnrecoverableError(err.message);
         throw err;
@@ -41,16 +62,23 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
         active.delete(id);
       }
     },
-    { connection: o.connection, concurrency: o.concurrency, autorun: true, maxStalledCount: 0 },
+    {
+      connection: o.connection, concurrency: o.concurrency, autorun: true,
+      maxStalledCount: o.retryStalled ? 1 : 0, stalledInterval: o.stalledIntervalMs ?? 30_000, lockDuration: o.lockMs ?? 30_000,
+    },
   );
-  worker.on('failed', (job, err) => o.log('job failed', { jobId: job?.id, reason: err.message }));
+  worker.on('failed', (job, err) => {
+    o.log('job failed', { jobId: job?.id, reason: err.message });
+    // A stalled job was failed by whichever worker noticed; the dead worker never recorded an end.
+    if (job?.id && /stalled/i.test(err.message)) void recordStalled(o, job.id, err.message);
+  });
   worker.on('error', (err) => o.log('worker error', { error: err.message }));
 
   await o.subscriber.subscribe(o.store.cancelChannel);
   o.subscriber.on('message', (channel: string, runId: string) => {
     if (channel === o.store.cancelChannel && active.has(runId)) {
       o.log('cancelling run', { runId });
-      worker.cancelJob(runId, 'cancelled by request');
+      worker.cancelJob(runId, 'requested through the API');
     }
   });
   await worker.waitUntilReady();
@@ -58,9 +86,18 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
   return {
     worker,
     active,
-    async close() {
+    async close(graceMs = 0) {
       await o.subscriber.unsubscribe(o.store.cancelChannel).catch(() => undefined);
-      await worker.close();
+      const closing = worker.close();
+      const timer = setTimeout(() => {
+        if (active.size) o.log('shutdown grace over: cancelling running runs', { runs: [...active] });
+        worker.cancelAllJobs('shutdown');
+      }, graceMs);
+      try {
+        await closing;
+      } finally {
+        clearTimeout(timer);
+      }
     },
   };
 }

@@ -1,0 +1,209 @@
+/**
+ * Faults with real processes, real Redis and real Docker: a worker killed with SIGKILL mid-run (failed
+ * as stalled, or started again once from a clean workspace), a worker stopped with SIGTERM (grace,
+ * then `cancelled (shutdown)`), a sandbox container killed from outside, the risk classifier down.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import Docker from 'dockerode';
+import { loadConfig } from '../../src/config';
+import { startCorral, type StartedCorral } from '../../src/main';
+import { startFakeDecisionsServer, type FakeServer, type Scripted } from '../support/fake-decisions-server';
+import { errorTurn, finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
+import { startHarness } from '../support/corral-harness';
+
+jest.setTimeout(180_000);
+
+const ROOT = resolve(__dirname, '../..');
+const docker = new Docker();
+const sleepThenAnswer = (_b: Record<string, unknown>, turn: number): Scripted =>
+  turn === 0 ? toolCallTurn([{ name: 'bash', id: 'c_sleep', args: { command: 'sleep 600' } }]) : finalTurn(`answered on turn ${turn}`);
+const agent = scriptedAgent({ 'KILL-9': sleepThenAnswer, 'RETRY-AFTER-CRASH': sleepThenAnswer, 'SIGTERM-ME': sleepThenAnswer, 'KILL-CONTAINER': sleepThenAnswer });
+
+let fake: FakeServer;
+beforeAll(async () => {
+  fake = await startFakeDecisionsServer({ chat: agent });
+});
+afterAll(async () => {
+  await fake?.close();
+});
+
+interface Stack {
+  env: Record<string, string>;
+  api: StartedCorral;
+  url: string;
+  children: ChildProcess[];
+  startWorker(id: string): ChildProcess;
+  submit(task: string): Promise<string>;
+  get(id: string): Promise<Record<string, unknown>>;
+  waitFor(id: string, until: (r: Record<string, unknown>) => boolean, ms?: number): Promise<Record<string, unknown>>;
+  close(): Promise<void>;
+}
+
+/** An API in this process and workers as `corral worker` child processes, on one queue. */
+async function stack(name: string, extra: Record<string, string> = {}): Promise<Stack> {
+  const env: Record<string, string> = {
+    REDIS_URL: process.env.REDIS_URL!, CORRAL_QUEUE: `faults-${name}-${Date.now().toString(36)}`,
+    CORRAL_DATA_DIR: mkdtempSync(join(tmpdir(), 'corral-faults-')), CORRAL_POLICY_DIR: join(ROOT, 'policies'),
+    OPENAI_API_KEY: 'test', OPENAI_BASE_URL: fake.baseURL, CORRAL_MODEL: 'fake-agent', CORRAL_CLASSIFIER: 'false',
+    CORRAL_JOB_LOCK_MS: '2000', CORRAL_STALLED_INTERVAL_MS: '1000', CORRAL_REAP_INTERVAL_S: '1', CORRAL_REAP_GRACE_S: '0',
+    CORRAL_API_PORT: '0', ...extra,
+  };
+  const api = await startCorral(loadConfig(env), { api: true, worker: false }, () => undefined);
+  const url = api.url!;
+  const children: ChildProcess[] = [];
+  const s: Stack = {
+    env, api, url, children,
+    startWorker(id) {
+      const child = spawn(join(ROOT, 'bin/corral'), ['worker'], { env: { ...process.env, ...env, CORRAL_WORKER_ID: id }, stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      (child as ChildProcess & { logText: () => string }).logText = () => err;
+      children.push(child);
+      return child;
+    },
+    async submit(task) {
+      const res = await fetch(`${url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ task }) });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { id: string }).id;
+    },
+    async get(id) {
+      return (await (await fetch(`${url}/v1/runs/${id}`)).json()) as Record<string, unknown>;
+    },
+    async waitFor(id, until, ms = 60_000) {
+      const end = Date.now() + ms;
+      for (;;) {
+        const r = await s.get(id);
+        if (until(r)) return r;
+        if (Date.now() > end) throw new Error(`run ${id} not in the expected state after ${ms} ms: ${JSON.stringify(r).slice(0, 800)}`);
+        await new Promise((res) => setTimeout(res, 200));
+      }
+    },
+    async close() {
+      for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+      await api.close();
+    },
+  };
+  return s;
+}
+
+const exited = (c: ChildProcess) => new Promise<{ code: number | null; signal: string | null }>((res) => {
+  if (c.exitCode !== null || c.signalCode !== null) res({ code: c.exitCode, signal: c.signalCode });
+  else c.once('exit', (code, signal) => res({ code, signal }));
+});
+const containersOf = async (runId: string) => docker.listContainers({ all: true, filters: { label: [`corral.run-id=${runId}`] } });
+const sleeping = (r: Record<string, unknown>) => r.status === 'running' && !!r.containerId;
+/** Until the model's bash call is running inside the container. */
+async function waitSleeping(s: Stack, id: string): Promise<Record<string, unknown>> {
+  const r = await s.waitFor(id, sleeping);
+  const end = Date.now() + 30_000;
+  while (Date.now() < end) {
+    const top = await docker.getContainer(r.containerId as string).top().catch(() => ({ Processes: [] as string[][] }));
+    if (top.Processes.some((p: string[]) => p.join(' ').includes('sleep 600'))) return r;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  throw new Error('the sleep never started in the sandbox');
+}
+
+test('worker SIGKILL mid-run: the job fails as stalled, the run records why, the container is reaped', async () => {
+  const s = await stack('kill9');
+  try {
+    const a = s.startWorker('worker-a');
+    const id = await s.submit('KILL-9: sleep for a long time');
+    const running = await waitSleeping(s, id);
+    expect(running.workerId).toBe('worker-a');
+    a.kill('SIGKILL');
+    await exited(a);
+    s.startWorker('worker-b'); // notices the stalled job and reaps the orphan
+    const ended = await s.waitFor(id, (r) => !!r.finishedAt, 60_000);
+    expect(ended).toMatchObject({ status: 'error' });
+    expect(ended.reason).toMatch(/the worker running it stopped \(worker-a; .*stalled/);
+    const end = Date.now() + 30_000;
+    while ((await containersOf(id)).length && Date.now() < end) await new Promise((r) => setTimeout(r, 250));
+    expect(await containersOf(id)).toEqual([]);
+  } finally {
+    await s.close();
+  }
+});
+
+test('worker SIGKILL with CORRAL_RETRY_STALLED: started again once from a clean workspace, and its log says so', async () => {
+  const s = await stack('kill9retry', { CORRAL_RETRY_STALLED: 'true' });
+  try {
+    const a = s.startWorker('worker-a');
+    const id = await s.submit('RETRY-AFTER-CRASH: sleep, then answer');
+    const first = await waitSleeping(s, id);
+    a.kill('SIGKILL');
+    await exited(a);
+    s.startWorker('worker-b');
+    const ended = await s.waitFor(id, (r) => !!r.finishedAt, 90_000);
+    expect(ended).toMatchObject({ status: 'succeeded', workerId: 'worker-b', finalAnswer: 'answered on turn 1' });
+    expect(ended.containerId).not.toBe(first.containerId);
+    const log = readFileSync(ended.logPath as string, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(log[0]).toMatchObject({ type: 'run.started', workerId: 'worker-b', attempt: 2, note: expect.stringContaining('crashed') });
+    expect(existsSync(join(String(ended.logPath), '..', 'events.attempt1.jsonl'))).toBe(true);
+    const end = Date.now() + 30_000;
+    while ((await containersOf(id)).length && Date.now() < end) await new Promise((r) => setTimeout(r, 250));
+    expect(await containersOf(id)).toEqual([]);
+  } finally {
+    await s.close();
+  }
+});
+
+test('worker SIGTERM: stops taking jobs, cancels the running run after the grace period, exits 0', async () => {
+  const s = await stack('sigterm', { CORRAL_SHUTDOWN_GRACE_S: '2' });
+  try {
+    const w = s.startWorker('worker-t');
+    const id = await s.submit('SIGTERM-ME: sleep for a long time');
+    const running = await waitSleeping(s, id);
+    const t0 = Date.now();
+    w.kill('SIGTERM');
+    const { code } = await exited(w);
+    expect(code).toBe(0);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1900);
+    expect(Date.now() - t0).toBeLessThan(20_000);
+    const ended = await s.get(id);
+    expect(ended).toMatchObject({ status: 'cancelled', reason: 'the run was cancelled (shutdown)' });
+    expect(await containersOf(id)).toEqual([]);
+    await expect(docker.getContainer(running.containerId as string).inspect()).rejects.toMatchObject({ statusCode: 404 });
+  } finally {
+    await s.close();
+  }
+});
+
+test('a sandbox container killed from outside mid-run: the run ends as error with a clear reason, nothing leaks', async () => {
+  const s = await stack('killcontainer');
+  try {
+    s.startWorker('worker-k');
+    const id = await s.submit('KILL-CONTAINER: sleep for a long time');
+    const running = await waitSleeping(s, id);
+    await docker.getContainer(running.containerId as string).kill();
+    const ended = await s.waitFor(id, (r) => !!r.finishedAt, 60_000);
+    expect(ended.status).toBe('error');
+    expect(String(ended.reason)).toMatch(/sandbox|container/i);
+    expect(await containersOf(id)).toEqual([]);
+  } finally {
+    await s.close();
+  }
+});
+
+test('classifier down: a call the policy leaves to it is refused in an unattended run (fail closed)', async () => {
+  const chat = scriptedAgent({
+    'CLASSIFIER-DOWN': (body, turn) => (turn === 0
+      ? toolCallTurn([{ name: 'bash', args: { command: 'rm notes.txt' } }])
+      : finalTurn(String(messagesOf(body).find((m) => m.role === 'tool')?.content))),
+  });
+  const h = await startHarness('classifier-down', { chat, decisions: () => errorTurn(503, 'classifier overloaded') });
+  try {
+    const r = await h.api<{ id: string }>('POST', '/v1/runs', { task: 'CLASSIFIER-DOWN: remove notes.txt', workspace: { files: { 'notes.txt': 'x' } } });
+    const run = await h.waitFor(r.body.id);
+    expect(run.status).toBe('succeeded');
+    expect(run.finalAnswer).toMatch(/^This call was blocked: unattended: .*risk review was unavailable/);
+    const events = readFileSync(run.logPath as string, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { type: string; verdict?: { classifier?: { error?: string } } });
+    expect(events.find((e) => e.type === 'policy.decision')!.verdict!.classifier!.error).toBeTruthy();
+    expect(h.fake.requests.some((q) => q.path === '/v1/decisions')).toBe(true);
+  } finally {
+    await h.close();
+  }
+});
