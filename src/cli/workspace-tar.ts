@@ -1,0 +1,210 @@
+/**
+ * Packs a local directory into the uncompressed tar that RunSpec.workspace.tarBase64 carries, in
+ * memory. Only regular files and directories go in (what the worker accepts); symlinks, sockets,
+ * FIFOs and devices are skipped and reported so the caller can warn. `exclude` patterns leave paths
+ * out. The size is checked against the cap before any file is read, and the error names the largest
+ * top-level entries so the user knows what to exclude.
+ */
+import type { Dirent, Stats } from 'node:fs';
+import { lstat, readdir, readFile, readlink, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import * as tar from 'tar-stream';
+import { MAX_WORKSPACE_TAR_BYTES } from '../domain/run-spec';
+
+/** More entries than the worker's archive check accepts. */
+export const MAX_WORKSPACE_ENTRIES = 50_000;
+
+export interface PackOptions {
+  /** Names or globs (see excludeMatcher). */
+  exclude?: readonly string[];
+  /** Cap on the tar's size in bytes (default: what the API accepts). */
+  maxBytes?: number;
+  maxEntries?: number;
+}
+
+export interface PackedWorkspace {
+  tar: Buffer;
+  files: number;
+  dirs: number;
+  /** Bytes of file content. */
+  bytes: number;
+  /** Entries left out because they are not regular files or directories. */
+  skipped: Array<{ path: string; why: string }>;
+  /** Entries left out by an exclude pattern (a directory counts once). */
+  excluded: string[];
+}
+
+/** Packing failed for a reason the user can fix (too big, not a directory, unreadable). */
+export class WorkspacePackError extends Error {
+  override readonly name = 'WorkspacePackError';
+}
+
+interface Entry {
+  path: string;
+  abs: string;
+  type: 'file' | 'dir';
+  size: number;
+  mode: number;
+  mtime: Date;
+}
+
+function globToRegExp(glob: string): RegExp {
+  let re = '';
+  for (let i = 0; i < glob.length; i++) {
+    const c = glob[i]!;
+    if (c === '*' && glob[i + 1] === '*') {
+      re += '.*';
+      i++;
+      if (glob[i + 1] === '/') i++;
+    } else if (c === '*') re += '[^/]*';
+    else if (c === '?') re += '[^/]';
+    else re += c.replace(/[.+^${}()|[\]\\]/g, '\\$&');
+  }
+  return new RegExp(`^${re}$`);
+}
+
+/**
+ * A predicate over workspace-relative paths ("a/b/c.txt"). A pattern without "/" (`.git`,
+ * `node_modules`, `*.log`) matches an entry's name at any depth; one with "/" (`build/*.o`,
+ * `docs/**`) is matched against the whole path. A trailing "/" is ignored; `*` and `?` stay within one
+ * path segment, `**` crosses segments.
+ */
+export function excludeMatcher(patterns: readonly string[]): (path: string) => boolean {
+  const rules = patterns
+    .map((p) => p.trim().replace(/^\.\//, '').replace(/\/+$/, ''))
+    .filter((p) => p !== '')
+    .map((p) => (p.includes('/') ? { whole: true, re: globToRegExp(p.replace(/^\/+/, '')) } : { whole: false, re: globToRegExp(p) }));
+  return (path) => {
+    const name = path.slice(path.lastIndexOf('/') + 1);
+    return rules.some((r) => r.re.test(r.whole ? path : name));
+  };
+}
+
+function kindOf(st: Stats | Dirent): string {
+  if (st.isSymbolicLink()) return 'symlink';
+  if (st.isSocket()) return 'socket';
+  if (st.isFIFO()) return 'FIFO';
+  if (st.isBlockDevice() || st.isCharacterDevice()) return 'device';
+  return 'special file';
+}
+
+/** Bytes a file of `size` takes in a tar with a name of `nameBytes`: header, padded data, long-name header. */
+function tarBytes(nameBytes: number, size: number): number {
+  return 512 + Math.ceil(size / 512) * 512 + (nameBytes > 99 ? 512 + Math.ceil((nameBytes + 32) / 512) * 512 : 0);
+}
+
+function mib(n: number): string {
+  return n >= 1024 * 1024 ? `${(n / (1024 * 1024)).toFixed(1)} MiB` : `${Math.max(1, Math.round(n / 1024))} KiB`;
+}
+
+function fsMessage(err: unknown, path: string): string {
+  const e = err as NodeJS.ErrnoException;
+  return `cannot read ${path} (${e.code ?? e.message})`;
+}
+
+/** Walks `root` (lstat only, names sorted) into entries, skipped and excluded paths. */
+async function walk(root: string, isExcluded: (p: string) => boolean, maxEntries: number) {
+  const entries: Entry[] = [];
+  const skipped: PackedWorkspace['skipped'] = [];
+  const excluded: string[] = [];
+  const visit = async (absDir: string, relDir: string): Promise<void> => {
+    let names: string[];
+    try {
+      names = (await readdir(absDir)).sort();
+    } catch (err) {
+      throw new WorkspacePackError(fsMessage(err, absDir));
+    }
+    for (const name of names) {
+      const path = relDir ? `${relDir}/${name}` : name;
+      const abs = join(absDir, name);
+      if (isExcluded(path)) {
+        excluded.push(path);
+        continue;
+      }
+      let st: Stats;
+      try {
+        st = await lstat(abs);
+      } catch (err) {
+        throw new WorkspacePackError(fsMessage(err, abs));
+      }
+      if (st.isDirectory() || st.isFile()) {
+        if (entries.length >= maxEntries) {
+          throw new WorkspacePackError(`the workspace has more than ${maxEntries} files and directories; leave some out with --exclude`);
+        }
+        entries.push({ path, abs, type: st.isFile() ? 'file' : 'dir', size: st.isFile() ? st.size : 0, mode: st.mode, mtime: st.mtime });
+        if (st.isDirectory()) await visit(abs, path);
+      } else if (st.isSymbolicLink()) {
+        const target = await readlink(abs).catch(() => '?');
+        skipped.push({ path, why: `symlink to ${target}` });
+      } else {
+        skipped.push({ path, why: kindOf(st) });
+      }
+    }
+  };
+  await visit(root, '');
+  return { entries, skipped, excluded };
+}
+
+/** Packs `dir` into an uncompressed tar; throws WorkspacePackError when it cannot or the tar would be too big. */
+export async function packWorkspace(dir: string, opts: PackOptions = {}): Promise<PackedWorkspace> {
+  const maxBytes = opts.maxBytes ?? MAX_WORKSPACE_TAR_BYTES;
+  let rootStat: Stats;
+  try {
+    rootStat = await stat(dir);
+  } catch (err) {
+    throw new WorkspacePackError(`the workspace ${dir} ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'does not exist' : `cannot be read (${(err as NodeJS.ErrnoException).code})`}`);
+  }
+  if (!rootStat.isDirectory()) throw new WorkspacePackError(`the workspace ${dir} is not a directory`);
+
+  const { entries, skipped, excluded } = await walk(dir, excludeMatcher(opts.exclude ?? []), opts.maxEntries ?? MAX_WORKSPACE_ENTRIES);
+
+  const estimate = 1024 + entries.reduce((n, e) => n + tarBytes(Buffer.byteLength(e.path) + (e.type === 'dir' ? 1 : 0), e.size), 0);
+  if (estimate > maxBytes) {
+    const top = new Map<string, number>();
+    for (const e of entries) {
+      const head = e.path.split('/')[0]!;
+      top.set(head, (top.get(head) ?? 0) + tarBytes(Buffer.byteLength(e.path), e.size));
+    }
+    const biggest = [...top.entries()].sort((a, b) => b[1] - a[1]).slice(0, 3).map(([p, n]) => `${p} ${mib(n)}`).join(', ');
+    throw new WorkspacePackError(
+      `the workspace ${dir} packs to about ${mib(estimate)}, over the ${mib(maxBytes)} the API accepts (largest: ${biggest}); leave parts out with --exclude, e.g. --exclude ${top.size ? [...top.entries()].sort((a, b) => b[1] - a[1])[0]![0] : 'PATTERN'}`,
+    );
+  }
+
+  const pack = tar.pack();
+  const chunks: Buffer[] = [];
+  pack.on('data', (c: unknown) => {
+    chunks.push(c as Buffer);
+  });
+  const ended = new Promise<void>((resolve, reject) => {
+    pack.on('end', resolve);
+    pack.on('error', reject);
+  });
+  let files = 0;
+  let dirs = 0;
+  let bytes = 0;
+  for (const e of entries) {
+    if (e.type === 'dir') {
+      pack.entry({ name: `${e.path}/`, type: 'directory', mode: 0o755, mtime: e.mtime });
+      dirs++;
+      continue;
+    }
+    let data: Buffer;
+    try {
+      data = await readFile(e.abs);
+    } catch (err) {
+      pack.destroy();
+      throw new WorkspacePackError(fsMessage(err, e.abs));
+    }
+    pack.entry({ name: e.path, type: 'file', mode: e.mode & 0o111 ? 0o755 : 0o644, mtime: e.mtime, size: data.length }, data);
+    files++;
+    bytes += data.length;
+  }
+  pack.finalize();
+  await ended;
+  const out = Buffer.concat(chunks);
+  if (out.length > maxBytes) {
+    throw new WorkspacePackError(`the workspace ${dir} packs to ${mib(out.length)}, over the ${mib(maxBytes)} the API accepts (files grew while packing?); leave parts out with --exclude`);
+  }
+  return { tar: out, files, dirs, bytes, skipped, excluded };
+}
