@@ -1,16 +1,25 @@
-/** One human-readable progress line per run event, for `corral submit` and `corral demo`. */
+/**
+ * One human-readable progress line per run event. `corral watch` (watch-view.ts) renders the steps,
+ * decisions, approvals and budgets itself and uses this for the other events.
+ */
 import type { RunEvent } from '../domain/events';
 
-function clip(s: string, n = 110): string {
+/** One line, at most n characters (newlines shown as ⏎). */
+export function clip(s: string, n = 110): string {
   const one = s.replace(/\s*\n\s*/g, ' ⏎ ');
   return one.length > n ? `${one.slice(0, n - 1)}…` : one;
 }
 
-function describeArgs(tool: string, args: unknown): string {
+/** A tool call's arguments in short: the command for bash, the path for file tools, else JSON. */
+export function describeArgs(tool: string, args: unknown): string {
   if (typeof args === 'string') return clip(args);
   const a = (args ?? {}) as Record<string, unknown>;
   if (tool === 'bash' && typeof a.command === 'string') return clip(a.command);
   if (typeof a.path === 'string') return a.path;
+  if (typeof a.patch === 'string') {
+    const files = [...a.patch.matchAll(/^\+\+\+ (?:b\/)?(\S+)/gm)].map((m) => m[1]!).filter((f) => f !== '/dev/null');
+    if (files.length) return clip(`patch: ${files.join(', ')}`);
+  }
   return clip(JSON.stringify(args));
 }
 
