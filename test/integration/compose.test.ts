@@ -1,0 +1,134 @@
+/**
+ * compose.yaml on this machine with docker-compose (Debian's 1.29): a project of its own (-p) on a free
+ * loopback port, with its own data and egress dirs; two worker replicas replay the bundled transcript
+ * (CORRAL_REPLAY), so no model is needed. One run goes in through the REST API and its report comes
+ * back; `down -v` afterwards must leave no container of the project and no sandbox of the run.
+ * The images come from .ci/bootstrap; images/service-image.sh rebuilds the service image here only
+ * when its inputs changed since (a check of well under a second otherwise).
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+
+jest.setTimeout(240_000);
+const exec = promisify(execFile);
+const ROOT = resolve(__dirname, '../..');
+const PROJECT = `corral-compose-test-${randomBytes(3).toString('hex')}`;
+const TOKEN = randomBytes(16).toString('hex');
+
+let env: NodeJS.ProcessEnv;
+let dirs: string[] = [];
+let base = '';
+let composeInstalled = false;
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((ok, fail) => srv.once('error', fail).listen(0, '127.0.0.1', ok));
+  const { port } = srv.address() as { port: number };
+  await new Promise((ok) => srv.close(ok));
+  return port;
+}
+
+function compose(...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return exec('docker-compose', ['-p', PROJECT, '-f', join(ROOT, 'compose.yaml'), ...args], { cwd: ROOT, env, maxBuffer: 16 * 1024 * 1024 });
+}
+
+async function composeLogs(): Promise<string> {
+  const { stdout } = await compose('logs', '--no-color', '--tail', '40').catch((e: { stdout?: string }) => ({ stdout: e.stdout ?? '' }));
+  return stdout;
+}
+
+async function api<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T; text: string }> {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // report.md and other text bodies
+  }
+  return { status: res.status, body: parsed as T, text };
+}
+
+async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await probe().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`${what}: not within ${ms / 1000} s\n${await composeLogs()}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+beforeAll(async () => {
+  composeInstalled = await exec('docker-compose', ['version', '--short']).then(() => true, () => false);
+  if (!composeInstalled) throw new Error('docker-compose is not installed: apt-get install docker-compose (.ci/bootstrap installs it)');
+  await exec(join(ROOT, 'images/service-image.sh'), [], { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 });
+  for (const image of [process.env.CORRAL_REDIS_IMAGE ?? 'corral/redis:7', process.env.CORRAL_SANDBOX_IMAGE ?? 'corral/sandbox:latest']) {
+    await exec('docker', ['image', 'inspect', image]).catch(() => {
+      throw new Error(`image ${image} is missing: run .ci/bootstrap`);
+    });
+  }
+  const dataDir = mkdtempSync(join(tmpdir(), 'corral-compose-data-'));
+  const egressDir = mkdtempSync(join(tmpdir(), 'corral-compose-egress-'));
+  dirs = [dataDir, egressDir];
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  // Only this test's settings reach compose: no CORRAL_*, OPENAI_* or COMPOSE_* from the caller's shell.
+  env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(CORRAL_|OPENAI_|COMPOSE_)/.test(k)));
+  for (const k of ['CORRAL_IMAGE', 'CORRAL_REDIS_IMAGE', 'CORRAL_SANDBOX_IMAGE']) if (process.env[k]) env[k] = process.env[k];
+  Object.assign(env, {
+    CORRAL_API_PORT: String(port), CORRAL_DATA_DIR: dataDir, CORRAL_EGRESS_DIR: egressDir, CORRAL_WORKERS: '2',
+    CORRAL_REPLAY: '/app/examples/fix-median.replay.json', CORRAL_API_TOKENS: `ci=${TOKEN}`,
+    // A queue of its own: reapers only sweep their own deployment's sandboxes (label corral.queue).
+    CORRAL_QUEUE: PROJECT,
+  });
+  await compose('up', '-d', '--no-build').catch(async (err: Error) => {
+    throw new Error(`docker-compose up failed: ${err.message}\n${await composeLogs()}`);
+  });
+  await until('GET /healthz answers', 60_000, async () => ((await api('GET', '/healthz')).status === 200 ? true : undefined));
+});
+
+afterAll(async () => {
+  if (!composeInstalled) return;
+  await compose('down', '-v', '--remove-orphans', '-t', '20');
+  const { stdout } = await exec('docker', ['ps', '-aq', '--filter', `label=com.docker.compose.project=${PROJECT}`]);
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  expect(stdout.trim()).toBe('');
+});
+
+test('compose up: a run submitted through the API is done by a worker replica in a sibling sandbox, and its report comes back', async () => {
+  const { stdout: workers } = await compose('ps', '-q', 'worker');
+  expect(workers.trim().split('\n')).toHaveLength(2);
+  const { stdout: users } = await exec('docker', ['inspect', '-f', '{{.Config.User}}', ...(await compose('ps', '-q', 'api')).stdout.trim().split('\n'), ...workers.trim().split('\n')]);
+  expect(new Set(users.trim().split('\n'))).toEqual(new Set(['10100:10100'])); // API and workers: not root
+
+  const task = JSON.parse(readFileSync(join(ROOT, 'examples/fix-median.task.json'), 'utf8')) as Record<string, unknown>;
+  const created = await api<{ id: string }>('POST', '/v1/runs', task);
+  expect(created.status).toBe(201);
+  const id = created.body.id;
+
+  const run = await until(`run ${id} finishes`, 90_000, async () => {
+    const r = await api<Record<string, unknown>>('GET', `/v1/runs/${id}`);
+    return r.status === 200 && r.body.finishedAt ? r.body : undefined;
+  });
+  expect(run).toMatchObject({ status: 'succeeded' });
+  // The data dir is mounted at the same path inside as on the host: the paths the worker reports are the host's.
+  expect(String(run.reportPath).startsWith(`${dirs[0]}/runs/${id}/`)).toBe(true);
+  expect(existsSync(String(run.reportPath))).toBe(true);
+
+  const report = await api('GET', `/v1/runs/${id}/report`);
+  expect(report.status).toBe(200);
+  expect(report.text).toContain('succeeded');
+
+  const { stdout: sandboxes } = await exec('docker', ['ps', '-aq', '--filter', `label=corral.run-id=${id}`]);
+  expect(sandboxes.trim()).toBe(''); // the worker removed the run's sandbox
+});
