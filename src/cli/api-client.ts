@@ -1,78 +1,234 @@
 /**
- * The CLI's client of the REST API (plain fetch): submit, get, approve, and follow a run's events
- * over SSE. API errors become Errors carrying the server's code and message.
+ * The CLI's client of the REST API (plain fetch): submit, get, approve, cancel, report, replay, and
+ * follow a run's events over SSE (resuming after a dropped connection). Sends the bearer token when
+ * one is configured. Failures are ApiUnreachableError (no answer) or ApiError (an HTTP error, with the
+ * server's code and message), each with a one-line message that says what to do.
  */
 import type { Config } from '../config';
-import { CorralError, type ErrorCode } from '../domain/errors';
 import type { RunEvent } from '../domain/events';
+import { UsageError } from './cli-args';
 
 export function apiUrl(config: Config): string {
   return (config.CORRAL_API_URL ?? `http://${config.CORRAL_API_HOST}:${config.CORRAL_API_PORT}`).replace(/\/$/, '');
 }
 
-export class ApiClient {
-  constructor(readonly baseUrl: string) {}
+/** The API did not answer at all (nothing listening, DNS, TLS). */
+export class ApiUnreachableError extends Error {
+  override readonly name = 'ApiUnreachableError';
+}
 
-  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+/** The API answered with an HTTP error. */
+export class ApiError extends Error {
+  override readonly name = 'ApiError';
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code: string,
+    readonly field?: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface RunView extends Record<string, unknown> {
+  id: string;
+  status: string;
+  finishedAt?: string;
+  finalAnswer?: string | null;
+  reason?: string;
+  reportPath?: string;
+  pendingApprovals?: Array<{ callId: string; tool: string; args?: unknown; reason?: string }>;
+}
+
+export interface FollowOptions {
+  signal?: AbortSignal;
+  /** Stream id to resume after ("0": from the first event). */
+  after?: string;
+  /** Pause before reconnecting after the stream dropped (ms). */
+  retryMs?: number;
+}
+
+const MAX_RECONNECTS = 5;
+
+function reasonOf(err: unknown): string {
+  const e = err as Error & { cause?: Error & { code?: string } };
+  return e.cause?.code ?? e.cause?.message ?? e.message;
+}
+
+/** Adds what to do next to the server's message, by HTTP status. */
+function hintFor(status: number, retryAfter: string | null): string {
+  if (status === 401 || status === 403) return '; set CORRAL_API_TOKEN or pass --token with a valid token';
+  if (status === 413) return '; send less (for --workspace: --exclude what the task does not need)';
+  if (status === 429) return `; try again${retryAfter ? ` in ${retryAfter} s` : ' later'}`;
+  if (status >= 500) return "; see the corral server's log";
+  return '';
+}
+
+export class ApiClient {
+  readonly baseUrl: string;
+  private readonly token?: string;
+
+  constructor(baseUrl: string, opts: { token?: string } = {}) {
+    this.baseUrl = baseUrl.replace(/\/$/, '');
+    this.token = opts.token || undefined;
+  }
+
+  /** The client for `--api` / `--token` when given, else the configuration. */
+  static from(opts: { api?: string; token?: string }, config: Config): ApiClient {
+    if (opts.api !== undefined && !/^https?:\/\/[^/]/.test(opts.api)) {
+      throw new UsageError(`--api ${opts.api}: give the API's URL, such as http://127.0.0.1:8080`);
+    }
+    return new ApiClient(opts.api ?? apiUrl(config), { token: opts.token ?? config.CORRAL_API_TOKEN });
+  }
+
+  private headers(extra: Record<string, string> = {}): Record<string, string> {
+    return { ...(this.token ? { authorization: `Bearer ${this.token}` } : {}), ...extra };
+  }
+
+  private async send(method: string, path: string, init: { body?: unknown; accept?: string; signal?: AbortSignal } = {}): Promise<Response> {
     let res: Response;
     try {
       res = await fetch(`${this.baseUrl}${path}`, {
         method,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
+        headers: this.headers({
+          accept: init.accept ?? 'application/json',
+          ...(init.body === undefined ? {} : { 'content-type': 'application/json' }),
+        }),
+        body: init.body === undefined ? undefined : JSON.stringify(init.body),
+        signal: init.signal,
       });
     } catch (err) {
-      throw new CorralError('sandbox_unavailable', `cannot reach the corral API at ${this.baseUrl} (${(err as Error & { cause?: Error }).cause?.message ?? (err as Error).message}); is \`corral serve\` running?`);
+      if (init.signal?.aborted) throw err;
+      throw new ApiUnreachableError(
+        `cannot reach the corral API at ${this.baseUrl} (${reasonOf(err)}); is \`corral serve\` running? set CORRAL_API_URL or --api`,
+        { cause: err },
+      );
     }
-    const text = await res.text();
-    let json: unknown;
+    if (!res.ok) throw await this.errorOf(res);
+    return res;
+  }
+
+  private async errorOf(res: Response): Promise<ApiError> {
+    const text = await res.text().catch(() => '');
+    let e: { code?: string; message?: string; field?: string } | undefined;
     try {
-      json = JSON.parse(text);
+      e = (JSON.parse(text) as { error?: typeof e }).error;
     } catch {
-      json = undefined;
+      e = undefined;
     }
-    if (!res.ok) {
-      const e = (json as { error?: { code?: ErrorCode; message?: string; field?: string } } | undefined)?.error;
-      throw new CorralError(e?.code ?? 'internal', `${method} ${path}: HTTP ${res.status}: ${e?.message ?? text.slice(0, 300)}`, e?.field ? { field: e.field } : undefined);
+    const said = e?.message ?? (text.trim().replace(/\s+/g, ' ').slice(0, 200) || res.statusText);
+    const msg = `${said} (HTTP ${res.status}${e?.code ? ` ${e.code}` : ''} from ${this.baseUrl})${hintFor(res.status, res.headers.get('retry-after'))}`;
+    return new ApiError(msg, res.status, e?.code ?? 'http_error', e?.field);
+  }
+
+  private async json<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const res = await this.send(method, path, { body });
+    const text = await res.text();
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new ApiError(`${method} ${path} answered with something other than JSON (is ${this.baseUrl} a corral API?)`, res.status, 'bad_response');
     }
-    return json as T;
   }
 
   submit(spec: unknown): Promise<{ id: string; status: string }> {
-    return this.call('POST', '/v1/runs', spec);
+    return this.json('POST', '/v1/runs', spec);
   }
 
   replay(id: string): Promise<{ id: string; status: string; replayOf: string }> {
-    return this.call('POST', `/v1/runs/${encodeURIComponent(id)}/replay`);
+    return this.json('POST', `/v1/runs/${encodeURIComponent(id)}/replay`);
   }
 
-  get(id: string): Promise<Record<string, unknown> & { status: string; finishedAt?: string; finalAnswer?: string | null; reason?: string; reportPath?: string }> {
-    return this.call('GET', `/v1/runs/${encodeURIComponent(id)}`);
+  get(id: string): Promise<RunView> {
+    return this.json('GET', `/v1/runs/${encodeURIComponent(id)}`);
   }
 
   approve(id: string, callId: string, approve: boolean, by: string): Promise<unknown> {
-    return this.call('POST', `/v1/runs/${encodeURIComponent(id)}/approvals/${encodeURIComponent(callId)}`, { decision: approve ? 'approve' : 'deny', by });
+    return this.json('POST', `/v1/runs/${encodeURIComponent(id)}/approvals/${encodeURIComponent(callId)}`, { decision: approve ? 'approve' : 'deny', by });
+  }
+
+  /** status "cancelled" when it had not started, "cancelling" when a worker is stopping it. */
+  cancel(id: string): Promise<{ id: string; status: string }> {
+    return this.json('POST', `/v1/runs/${encodeURIComponent(id)}/cancel`);
+  }
+
+  /** The run's report.md. */
+  async report(id: string): Promise<string> {
+    const res = await this.send('GET', `/v1/runs/${encodeURIComponent(id)}/report`, { accept: 'text/markdown, */*' });
+    return res.text();
   }
 
   health(): Promise<unknown> {
-    return this.call('GET', '/healthz');
+    return this.json('GET', '/healthz');
   }
 
-  /** Calls onEvent for each event of the run until run.finished (or the stream ends). */
-  async follow(id: string, onEvent: (e: RunEvent) => void): Promise<void> {
-    const res = await fetch(`${this.baseUrl}/v1/runs/${encodeURIComponent(id)}/events`, { headers: { accept: 'text/event-stream' } });
-    if (!res.ok || !res.body) throw new CorralError('internal', `following run ${id}: HTTP ${res.status}`);
-    const decoder = new TextDecoder();
-    let buf = '';
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      buf += decoder.decode(chunk, { stream: true });
-      let idx;
-      while ((idx = buf.indexOf('\n\n')) >= 0) {
-        const msg = buf.slice(0, idx);
-        buf = buf.slice(idx + 2);
-        const data = msg.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
-        if (data) onEvent(JSON.parse(data) as RunEvent);
+  /**
+   * Calls onEvent for each event of the run, from the start (or `after`), until run.finished. When the
+   * stream ends early (the connection dropped, the server restarted) it reconnects after the last event
+   * seen; a run that ended without a run.finished event (cancelled while queued, a malformed job) ends it.
+   */
+  async follow(id: string, onEvent: (e: RunEvent) => void, opts: FollowOptions = {}): Promise<void> {
+    let cursor = opts.after ?? '0';
+    let failures = 0;
+    for (;;) {
+      try {
+        const res = await this.send('GET', `/v1/runs/${encodeURIComponent(id)}/events?after=${encodeURIComponent(cursor)}`, { accept: 'text/event-stream', signal: opts.signal });
+        if (!res.body) throw new ApiError(`GET /v1/runs/${id}/events answered without a body`, res.status, 'bad_response');
+        for await (const msg of sseMessages(res.body)) {
+          failures = 0;
+          if (msg.id) cursor = msg.id;
+          if (!msg.data) continue;
+          const event = JSON.parse(msg.data) as RunEvent;
+          onEvent(event);
+          if (event.type === 'run.finished') return;
+        }
+        if ((await this.get(id)).finishedAt) return;
+      } catch (err) {
+        if (opts.signal?.aborted || err instanceof ApiError || ++failures > MAX_RECONNECTS) throw err;
       }
+      await new Promise((r) => setTimeout(r, opts.retryMs ?? 500 * Math.max(1, failures)));
     }
   }
+}
+
+export interface SseMessage {
+  id?: string;
+  event?: string;
+  data: string;
+}
+
+/** Splits an SSE byte stream into messages (id, event, data lines joined by newlines). */
+export async function* sseMessages(body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>): AsyncGenerator<SseMessage> {
+  const decoder = new TextDecoder();
+  let buf = '';
+  for await (const chunk of body as AsyncIterable<Uint8Array>) {
+    buf += decoder.decode(chunk, { stream: true });
+    // Line ends may be CRLF, LF or CR; a CR at the end of a chunk waits for the next one.
+    const held = buf.endsWith('\r') ? '\r' : '';
+    buf = buf.slice(0, buf.length - held.length).replace(/\r\n?/g, '\n');
+    let idx;
+    while ((idx = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, idx);
+      buf = buf.slice(idx + 2);
+      const msg = parseBlock(block);
+      if (msg) yield msg;
+    }
+    buf += held;
+  }
+}
+
+function parseBlock(block: string): SseMessage | null {
+  const msg: SseMessage = { data: '' };
+  const data: string[] = [];
+  for (const line of block.split('\n')) {
+    if (line.startsWith(':')) continue;
+    const colon = line.indexOf(':');
+    const field = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+    if (field === 'data') data.push(value);
+    else if (field === 'id') msg.id = value;
+    else if (field === 'event') msg.event = value;
+  }
+  msg.data = data.join('\n');
+  return msg.data || msg.id ? msg : null;
 }
