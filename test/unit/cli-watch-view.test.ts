@@ -145,7 +145,7 @@ describe('LiveOutput', () => {
         rows[row] ??= '';
         i++;
       } else {
-        rows[row] += text[i];
+        rows[row] = (rows[row] ?? '') + text[i]!;
         i++;
       }
     }
