@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { loadConfig } from '../config';
 import { ApiClient } from './api-client';
+import { UsageError } from './cli-args';
 import { submitAndFollow } from './submit-and-follow';
 
 const run$ = promisify(execFile);
@@ -94,10 +95,7 @@ function tail(path: string): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  if (argv.length) {
-    process.stderr.write('usage: corral demo   (configure with OPENAI_API_KEY, OPENAI_BASE_URL, CORRAL_MODEL, REDIS_URL)\n');
-    return 2;
-  }
+  if (argv.length) throw new UsageError(`unexpected argument "${argv[0]}" (configure the demo with OPENAI_API_KEY, OPENAI_BASE_URL, CORRAL_MODEL, REDIS_URL)`);
   const config = loadConfig();
   const replay = !config.OPENAI_API_KEY && !config.OPENAI_BASE_URL;
   const cleanups: Array<() => Promise<void>> = [];
@@ -139,7 +137,7 @@ export async function run(argv: string[]): Promise<number> {
     say('');
 
     const spec = JSON.parse(readFileSync(TASK, 'utf8')) as unknown;
-    const result = await submitAndFollow(client, spec, say);
+    const result = await submitAndFollow(client, spec, process.stdout);
     if (replay) say(`\n(this was a replay of a recorded transcript; set OPENAI_API_KEY to run the task with a real model)`);
     return result.status === 'succeeded' ? 0 : 1;
   } finally {

@@ -16,11 +16,7 @@ import { evaluateLabelled, loadLabelledSet } from '../policy/labelled-eval';
 import { loadPolicy } from '../policy/load-policy';
 import type { Policy } from '../policy/policy-schema';
 
-const USAGE = `usage:
-  corral policy check [--policy FILE] --tool NAME --args JSON [--task TEXT] [--classifier]
-  corral policy check --batch [--policy FILE] [--classifier]   (JSON lines {"id","tool","args","task"} on stdin)
-  corral policy eval [--policy FILE] [--set FILE]
-`;
+const HINT = '; see `corral policy --help`\n';
 
 class UsageError extends Error {}
 
@@ -128,11 +124,11 @@ export async function run(argv: string[]): Promise<number> {
     const config = loadConfig();
     if (sub === 'check') return await check(rest, config);
     if (sub === 'eval') return evaluate(rest, config);
-    process.stderr.write(USAGE);
+    process.stderr.write(`corral policy: ${sub ? `unknown subcommand "${sub}"` : 'give a subcommand: check or eval'}${HINT}`);
     return 2;
   } catch (e) {
     if (e instanceof UsageError) {
-      process.stderr.write(`corral policy: ${e.message}\n${USAGE}`);
+      process.stderr.write(`corral policy: ${e.message}${HINT}`);
       return 2;
     }
     throw e;

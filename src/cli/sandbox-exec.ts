@@ -13,7 +13,7 @@ import { EgressPattern } from '../domain/run-spec';
 import type { EgressAttempt } from '../domain/sandbox';
 import { createSandboxProvider, resolveLimits } from '../sandbox';
 
-const USAGE = 'usage: corral sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] -- CMD [ARGS...]\n';
+const HINT = '; see `corral sandbox --help`\n';
 
 interface Parsed {
   allow: string[];
@@ -55,7 +55,7 @@ export function parseSandboxExecArgs(argv: string[]): Parsed | string {
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseSandboxExecArgs(argv);
   if (typeof parsed === 'string') {
-    process.stderr.write(`corral sandbox: ${parsed}\n${USAGE}`);
+    process.stderr.write(`corral sandbox: ${parsed}${HINT}`);
     return 2;
   }
   const config = loadConfig();
@@ -63,7 +63,7 @@ export async function run(argv: string[]): Promise<number> {
   try {
     limits = resolveLimits({ memoryMb: parsed.memoryMb, execTimeoutS: parsed.timeoutS }, config);
   } catch (err) {
-    process.stderr.write(`corral sandbox: ${(err as Error).message}\n${USAGE}`);
+    process.stderr.write(`corral sandbox: ${(err as Error).message}${HINT}`);
     return 2;
   }
   const provider = createSandboxProvider(config);

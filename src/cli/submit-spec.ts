@@ -1,0 +1,129 @@
+/**
+ * `corral submit`'s arguments and the RunSpec they make: TASK.md (or any non-JSON file) is the task
+ * text, SPEC.json a whole RunSpec; --workspace packs a directory into workspace.tarBase64; the other
+ * flags override what the spec file says. The API validates the result; here only what the flags
+ * themselves must look like is checked, so mistakes are caught before anything is packed or sent.
+ */
+import { readFile } from 'node:fs/promises';
+import type { BudgetName } from '../domain/events';
+import { EgressPattern } from '../domain/run-spec';
+import { parseArgs, UsageError } from './cli-args';
+import { packWorkspace, type PackedWorkspace } from './workspace-tar';
+
+export const BUDGET_NAMES: readonly BudgetName[] = ['llmCalls', 'toolCalls', 'tokens', 'wallTimeS', 'costUsd'];
+
+export interface SubmitOptions {
+  /** A file (TASK.md or SPEC.json) or the text of --task. */
+  source: { file: string } | { task: string };
+  workspace?: string;
+  exclude: string[];
+  allowDomains: string[];
+  approvals: boolean;
+  policy?: string;
+  budgets: Partial<Record<BudgetName, number>>;
+  watch: boolean;
+  plain: boolean;
+  api?: string;
+  token?: string;
+}
+
+/** `llmCalls=10,costUsd=0.5` (repeatable) → budgets; UsageError for unknown names or bad numbers. */
+export function parseBudgets(values: readonly string[]): Partial<Record<BudgetName, number>> {
+  const out: Partial<Record<BudgetName, number>> = {};
+  for (const item of values.flatMap((v) => v.split(',')).map((s) => s.trim()).filter(Boolean)) {
+    const m = /^([A-Za-z]+)\s*=\s*(.+)$/.exec(item);
+    if (!m) throw new UsageError(`--budget: "${item}" is not NAME=VALUE (e.g. --budget llmCalls=10,costUsd=0.5)`);
+    const name = BUDGET_NAMES.find((b) => b.toLowerCase() === m[1]!.toLowerCase());
+    if (!name) throw new UsageError(`--budget: unknown budget "${m[1]}" (known: ${BUDGET_NAMES.join(', ')})`);
+    const n = Number(m[2]);
+    if (!Number.isFinite(n) || n < 0 || m[2]!.trim() === '') throw new UsageError(`--budget: ${name} must be a number ≥ 0, got "${m[2]}"`);
+    out[name] = n;
+  }
+  return out;
+}
+
+export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
+  const { opts, positionals } = parseArgs(argv, {
+    task: 'string', workspace: 'string', exclude: 'list', 'allow-domain': 'list', approvals: 'flag', policy: 'string',
+    budget: 'list', watch: 'flag', 'no-watch': 'flag', 'no-follow': 'flag', plain: 'flag', api: 'string', token: 'string',
+  });
+  if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}" (give one TASK.md or SPEC.json)`);
+  const file = positionals[0];
+  if (file !== undefined && opts.task !== undefined) throw new UsageError('give either a TASK.md / SPEC.json file or --task TEXT, not both');
+  if (file === undefined && opts.task === undefined) throw new UsageError('missing the task: give TASK.md, SPEC.json or --task TEXT');
+  if (opts.task !== undefined && !opts.task.trim()) throw new UsageError('--task is empty');
+  if (opts.watch && (opts['no-watch'] || opts['no-follow'])) throw new UsageError('--watch and --no-watch contradict each other');
+  if (opts.exclude.length && opts.workspace === undefined) throw new UsageError('--exclude only applies with --workspace DIR');
+  const allowDomains = opts['allow-domain'].map((d) => {
+    const r = EgressPattern.safeParse(d);
+    if (!r.success) throw new UsageError(`--allow-domain ${d}: ${r.error.issues.map((i) => i.message).join('; ')}`);
+    return r.data;
+  });
+  return {
+    source: file !== undefined ? { file } : { task: opts.task! },
+    ...(opts.workspace !== undefined ? { workspace: opts.workspace } : {}),
+    exclude: opts.exclude,
+    allowDomains,
+    approvals: opts.approvals,
+    ...(opts.policy !== undefined ? { policy: opts.policy } : {}),
+    budgets: parseBudgets(opts.budget),
+    watch: opts.watch,
+    plain: opts.plain,
+    ...(opts.api !== undefined ? { api: opts.api } : {}),
+    ...(opts.token !== undefined ? { token: opts.token } : {}),
+  };
+}
+
+type Json = Record<string, unknown>;
+
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The spec from the file or --task, before the flags are applied. */
+async function baseSpec(source: SubmitOptions['source']): Promise<Json> {
+  if ('task' in source) return { task: source.task };
+  let text: string;
+  try {
+    text = await readFile(source.file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new UsageError(`cannot read ${source.file} (${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'a directory; give a TASK.md file, and the directory as --workspace' : code ?? (err as Error).message})`, false);
+  }
+  if (!/\.json$/i.test(source.file)) {
+    if (!text.trim()) throw new UsageError(`${source.file} is empty; write the task in it`, false);
+    return { task: text };
+  }
+  let spec: unknown;
+  try {
+    spec = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`${source.file} is not valid JSON (${(err as Error).message}); a .json file must be a whole RunSpec, a .md file is the task text`);
+  }
+  if (!isObject(spec)) throw new UsageError(`${source.file} must hold a JSON object (a RunSpec such as {"task": "…"})`);
+  return spec;
+}
+
+/**
+ * The RunSpec to POST. Packs --workspace (calling `note` with what was skipped and packed); throws
+ * UsageError for unusable input and WorkspacePackError when the directory cannot be packed.
+ */
+export async function buildSpec(o: SubmitOptions, note: (line: string) => void = () => undefined): Promise<{ spec: Json; packed?: PackedWorkspace }> {
+  const spec = await baseSpec(o.source);
+  let packed: PackedWorkspace | undefined;
+  if (o.workspace !== undefined) {
+    const ws = isObject(spec.workspace) ? spec.workspace : {};
+    if (ws.tarBase64 !== undefined) throw new UsageError('the spec already has workspace.tarBase64; drop it or --workspace');
+    packed = await packWorkspace(o.workspace, { exclude: o.exclude });
+    for (const s of packed.skipped) note(`skipped ${s.path}: ${s.why} (only regular files and directories are uploaded)`);
+    note(`packed ${o.workspace}: ${packed.files} file(s), ${packed.dirs} director${packed.dirs === 1 ? 'y' : 'ies'}, ${packed.tar.length} bytes of tar${packed.excluded.length ? `; excluded ${packed.excluded.length} path(s)` : ''}${packed.skipped.length ? `; skipped ${packed.skipped.length}` : ''}`);
+    spec.workspace = { ...ws, tarBase64: packed.tar.toString('base64') };
+  }
+  if (o.allowDomains.length) {
+    const egress = isObject(spec.egress) ? spec.egress : {};
+    const before = Array.isArray(egress.allow) ? (egress.allow as unknown[]) : [];
+    spec.egress = { ...egress, allow: [...new Set([...before, ...o.allowDomains])] };
+  }
+  if (o.approvals) spec.approvals = true;
+  if (o.policy !== undefined) spec.policy = o.policy;
+  if (Object.keys(o.budgets).length) spec.budgets = { ...(isObject(spec.budgets) ? spec.budgets : {}), ...o.budgets };
+  return packed ? { spec, packed } : { spec };
+}

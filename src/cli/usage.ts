@@ -1,0 +1,152 @@
+/**
+ * The `corral` commands: one-line summaries for `corral --help` and the full text of each
+ * `corral CMD --help` (printed on stdout, exit 0). The dispatcher answers --help from this table
+ * without loading the command's module.
+ */
+
+const API_OPTIONS = `  --api URL        the corral API (default: $CORRAL_API_URL, else http://$CORRAL_API_HOST:$CORRAL_API_PORT)
+  --token T        bearer token for the API (default: $CORRAL_API_TOKEN)`;
+
+export interface CommandHelp {
+  summary: string;
+  usage: string;
+}
+
+export const HELP: Record<string, CommandHelp> = {
+  serve: {
+    summary: 'run the REST API and a worker in one process',
+    usage: `usage: corral serve
+
+Runs the REST API and a worker in the foreground until SIGINT/SIGTERM. Configured with environment
+variables (see the README's Configuration section), not flags.
+`,
+  },
+  api: {
+    summary: 'run the REST API only',
+    usage: `usage: corral api
+
+Runs the REST API only (no worker) until SIGINT/SIGTERM. Configured with environment variables.
+`,
+  },
+  worker: {
+    summary: 'run a worker only',
+    usage: `usage: corral worker
+
+Runs a worker only (no API) until SIGINT/SIGTERM. Configured with environment variables.
+`,
+  },
+  demo: {
+    summary: 'start a local stack, submit the example task, follow it, print the report',
+    usage: `usage: corral demo
+
+Starts Redis (a container, unless REDIS_URL answers) and \`corral serve\`, submits
+examples/fix-median.task.json, follows it, prints the report's path and the final answer, and stops
+what it started. Without OPENAI_API_KEY it replays examples/fix-median.replay.json.
+`,
+  },
+  submit: {
+    summary: 'submit a task (TASK.md or SPEC.json) to the API; --watch follows it',
+    usage: `usage: corral submit (TASK.md | SPEC.json | --task TEXT) [options]
+
+Submits a run and prints its id. A .json file is a whole RunSpec; any other file is the task text
+(Markdown with # Task, # Allowed tools, # Cannot do, # Done means sections, or plain text).
+Options override what SPEC.json says.
+
+  --workspace DIR      upload DIR as the run's workspace (an uncompressed tar, at most 8 MiB):
+                       regular files and directories; symlinks and special files are skipped
+                       with a warning; .git is included unless excluded
+  --exclude PATTERN    leave out matching paths (repeatable): a name or glob such as node_modules,
+                       .git or *.log matches at any depth; a pattern with "/" (build/*.o) is
+                       matched against the whole path from DIR
+  --allow-domain D     let the sandbox reach host D (repeatable; "*.example.org" for subdomains)
+  --approvals          calls the policy cannot settle wait for \`corral approve\` (default: refused)
+  --policy NAME        the server's policy to use (default: default)
+  --budget K=V,...     budgets: llmCalls, toolCalls, tokens, wallTimeS, costUsd (repeatable)
+  --watch              follow the run until it ends (see \`corral watch --help\`)
+  --no-watch           print the run id and return (the default)
+${API_OPTIONS}
+
+Exit status: 0 when submitted (with --watch: when the run succeeded), 1 when the API refused it or
+the watched run did not succeed, 2 for bad usage.
+
+examples:
+  corral submit fix-tests.md --workspace . --exclude node_modules --watch
+  corral submit examples/fix-median.task.json --budget llmCalls=10,costUsd=0.2
+  id=$(corral submit task.md --workspace repo) && corral watch "$id"
+`,
+  },
+  watch: {
+    summary: 'follow a run live: steps, tool calls, decisions, budget bars, approvals',
+    usage: `usage: corral watch RUN [--plain] [--api URL] [--token T]
+
+Follows a run's events until it ends (a finished run is shown from its history): each step's tool
+and arguments, the policy decision (allowed / BLOCKED and why), the result, budget bars, and for a
+call waiting on a human the exact \`corral approve\` command. Ends with the status, the reason, the
+report's path and the final answer. On a terminal the budget bars stay at the bottom and update in
+place; otherwise (or with --plain) every line is printed once. Ctrl-C stops watching, not the run.
+
+${API_OPTIONS}
+
+Exit status: 0 when the run succeeded, 1 when it ended otherwise (or the API failed), 2 for bad usage.
+`,
+  },
+  approve: {
+    summary: 'approve (or --deny) a pending tool call: corral approve RUN CALL [--deny]',
+    usage: `usage: corral approve RUN CALL [--deny] [--by NAME] [--api URL] [--token T]
+
+Answers a tool call that waits for a human (\`corral watch\` prints the command to run).
+  --deny           refuse the call (default: approve it)
+  --by NAME        who answered, for the log and the report (default: cli:$USER)
+${API_OPTIONS}
+`,
+  },
+  cancel: {
+    summary: 'cancel a queued or running run: corral cancel RUN [--wait]',
+    usage: `usage: corral cancel RUN [--wait] [--api URL] [--token T]
+
+Cancels a run: a queued run never starts; a running one is stopped and its sandbox removed.
+  --wait           wait until the run has ended and print its final status
+${API_OPTIONS}
+
+Exit status: 0 when cancelled (or cancelling), 1 when the run had already ended or the API failed.
+`,
+  },
+  report: {
+    summary: "print a finished run's markdown report: corral report RUN",
+    usage: `usage: corral report RUN [--output FILE] [--api URL] [--token T]
+
+Prints the run's report (markdown) from GET /v1/runs/RUN/report.
+  -o, --output FILE   write it to FILE instead of stdout
+${API_OPTIONS}
+`,
+  },
+  replay: {
+    summary: 're-run a finished run with its recorded model turns: corral replay RUN',
+    usage: `usage: corral replay RUN [--api URL] [--token T]
+
+Re-runs a finished run in a fresh sandbox with the model turns recorded in its log (no model is
+called; the policy gate decides afresh) and follows it like \`corral watch\`.
+${API_OPTIONS}
+`,
+  },
+  sandbox: {
+    summary: 'sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] -- CMD [ARGS...]',
+    usage: `usage: corral sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] -- CMD [ARGS...]
+
+Runs one command in a fresh sandbox (the production container spec) and prints the result as JSON.
+`,
+  },
+  policy: {
+    summary: 'policy check|eval: evaluate tool calls against a policy',
+    usage: `usage:
+  corral policy check [--policy FILE] --tool NAME --args JSON [--task TEXT] [--classifier]
+  corral policy check --batch [--policy FILE] [--classifier]   (JSON lines {"id","tool","args","task"} on stdin)
+  corral policy eval [--policy FILE] [--set FILE]
+`,
+  },
+};
+
+export function overview(): string {
+  const lines = Object.entries(HELP).map(([name, c]) => `  ${name.padEnd(9)} ${c.summary}`);
+  return `usage: corral <command> [options]      (corral <command> --help for its options)\n\ncommands:\n${lines.join('\n')}\n`;
+}
