@@ -6,14 +6,20 @@
  *   {p}:run:{id}:events      stream: field "e" = RunEvent JSON
  *   {p}:run:{id}:answer:{callId}  list: the approval answer (the waiter BLPOPs it)
  *   {p}:runs                 sorted set: run ids by creation time
+ *   {p}:tenant:{t}:runs      sorted set: one tenant's run ids by creation time (GET /v1/runs)
  *   {p}:cancel               pub/sub channel: run ids to cancel
+ * A run belongs to the tenant that submitted it (hash field `tenant`); runs put straight on the queue
+ * by other producers belong to DEFAULT_TENANT.
  */
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { CorralError, NotFoundError } from '../domain/errors';
+import { CorralError, InvalidInputError, NotFoundError } from '../domain/errors';
 import type { RunEvent, RunOutcome, RunStatus, RunUsage } from '../domain/events';
 import type { RiskLevel } from '../domain/gate';
 import type { RunSpec } from '../domain/run-spec';
+
+/** The tenant of everything when auth is off, and of runs that other producers put on the queue. */
+export const DEFAULT_TENANT = 'default';
 
 export interface PendingApproval {
   callId: string;
@@ -33,6 +39,7 @@ export interface RunArtifact {
 export interface RunView {
   id: string;
   status: RunStatus;
+  tenant: string;
   task: string;
   labels?: Record<string, string>;
   createdAt: string;
@@ -70,7 +77,24 @@ export interface ApprovalAnswer {
   by: string;
 }
 
+/** A page of GET /v1/runs: newest first; `next` resumes after the last run examined (null at the end). */
+export interface RunPage {
+  runs: RunView[];
+  next: string | null;
+}
+
+export interface ListQuery {
+  tenant: string;
+  limit: number;
+  /** Keep only runs in one of these statuses (all when absent). */
+  statuses?: readonly RunStatus[];
+  /** An opaque cursor from a previous page's `next`. */
+  cursor?: string;
+}
+
 const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer']);
+/** A status-filtered page examines at most this many runs; a sparse match returns a short page with `next`. */
+const LIST_SCAN_MAX = 2000;
 const FINISHED_TTL_S = 14 * 24 * 3600;
 const EVENTS_MAXLEN = 20_000;
 const Answer = z.object({ approved: z.boolean(), by: z.string() });
@@ -95,15 +119,26 @@ export class RunStore {
     return `${this.key(runId)}:answer:${callId}`;
   }
 
-  /** Records a new queued run (the API calls this before enqueueing). */
-  async create(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date): Promise<void> {
+  private tenantRunsKey(tenant: string): string {
+    return `${this.prefix}:tenant:${tenant}:runs`;
+  }
+
+  /** Records a new queued run of `tenant` (the API calls this before enqueueing). */
+  async create(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date, tenant = DEFAULT_TENANT): Promise<void> {
     const labels = 'labels' in spec && spec.labels ? { labels: JSON.stringify(spec.labels) } : {};
     const full = 'workspace' in spec ? { spec: JSON.stringify(spec) } : {};
     await this.redis
       .multi()
-      .hset(this.key(runId), { status: 'queued', task: spec.task, createdAt: now.toISOString(), ...labels, ...full })
+      .hset(this.key(runId), { status: 'queued', tenant, task: spec.task, createdAt: now.toISOString(), ...labels, ...full })
       .zadd(`${this.prefix}:runs`, now.getTime(), runId)
+      .zadd(this.tenantRunsKey(tenant), now.getTime(), runId)
       .exec();
+  }
+
+  /** The tenant a run belongs to; null when there is no such run. */
+  async tenantOf(runId: string): Promise<string | null> {
+    const [status, tenant] = await this.redis.hmget(this.key(runId), 'status', 'tenant');
+    return status ? (tenant ?? DEFAULT_TENANT) : null;
   }
 
   /** For jobs that other producers put straight on the queue: create the record if there is none. */
@@ -132,9 +167,10 @@ export class RunStore {
     const view: Record<string, unknown> = { id: runId };
     for (const [k, v] of Object.entries(h)) {
       if (k.startsWith('pending:')) pendingApprovals.push(JSON.parse(v) as PendingApproval);
-      else if (k.startsWith('answered:') || k === 'spec') continue;
+      else if (k.startsWith('answered:') || k === 'spec' || k === 'dockerWaits') continue;
       else view[k] = JSON_FIELDS.has(k) ? JSON.parse(v) : v;
     }
+    view.tenant ??= DEFAULT_TENANT;
     view.pendingApprovals = pendingApprovals;
     return view as unknown as RunView;
   }
@@ -145,11 +181,75 @@ export class RunStore {
     return raw ? (JSON.parse(raw) as RunSpec) : null;
   }
 
-  /** Most recent runs first. */
+  /** Most recent runs first (all tenants). */
   async list(limit: number): Promise<RunView[]> {
     const ids = await this.redis.zrevrange(`${this.prefix}:runs`, 0, limit - 1);
     const views = await Promise.all(ids.map((id) => this.get(id)));
     return views.filter((v): v is RunView => v !== null);
+  }
+
+  /**
+   * One page of a tenant's runs, newest first, optionally only those in `statuses`. The cursor names
+   * the last run examined (id and creation time), so runs created meanwhile never shift a page.
+   * Runs whose records expired are dropped from the tenant's index as they are met.
+   */
+  async listPage(q: ListQuery): Promise<RunPage> {
+    const key = this.tenantRunsKey(q.tenant);
+    let start = 0;
+    if (q.cursor) {
+      const c = decodeCursor(q.cursor);
+      const rank = await this.redis.zrevrank(key, c.id);
+      // The cursor's run expired: resume after every run at least as new as it.
+      start = rank !== null ? rank + 1 : await this.redis.zcount(key, c.score, '+inf');
+    }
+    const want = new Set<string>(q.statuses ?? []);
+    const runs: RunView[] = [];
+    let examined = 0;
+    let last: { id: string; score: number } | null = null;
+    while (runs.length < q.limit && examined < LIST_SCAN_MAX) {
+      const batch = want.size ? Math.min(200, LIST_SCAN_MAX - examined) : q.limit - runs.length;
+      const rows = await this.redis.zrevrange(key, start, start + batch - 1, 'WITHSCORES');
+      if (rows.length === 0) return { runs, next: null };
+      const page: Array<{ id: string; score: number }> = [];
+      for (let i = 0; i < rows.length; i += 2) page.push({ id: rows[i]!, score: Number(rows[i + 1]) });
+      const views = await Promise.all(page.map((r) => this.get(r.id)));
+      const gone: string[] = [];
+      let consumed = 0;
+      for (const [i, r] of page.entries()) {
+        const v = views[i];
+        consumed += 1;
+        examined += 1;
+        last = r;
+        if (!v) gone.push(r.id);
+        else if (!want.size || want.has(v.status)) runs.push(v);
+        if (runs.length >= q.limit) break;
+      }
+      if (gone.length) await this.redis.zrem(key, ...gone);
+      start += consumed - gone.length;
+    }
+    // Full page or scan cap reached: there is a next page only if the index goes on after `last`.
+    const more = (await this.redis.zrevrange(key, start, start)).length > 0;
+    return { runs, next: more && last ? encodeCursor(last) : null };
+  }
+
+  /** How many runs are in each status (all tenants), from the newest `max` run records. */
+  async statusCounts(max = 50_000): Promise<Record<string, number>> {
+    const ids = await this.redis.zrevrange(`${this.prefix}:runs`, 0, max - 1);
+    const counts: Record<string, number> = {};
+    const gone: string[] = [];
+    for (let i = 0; i < ids.length; i += 1000) {
+      const chunk = ids.slice(i, i + 1000);
+      const pipe = this.redis.pipeline();
+      for (const id of chunk) pipe.hget(this.key(id), 'status');
+      const res = (await pipe.exec()) ?? [];
+      res.forEach(([err, status], j) => {
+        if (err) return;
+        if (typeof status === 'string') counts[status] = (counts[status] ?? 0) + 1;
+        else gone.push(chunk[j]!);
+      });
+    }
+    if (gone.length) await this.redis.zrem(`${this.prefix}:runs`, ...gone);
+    return counts;
   }
 
   async appendEvent(e: RunEvent): Promise<void> {
@@ -211,6 +311,11 @@ export class RunStore {
     }
   }
 
+  /** Counts one more time a worker found the Docker engine down for this run; returns the count. */
+  async countDockerWait(runId: string): Promise<number> {
+    return this.redis.hincrby(this.key(runId), 'dockerWaits', 1);
+  }
+
   async ping(): Promise<void> {
     await this.redis.ping();
   }
@@ -218,4 +323,15 @@ export class RunStore {
   async requestCancel(runId: string): Promise<void> {
     await this.redis.publish(this.cancelChannel, runId);
   }
+}
+
+function encodeCursor(c: { id: string; score: number }): string {
+  return Buffer.from(`${c.score}:${c.id}`).toString('base64url');
+}
+
+/** Throws InvalidInputError naming `cursor` for anything that is not a cursor this store wrote. */
+function decodeCursor(cursor: string): { id: string; score: number } {
+  const m = /^(\d{1,16}):(run_[A-Za-z0-9_-]{6,64})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!m) throw new InvalidInputError('query: cursor: is not a cursor from a previous page', 'cursor');
+  return { score: Number(m[1]), id: m[2]! };
 }

@@ -1,0 +1,109 @@
+/**
+ * Run metrics aggregated in Redis, so any API instance can serve /metrics for every worker: workers
+ * feed each run's events to an observer, which bumps counters and cumulative histogram buckets in one
+ * hash; the API reads the hash. The observer also keeps the run's usage so far (LLM calls, tool
+ * calls, tokens, cost) for GET /v1/runs/:id while the run is going.
+ *   {p}:metrics              hash: counter and histogram fields (see the names below)
+ *   {p}:run:{id}:usage       hash: llmCalls, toolCalls, inputTokens, outputTokens, costUsd (live)
+ */
+import type { Redis } from 'ioredis';
+import type { RunEvent, RunUsage } from '../domain/events';
+
+/** Upper bounds (seconds) of the run duration histogram buckets. */
+export const RUN_DURATION_BUCKETS_S = [1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200] as const;
+/** Upper bounds (seconds) of the sandbox acquire time histogram buckets. */
+export const SANDBOX_ACQUIRE_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] as const;
+
+const USAGE_TTL_S = 14 * 24 * 3600;
+
+export type LiveUsage = Omit<RunUsage, 'wallTimeMs'>;
+
+/** How a tool call was settled: the gate's decision and who made it, or refused before the gate. */
+export interface ToolCallLabel {
+  decision: 'allow' | 'deny' | 'refused';
+  by: 'policy' | 'classifier' | 'approval' | 'none';
+}
+
+export class RunMetrics {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix = 'corral',
+  ) {}
+
+  private get key(): string {
+    return `${this.prefix}:metrics`;
+  }
+  private usageKey(runId: string): string {
+    return `${this.prefix}:run:${runId}:usage`;
+  }
+
+  /**
+   * An observer for one run's events (a worker adds it as an event sink). It remembers which calls
+   * went through the gate, so a call refused before it (unknown tool, bad arguments) counts as such.
+   */
+  observer(runId: string): (e: RunEvent) => Promise<void> {
+    const gated = new Set<string>();
+    return async (e) => {
+      const m = this.redis.multi();
+      switch (e.type) {
+        case 'run.started': // a run started again (after its worker died) counts its usage afresh
+          m.del(this.usageKey(runId));
+          break;
+        case 'sandbox.ready':
+          histogram(m, this.key, 'sandbox_acquire', SANDBOX_ACQUIRE_BUCKETS_S, e.ms / 1000);
+          break;
+        case 'model.response':
+          m.hincrby(this.key, 'model_calls', 1)
+            .hincrby(this.key, 'model_tokens:input', e.usage.inputTokens)
+            .hincrby(this.key, 'model_tokens:output', e.usage.outputTokens)
+            .hincrbyfloat(this.key, 'cost_usd', e.costUsd)
+            .hincrby(this.usageKey(runId), 'llmCalls', 1)
+            .hincrby(this.usageKey(runId), 'inputTokens', e.usage.inputTokens)
+            .hincrby(this.usageKey(runId), 'outputTokens', e.usage.outputTokens)
+            .hincrbyfloat(this.usageKey(runId), 'costUsd', e.costUsd)
+            .expire(this.usageKey(runId), USAGE_TTL_S);
+          break;
+        case 'tool.call':
+          m.hincrby(this.usageKey(runId), 'toolCalls', 1).expire(this.usageKey(runId), USAGE_TTL_S);
+          break;
+        case 'policy.decision': {
+          gated.add(e.callId);
+          const v = e.verdict;
+          const by = v.approval ? 'approval' : v.classifier ? 'classifier' : 'policy';
+          m.hincrby(this.key, `tool_calls:${v.decision}:${by}`, 1);
+          break;
+        }
+        case 'tool.result':
+          if (!gated.delete(e.callId) && !e.ok) m.hincrby(this.key, 'tool_calls:refused:none', 1);
+          break;
+        case 'run.finished':
+          m.hincrby(this.key, `runs_finished:${e.outcome}`, 1);
+          histogram(m, this.key, `run_duration:${e.outcome}`, RUN_DURATION_BUCKETS_S, e.usage.wallTimeMs / 1000);
+          break;
+        default:
+          return;
+      }
+      await m.exec();
+    };
+  }
+
+  /** Every counter and histogram field (the API renders them as Prometheus text). */
+  async read(): Promise<Record<string, number>> {
+    const h = await this.redis.hgetall(this.key);
+    return Object.fromEntries(Object.entries(h).map(([k, v]) => [k, Number(v)]));
+  }
+
+  /** A run's usage so far, as its worker has counted it (null before its first model call or tool call). */
+  async liveUsage(runId: string): Promise<LiveUsage | null> {
+    const h = await this.redis.hgetall(this.usageKey(runId));
+    if (!Object.keys(h).length) return null;
+    const n = (k: string) => Number(h[k] ?? 0);
+    return { llmCalls: n('llmCalls'), toolCalls: n('toolCalls'), inputTokens: n('inputTokens'), outputTokens: n('outputTokens'), costUsd: n('costUsd') };
+  }
+}
+
+/** Cumulative buckets: a value lands in every bucket whose bound it does not exceed, and in +Inf. */
+function histogram(m: ReturnType<Redis['multi']>, key: string, name: string, bounds: readonly number[], value: number): void {
+  for (const le of bounds) if (value <= le) m.hincrby(key, `${name}:bucket:${le}`, 1);
+  m.hincrby(key, `${name}:bucket:+Inf`, 1).hincrby(key, `${name}:count`, 1).hincrbyfloat(key, `${name}:sum`, value);
+}
