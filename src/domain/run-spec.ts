@@ -6,14 +6,21 @@
 import { z } from 'zod';
 import { TaskContractJson } from './task-contract';
 
-/** A relative POSIX path inside the workspace: no absolute paths, no `..`, no empty segments. */
+/**
+ * A relative POSIX path inside the workspace: no absolute paths, no `..`, no empty segments, no
+ * control characters (a newline or escape in a file name would garble logs, reports and terminals),
+ * segments of at most 255 bytes (the filesystem's limit).
+ */
 export const WorkspacePath = z
   .string()
   .min(1)
   .max(1024)
   .refine((p) => !p.startsWith('/'), 'must be relative to /workspace')
   .refine((p) => !p.split('/').some((s) => s === '..' || s === ''), 'must not contain ".." or empty segments')
-  .refine((p) => !p.includes('\0'), 'must not contain NUL');
+  .refine((p) => !p.includes('\0'), 'must not contain NUL')
+  // eslint-disable-next-line no-control-regex
+  .refine((p) => !/[\x00-\x1f\x7f]/.test(p), 'must not contain control characters')
+  .refine((p) => p.split('/').every((s) => Buffer.byteLength(s) <= 255), 'each path segment may be at most 255 bytes');
 
 /**
  * Public suffixes a wildcard may never cover (`*.com` would allow the whole internet under it).
@@ -83,7 +90,7 @@ export const RunSpec = z
      * The task as the user wrote it: the only trusted statement of intent. Plain text, or Markdown with
      * `# Task`, `# Allowed tools`, `# Cannot do` and `# Done means` sections (see domain/task-contract).
      */
-    task: z.string().trim().min(1, 'must not be empty').max(50_000),
+    task: z.string().trim().min(1, 'must not be empty').max(50_000).refine((t) => !t.includes('\0'), 'must not contain NUL (other control characters are kept)'),
     /**
      * The same contract as JSON. When present it wins: `task` is not parsed for sections, and the run's
      * task text, allowed tools, cannot-do list and done-means items all come from here. Only its shape is
