@@ -23,6 +23,18 @@ export const ConfigSchema = z.object({
   CORRAL_API_URL: z.string().url().optional(),
   /** Bearer token the `corral` CLI sends to the API (`--token` overrides it); never logged. */
   CORRAL_API_TOKEN: z.string().optional(),
+  /** API auth: "tenant=token,tenant2=token2"; with this and the file unset, auth is off (everything is tenant "default"). */
+  CORRAL_API_TOKENS: z.string().optional(),
+  /** API auth from a file: one tenant=token per line, # comments (merged with CORRAL_API_TOKENS). */
+  CORRAL_API_TOKENS_FILE: z.string().optional(),
+  /** Largest request body the API reads (a workspace tar travels base64 in the body): larger is a 413. */
+  CORRAL_API_MAX_BODY_BYTES: int(16 * 1024 * 1024),
+  /** Per tenant: runs queued, running or awaiting approval at once; more is a 429. */
+  CORRAL_TENANT_MAX_ACTIVE_RUNS: int(10),
+  /** Per tenant: runs submitted in any 60 s; more is a 429 with retry-after. */
+  CORRAL_TENANT_SUBMITS_PER_MIN: int(60),
+  /** How long an Idempotency-Key is remembered (seconds). */
+  CORRAL_IDEMPOTENCY_TTL_S: int(24 * 3600),
   /** Runs one worker executes at once (= sandbox slots on this host). */
   CORRAL_CONCURRENCY: int(2),
   /** Identifies this worker in container labels and logs; default: hostname-pid. */

@@ -13,6 +13,7 @@ import type { Config } from './config';
 import { InvalidInputError } from './domain/errors';
 import type { Model } from './domain/model';
 import type { RunSpec } from './domain/run-spec';
+import { loadTenantAuth } from './api/auth';
 import { buildApp } from './api/build-app';
 import { OpenAIModel } from './llm/openai-model';
 import { ReplayModel, loadReplay, replayFromEvents } from './llm/replay-model';
@@ -21,7 +22,10 @@ import { Classifier } from './policy/classifier';
 import { loadPolicies } from './policy/load-policy';
 import { PolicyGate } from './policy/policy-gate';
 import { createRunQueue, newRunId } from './queue/run-queue';
+import { IdempotencyStore } from './queue/idempotency';
+import { RunMetrics } from './queue/run-metrics';
 import { RunStore } from './queue/run-store';
+import { TenantQuota } from './queue/tenant-quota';
 import { createDockerClient, createSandboxProvider, startReaper, type Reaper } from './sandbox';
 import { startWorker, type RunningWorker } from './worker/start-worker';
 import type { WorkerLog } from './worker/run-processor';
@@ -97,6 +101,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     for (const c of closers.reverse()) await c().catch((err: Error) => log('shutdown step failed', { error: err.message }));
   };
   const policies = loadPolicies(config.CORRAL_POLICY_DIR);
+  const auth = loadTenantAuth(config); // before anything starts: a bad token list fails fast
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, lazyConnect: true });
   closers.push(async () => redis.quit());
   try {
@@ -111,6 +116,9 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     throw err;
   });
   const store = new RunStore(redis);
+  const metrics = new RunMetrics(redis);
+  /** Set when this process runs a worker: /readyz then checks the Docker engine too. */
+  let dockerPing: (() => Promise<unknown>) | undefined;
   const started: StartedCorral = { workerId, modelDescription: '', close };
 
   try {
@@ -127,12 +135,13 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       if (!classifier) log('risk classifier off: calls the policy does not settle go to approval, or are refused when the run is unattended');
       const docker = createDockerClient(config);
       const sandboxes = createSandboxProvider(config, { docker, log });
+      dockerPing = () => docker.ping();
       const subscriber = redis.duplicate();
       closers.push(async () => subscriber.quit());
       const workerConn = redis.duplicate({ maxRetriesPerRequest: null });
       closers.push(async () => workerConn.quit());
       const worker = await startWorker({
-        config, sandboxes, store, workerId, clock: Date.now, log,
+        config, sandboxes, store, metrics, workerId, clock: Date.now, log,
         modelFor: withReplays(config, models.modelFor),
         gateFor: (approvals) => new PolicyGate({ policies, approvals, ...(classifier ? { classifier } : {}) }),
         queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,
@@ -157,7 +166,13 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       closers.push(async () => queueConn.quit());
       const queue = createRunQueue(config.CORRAL_QUEUE, queueConn);
       closers.push(() => queue.close());
-      const app = buildApp({ config, store, queue, newRunId, clock: Date.now, policyNames: [...policies.keys()] });
+      if (auth.enabled) log('API auth on: bearer tokens required', { tenants: auth.tenants() });
+      else log('WARNING: API AUTH IS OFF (neither CORRAL_API_TOKENS nor CORRAL_API_TOKENS_FILE is set): anyone who reaches the API can submit and read runs; every request is tenant "default"', { level: 'warn' });
+      const app = buildApp({
+        config, store, queue, metrics, auth, newRunId, clock: Date.now, policyNames: [...policies.keys()],
+        quota: new TenantQuota(redis, queue), idempotency: new IdempotencyStore(redis),
+        readyChecks: dockerPing ? { docker: dockerPing } : {},
+      });
       closers.push(() => app.close());
       started.url = await app.listen({ host: config.CORRAL_API_HOST, port: config.CORRAL_API_PORT });
       started.app = app;

@@ -1,182 +1,79 @@
 /**
  * The REST API (Fastify + zod). buildApp(deps) returns the app; it never listens by itself.
  *
- *   POST /v1/runs                          RunSpec body → 201 { id, status, links }
- *   GET  /v1/runs?limit=N                  recent runs
- *   GET  /v1/runs/:id                      status, pending approvals, final answer, report path
- *   GET  /v1/runs/:id/events?after=ID      the run's events as JSON; with Accept: text/event-stream, SSE until it ends
- *   GET  /v1/runs/:id/report               report.md (when this host can read it)
+ *   POST /v1/runs                          RunSpec body (+ Idempotency-Key) → 201 { id, status, links } (200 for a repeat)
+ *   GET  /v1/runs?status=&limit=&cursor=   your runs, newest first, one page + next cursor
+ *   GET  /v1/runs/:id                      status, reason, timestamps, budget use, pending approvals, links
+ *   GET  /v1/runs/:id/events?after=ID      events as JSON pages; with Accept: text/event-stream, SSE (history, then live)
+ *   GET  /v1/runs/:id/report | /logs | /artifacts/workspace.tar | /artifacts/patch
  *   POST /v1/runs/:id/approvals/:callId    { decision: "approve" | "deny", by? } → resumes the run
  *   POST /v1/runs/:id/cancel               cancels a queued or running run
  *   POST /v1/runs/:id/replay               re-runs a finished run with its recorded model turns → 201 { id }
- *   GET  /healthz                          Redis reachable
+ *   GET  /healthz  /readyz  /metrics  /openapi.json  /docs
  *
- * Errors are JSON `{ error: { code, message, field? } }`: 400 names the offending field, 404 for an
- * unknown run, 409 for an approval already answered.
+ * Auth: with tokens configured every route but /healthz, /readyz, /openapi.json and /docs needs
+ * `Authorization: Bearer <token>` (401 otherwise); the token's tenant owns the runs it creates and
+ * sees only those (404 for any other). Errors are JSON, see http-errors.ts.
  */
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
-import { readFile } from 'node:fs/promises';
-import type { Queue } from 'bullmq';
-import { z } from 'zod';
-import type { Config } from '../config';
-import { CorralError, InvalidInputError, NotFoundError, describeZodIssues } from '../domain/errors';
-import { RunSpec } from '../domain/run-spec';
-import { contractForSpec } from '../domain/task-contract';
-import { TOOLS } from '../tools/registry';
-import { enqueueRun } from '../queue/run-queue';
-import type { RunStore } from '../queue/run-store';
-import { resolveLimits } from '../sandbox/limits';
-import { streamEvents } from './event-stream';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { ApiDeps } from './api-deps';
+import { TenantAuth } from './auth';
+import { HttpError, sendError } from './http-errors';
+import type { RouteDoc } from './openapi';
+import { registerOpsRoutes } from './ops-routes';
+import { registerRunFileRoutes } from './run-files';
+import { registerRunRoutes } from './run-routes';
 
-export interface ApiDeps {
-  config: Config;
-  store: RunStore;
-  queue: Queue;
-  newRunId: () => string;
-  clock: () => number;
-  /** Names of the loaded policies; a run naming another is refused with 400. */
-  policyNames: readonly string[];
-  /** Milliseconds between polls of the event stream for SSE clients. */
-  ssePollMs?: number;
+export type { ApiDeps } from './api-deps';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Served without a token even when auth is on. */
+    public?: boolean;
+  }
+  interface FastifyRequest {
+    /** The caller's tenant (the default tenant when auth is off). */
+    tenant: string;
+  }
 }
 
-const ApprovalBody = z
-  .object({ decision: z.enum(['approve', 'deny']), by: z.string().min(1).max(200).optional() })
-  .strict();
-const RunParams = z.object({ id: z.string().regex(/^run_[A-Za-z0-9_-]{6,64}$/, 'is not a run id') });
-const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(50) });
-const EventsQuery = z.object({ after: z.string().regex(/^\d+-\d+$|^0$/, 'must be a stream id from a previous page').default('0') });
+const UNAUTHORIZED: Record<'missing' | 'malformed' | 'invalid', string> = {
+  missing: 'this server needs a bearer token: send Authorization: Bearer <token>',
+  malformed: 'the Authorization header must be "Bearer <token>"',
+  invalid: 'the bearer token is not valid',
+};
 
-function parse<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
-  const r = schema.safeParse(value ?? {});
-  if (r.success) return r.data;
-  const { message, field } = describeZodIssues(r.error.issues);
-  throw new InvalidInputError(`${where}: ${message}`, field);
+export interface CorralApp extends FastifyInstance {
+  /** The documentation of every route registered through route() (what /openapi.json shows). */
+  routeDocs: readonly RouteDoc[];
+  /** Every route Fastify knows ("GET /v1/runs"), to check that none escaped the documentation. */
+  registeredRoutes: readonly string[];
 }
 
-const STATUS: Record<string, number> = { invalid_input: 400, not_found: 404, conflict: 409, limit_exceeded: 400, cancelled: 409 };
-
-export function buildApp(deps: ApiDeps): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024 });
+export function buildApp(deps: ApiDeps): CorralApp {
+  const app = Fastify({ logger: false, bodyLimit: deps.config.CORRAL_API_MAX_BODY_BYTES });
+  const auth = deps.auth ?? TenantAuth.off();
 
   app.setErrorHandler((err, _req, reply) => sendError(reply, err));
   app.setNotFoundHandler((req, reply) => {
-    void reply.status(404).send({ error: { code: 'not_found', message: `no route ${req.method} ${req.url}` } });
+    void reply.status(404).send({ error: { code: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` } });
   });
 
-  app.get('/healthz', async () => {
-    await deps.store.ping();
-    return { ok: true };
+  app.decorateRequest('tenant', '');
+  app.addHook('onRequest', async (req) => {
+    if (req.routeOptions.config?.public) return;
+    const r = auth.authenticate(req.headers.authorization);
+    if (!r.ok) throw new HttpError(401, 'unauthorized', UNAUTHORIZED[r.reason], { 'www-authenticate': 'Bearer realm="corral"' });
+    req.tenant = r.tenant;
   });
 
-  app.post('/v1/runs', async (req, reply) => {
-    const spec = parse(RunSpec, req.body, 'body');
-    resolveLimits(spec.limits, deps.config);
-    if (!deps.policyNames.includes(spec.policy)) {
-      throw new InvalidInputError(`body: policy: unknown policy "${spec.policy}" (this server has: ${deps.policyNames.join(', ')})`, 'policy');
-    }
-    contractForSpec(spec, TOOLS.map((t) => t.name));
-    if (spec.replayOf && !(await deps.store.get(spec.replayOf))) throw new InvalidInputError(`body: replayOf: no run with id ${spec.replayOf}`, 'replayOf');
-    return reply.status(201).send(await submit(spec));
+  const docs: RouteDoc[] = [];
+  const registered: string[] = [];
+  app.addHook('onRoute', (r) => {
+    for (const m of [r.method].flat()) if (m !== 'HEAD') registered.push(`${m} ${r.url}`);
   });
-
-  const submit = async (spec: RunSpec) => {
-    const id = deps.newRunId();
-    await deps.store.create(id, spec, new Date(deps.clock()));
-    await enqueueRun(deps.queue, id, spec);
-    return { id, status: 'queued', links: links(id) };
-  };
-
-  app.post('/v1/runs/:id/replay', async (req, reply) => {
-    const { id } = parse(RunParams, req.params, 'path');
-    const run = await deps.store.get(id);
-    if (!run) throw new NotFoundError(`no run with id ${id}`);
-    if (!run.finishedAt) throw new CorralError('conflict', `run ${id} has not finished (${run.status}); only a finished run can be replayed`);
-    const spec = await deps.store.getSpec(id);
-    if (!spec) throw new NotFoundError(`the spec of run ${id} is not stored (it was not submitted through this API, or it expired)`);
-    return reply.status(201).send({ ...(await submit({ ...spec, replayOf: spec.replayOf ?? id })), replayOf: spec.replayOf ?? id });
-  });
-
-  app.get('/v1/runs', async (req) => {
-    const { limit } = parse(ListQuery, req.query, 'query');
-    return { runs: await deps.store.list(limit) };
-  });
-
-  app.get('/v1/runs/:id', async (req) => {
-    const { id } = parse(RunParams, req.params, 'path');
-    const run = await deps.store.get(id);
-    if (!run) throw new NotFoundError(`no run with id ${id}`);
-    return { ...run, links: links(id) };
-  });
-
-  app.get('/v1/runs/:id/events', async (req, reply) => {
-    const { id } = parse(RunParams, req.params, 'path');
-    const { after } = parse(EventsQuery, req.query, 'query');
-    if (!(await deps.store.get(id))) throw new NotFoundError(`no run with id ${id}`);
-    if ((req.headers.accept ?? '').includes('text/event-stream')) {
-      reply.hijack();
-      await streamEvents(reply.raw, req.raw, deps.store, id, after, deps.ssePollMs ?? 250);
-      return;
-    }
-    const rows = await deps.store.readEvents(id, after);
-    return { events: rows.map((r) => r.event), next: rows.at(-1)?.id ?? after };
-  });
-
-  app.get('/v1/runs/:id/report', async (req, reply) => {
-    const { id } = parse(RunParams, req.params, 'path');
-    const run = await deps.store.get(id);
-    if (!run) throw new NotFoundError(`no run with id ${id}`);
-    if (!run.finishedAt || !run.reportPath) throw new NotFoundError(`run ${id} has no report yet (status ${run.status})`);
-    let text: string;
-    try {
-      text = await readFile(run.reportPath, 'utf8');
-    } catch {
-      throw new NotFoundError(`the report of run ${id} is at ${run.reportPath} on worker ${run.workerId ?? '?'}, which this API cannot read`);
-    }
-    return reply.type('text/markdown; charset=utf-8').send(text);
-  });
-
-  app.post('/v1/runs/:id/approvals/:callId', async (req) => {
-    const { id } = parse(RunParams, req.params, 'path');
-    const callId = String((req.params as { callId?: string }).callId ?? '');
-    const body = parse(ApprovalBody, req.body, 'body');
-    const by = body.by ?? 'api';
-    await deps.store.answer(id, callId, { approved: body.decision === 'approve', by });
-    return { id, callId, decision: body.decision, by };
-  });
-
-  app.post('/v1/runs/:id/cancel', async (req, reply) => {
-    const { id } = parse(RunParams, req.params, 'path');
-    const run = await deps.store.get(id);
-    if (!run) throw new NotFoundError(`no run with id ${id}`);
-    if (run.finishedAt) throw new CorralError('conflict', `run ${id} already ended (${run.status})`);
-    const job = await deps.queue.getJob(id);
-    if (job && (await job.isWaiting() || await job.isDelayed())) {
-      await job.remove();
-      const at = new Date(deps.clock()).toISOString();
-      await deps.store.update(id, { status: 'cancelled', outcome: 'cancelled', reason: 'cancelled before it started', finishedAt: at });
-      return reply.status(200).send({ id, status: 'cancelled' });
-    }
-    await deps.store.requestCancel(id);
-    return reply.status(202).send({ id, status: 'cancelling' });
-  });
-
-  return app;
-}
-
-function links(id: string) {
-  return { self: `/v1/runs/${id}`, events: `/v1/runs/${id}/events`, report: `/v1/runs/${id}/report` };
-}
-
-function sendError(reply: FastifyReply, err: unknown): FastifyReply {
-  if (err instanceof CorralError) {
-    const field = err instanceof InvalidInputError ? err.field : undefined;
-    return reply.status(STATUS[err.code] ?? 500).send({ error: { code: err.code, message: err.message, ...(field ? { field } : {}) } });
-  }
-  const e = err as { statusCode?: number; code?: string; message?: string };
-  if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) {
-    // Fastify's own client errors: bad JSON, wrong content type, body too large.
-    return reply.status(e.statusCode).send({ error: { code: 'invalid_input', message: e.message ?? 'bad request', ...(e.code ? { detail: e.code } : {}) } });
-  }
-  return reply.status(500).send({ error: { code: 'internal', message: e.message ?? 'internal error' } });
+  registerRunRoutes(app, deps, docs);
+  registerRunFileRoutes(app, deps, docs);
+  registerOpsRoutes(app, deps, docs);
+  return Object.assign(app, { routeDocs: docs, registeredRoutes: registered });
 }

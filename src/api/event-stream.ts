@@ -1,17 +1,27 @@
 /**
  * Server-sent events for one run: replays the run's events after `after`, then polls its Redis
  * stream and sends new ones, until run.finished has been sent or the client goes away. Each SSE
- * message's id is the stream id, so a client can resume with ?after=<id>.
+ * message's id is the stream id, so a client can resume with ?after=<id> (or Last-Event-ID). A
+ * comment line (": heartbeat") goes out every `heartbeatMs` so proxies and clients can tell a quiet
+ * run from a dead connection.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { RunStore } from '../queue/run-store';
 
-export async function streamEvents(res: ServerResponse, req: IncomingMessage, store: RunStore, runId: string, after: string, pollMs: number): Promise<void> {
-  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+export interface StreamOptions {
+  pollMs: number;
+  heartbeatMs: number;
+}
+
+export async function streamEvents(res: ServerResponse, store: RunStore, runId: string, after: string, o: StreamOptions): Promise<void> {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
   let closed = false;
-  req.on('close', () => {
+  res.on('close', () => {
     closed = true;
   });
+  const heartbeat = setInterval(() => {
+    if (!closed) res.write(': heartbeat\n\n');
+  }, o.heartbeatMs);
   let cursor = after;
   try {
     while (!closed) {
@@ -26,10 +36,11 @@ export async function streamEvents(res: ServerResponse, req: IncomingMessage, st
         const run = await store.get(runId);
         // A run that ended without events (a malformed job, cancelled while queued) ends the stream too.
         if (!run || (run.finishedAt && (await store.readEvents(runId, cursor)).length === 0)) break;
-        await new Promise((r) => setTimeout(r, pollMs));
+        await new Promise((r) => setTimeout(r, o.pollMs));
       }
     }
   } finally {
+    clearInterval(heartbeat);
     res.end();
   }
 }

@@ -11,13 +11,14 @@ import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config';
 import { CorralError, InvalidInputError, describeZodIssues } from '../domain/errors';
-import type { RunOutcome, RunUsage } from '../domain/events';
+import type { RunEvent, RunOutcome, RunUsage } from '../domain/events';
 import type { Gate } from '../domain/gate';
 import type { Model } from '../domain/model';
 import { RunJob, type RunSpec } from '../domain/run-spec';
 import type { LeasedSandbox, SandboxProvider } from '../domain/sandbox';
 import type { ApprovalPort } from '../policy/approval-port';
-import type { RunArtifact, RunStore } from '../queue/run-store';
+import type { RunMetrics } from '../queue/run-metrics';
+import { DEFAULT_TENANT, type RunArtifact, type RunStore } from '../queue/run-store';
 import { EventRecorder } from '../report/event-recorder';
 import { JsonlSink } from '../report/jsonl-sink';
 import { buildReport } from '../report/report-markdown';
@@ -44,6 +45,8 @@ export interface RunProcessorDeps {
   workerId: string;
   clock: () => number;
   log: WorkerLog;
+  /** Aggregates each run's events into the metrics any API instance serves (and its live usage). */
+  metrics?: RunMetrics;
 }
 
 export interface RunSummary {
@@ -115,6 +118,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   const now = () => new Date(clock());
 
   const redisWrites: Promise<unknown>[] = [];
+  const observe = deps.metrics?.observer(runId);
   let currentCall: string | null = null;
   const jsonl = new JsonlSink(logPath);
   const recorder = new EventRecorder({
@@ -129,11 +133,17 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
         if (e.type === 'tool.call') currentCall = e.callId;
         else if (e.type === 'tool.result') currentCall = null;
       },
+      ...(observe ? [(e: RunEvent) => {
+        redisWrites.push(observe(e).catch((err: Error) => log('could not record metrics', { runId, seq: e.seq, error: err.message })));
+      }] : []),
     ],
   });
   const emit = recorder.emit;
 
   await store.ensure(runId, spec, now());
+  // Memory is per tenant: another tenant naming the same key gets its own notes.
+  const tenant = (await store.tenantOf(runId)) ?? DEFAULT_TENANT;
+  const memorySpec = spec.memory && { ...spec.memory, key: tenant === DEFAULT_TENANT ? spec.memory.key : `${tenant}/${spec.memory.key}` };
   await store.update(runId, { status: 'running', startedAt: now().toISOString(), workerId: deps.workerId, logPath, reportPath });
   const t0 = clock();
   const model = deps.modelFor(spec);
@@ -165,9 +175,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     });
     emit({ type: 'sandbox.ready', containerId: sandbox.id, image: config.CORRAL_SANDBOX_IMAGE, ms: clock() - a0, egressAllow: spec.egress.allow });
     await store.update(runId, { containerId: sandbox.id });
-    const memory = spec.memory ? readMemory(config.CORRAL_DATA_DIR, spec.memory.key) : null;
+    const memory = memorySpec ? readMemory(config.CORRAL_DATA_DIR, memorySpec.key) : null;
     const workspace = await loadWorkspaceContext(sandbox, { signal });
-    emit({ type: 'context.loaded', agentsMd: workspace.agentsMd?.path ?? null, skills: workspace.skills, memory: memory === null ? null : memoryPath(config.CORRAL_DATA_DIR, spec.memory!.key) });
+    emit({ type: 'context.loaded', agentsMd: workspace.agentsMd?.path ?? null, skills: workspace.skills, memory: memory === null ? null : memoryPath(config.CORRAL_DATA_DIR, memorySpec!.key) });
     const context = [renderWorkspaceContext(workspace), renderMemory(memory)].filter(Boolean).join('\n\n');
 
     const approvals = new RedisApprovalPort(store, emit, config.CORRAL_APPROVAL_TIMEOUT_S * 1000, clock);
@@ -183,8 +193,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       },
     );
     ({ outcome, reason, finalAnswer, usage } = result);
-    if (spec.memory && outcome === 'succeeded') {
-      await proposeMemory({ runId, memory: spec.memory, approvals: spec.approvals, finalAnswer, dataDir: config.CORRAL_DATA_DIR, port: approvals, emit, now, signal });
+    if (memorySpec && outcome === 'succeeded') {
+      await proposeMemory({ runId, memory: memorySpec, approvals: spec.approvals, finalAnswer, dataDir: config.CORRAL_DATA_DIR, port: approvals, emit, now, signal });
     }
 
     try {

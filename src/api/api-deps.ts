@@ -1,0 +1,31 @@
+/** What buildApp needs: ports and stores made by the composition root (main.ts), never clients it makes itself. */
+import type { Queue } from 'bullmq';
+import type { Config } from '../config';
+import type { IdempotencyStore } from '../queue/idempotency';
+import type { RunMetrics } from '../queue/run-metrics';
+import type { RunStore } from '../queue/run-store';
+import type { TenantQuota } from '../queue/tenant-quota';
+import type { TenantAuth } from './auth';
+
+export interface ApiDeps {
+  config: Config;
+  store: RunStore;
+  queue: Queue;
+  quota: TenantQuota;
+  idempotency: IdempotencyStore;
+  metrics: RunMetrics;
+  newRunId: () => string;
+  clock: () => number;
+  /** Names of the loaded policies; a run naming another is refused with 400. */
+  policyNames: readonly string[];
+  /** Bearer tokens → tenants; absent or without tokens: auth off, everything is the default tenant. */
+  auth?: TenantAuth;
+  /** GET /readyz runs each of these (name → resolves when that dependency answers), e.g. redis, docker. */
+  readyChecks?: Record<string, () => Promise<unknown>>;
+  /** Milliseconds between polls of the event stream for SSE clients (default 250). */
+  ssePollMs?: number;
+  /** Milliseconds between SSE heartbeat comments (default 15 000). */
+  sseHeartbeatMs?: number;
+  /** Shown in the OpenAPI document. */
+  version?: string;
+}

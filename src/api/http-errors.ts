@@ -1,0 +1,91 @@
+/**
+ * Errors → HTTP, in one place. Every error body is JSON `{ error: { code, message, field?, issues? } }`:
+ * `field` is the dotted path of the first offending input, `issues` lists every one of them as
+ * `{ path: (string|number)[], message }`. Our CorralErrors map by code; HttpError carries statuses
+ * that only mean something over HTTP (401, 413, 429) and its headers (retry-after, www-authenticate).
+ */
+import type { FastifyReply } from 'fastify';
+import type { z } from 'zod';
+import { CorralError, InvalidInputError } from '../domain/errors';
+
+export interface Issue {
+  path: Array<string | number>;
+  message: string;
+}
+
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly headers: Record<string, string> = {},
+    readonly extra: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'HttpError';
+  }
+}
+
+const STATUS: Record<string, number> = { invalid_input: 400, not_found: 404, conflict: 409, limit_exceeded: 400, cancelled: 409, path_refused: 400 };
+
+type ZodIssue = z.core.$ZodIssue;
+
+/** zod issues as {path, message}: record-key issues carry their inner messages, unknown keys one issue each. */
+export function flattenIssues(issues: readonly ZodIssue[], base: Array<string | number> = []): Issue[] {
+  const out: Issue[] = [];
+  for (const i of issues) {
+    const path = [...base, ...i.path.map((p) => (typeof p === 'number' ? p : String(p)))];
+    if (i.code === 'unrecognized_keys') {
+      for (const k of i.keys) out.push({ path: [...path, k], message: 'unknown field (not in the schema)' });
+    } else if (i.code === 'invalid_key' || i.code === 'invalid_element') {
+      const inner = flattenIssues(i.issues, path);
+      out.push(...(inner.length ? inner : [{ path, message: i.message }]));
+    } else if (i.code === 'invalid_union' && i.errors.length === 1) {
+      out.push(...flattenIssues(i.errors[0]!, path));
+    } else {
+      out.push({ path, message: i.message });
+    }
+  }
+  return out;
+}
+
+export function dotted(path: ReadonlyArray<string | number>): string {
+  return path.map(String).join('.');
+}
+
+/** Parses `value` with `schema`; a failure is a 400 whose message, field and issues name every path. */
+export function parseInput<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
+  const r = schema.safeParse(value ?? {});
+  if (r.success) return r.data;
+  throw invalid(where, flattenIssues(r.error.issues));
+}
+
+export function invalid(where: string, issues: Issue[]): InvalidInputError {
+  const message = issues.map((i) => `${i.path.length ? dotted(i.path) : '(body)'}: ${i.message}`).join('; ');
+  const first = issues.find((i) => i.path.length);
+  return new InvalidInputError(`${where}: ${message}`, first ? dotted(first.path) : undefined, { issues });
+}
+
+export function sendError(reply: FastifyReply, err: unknown): FastifyReply {
+  if (err instanceof HttpError) {
+    return reply.status(err.status).headers(err.headers).send({ error: { code: err.code, message: err.message, ...err.extra } });
+  }
+  if (err instanceof CorralError) {
+    const field = err instanceof InvalidInputError ? err.field : undefined;
+    const status = STATUS[err.code] ?? 500;
+    let issues = err.details?.issues as Issue[] | undefined;
+    if (!issues && status === 400) issues = [{ path: field ? field.split('.') : [], message: err.message }];
+    return reply.status(status).send({ error: { code: err.code, message: err.message, ...(field ? { field } : {}), ...(issues ? { issues } : {}) } });
+  }
+  const e = err as { statusCode?: number; code?: string; message?: string };
+  if (e.statusCode === 413) {
+    return reply.status(413).send({ error: { code: 'payload_too_large', message: `the request body is larger than this server accepts (${e.message ?? ''}); see CORRAL_API_MAX_BODY_BYTES` } });
+  }
+  if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) {
+    // Fastify's own client errors: bad JSON, wrong content type.
+    return reply.status(e.statusCode).send({
+      error: { code: 'invalid_input', message: e.message ?? 'bad request', issues: [{ path: [], message: e.message ?? 'bad request' }], ...(e.code ? { detail: e.code } : {}) },
+    });
+  }
+  return reply.status(500).send({ error: { code: 'internal', message: e.message ?? 'internal error' } });
+}

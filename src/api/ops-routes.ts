@@ -1,0 +1,78 @@
+/**
+ * Operations endpoints: /healthz (the process answers and Redis is reachable), /readyz (every
+ * dependency check main.ts gave us answers in time: Redis, and Docker where this process runs a
+ * worker), /metrics (Prometheus text), /openapi.json and /docs. Only /metrics needs a token.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { ApiDeps } from './api-deps';
+import { renderDocsPage } from './docs-page';
+import { openApiDocument, route, type RouteDoc } from './openapi';
+import { PROMETHEUS_CONTENT_TYPE, renderMetrics } from './prometheus';
+import { ErrorBody, Health, Ready } from './schemas';
+
+const CHECK_TIMEOUT_MS = 3000;
+
+async function timed(check: () => Promise<unknown>): Promise<{ ok: boolean; ms: number; error?: string }> {
+  const t0 = Date.now();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      check(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer in ${CHECK_TIMEOUT_MS} ms`)), CHECK_TIMEOUT_MS);
+      }),
+    ]);
+    return { ok: true, ms: Date.now() - t0 };
+  } catch (err) {
+    return { ok: false, ms: Date.now() - t0, error: (err as Error).message };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export function registerOpsRoutes(app: FastifyInstance, deps: ApiDeps, docs: RouteDoc[]): void {
+  route(app, docs, {
+    method: 'GET', url: '/healthz', tag: 'operations', public: true, summary: 'Liveness: the process answers and reaches Redis',
+    responses: { 200: { description: 'alive', schema: Health }, 500: { description: 'Redis does not answer', schema: ErrorBody } },
+  }, async () => {
+    await deps.store.ping();
+    return { ok: true };
+  });
+
+  route(app, docs, {
+    method: 'GET', url: '/readyz', tag: 'operations', public: true,
+    summary: 'Readiness: Redis answers, and Docker answers where this process runs a worker',
+    description: `Each check must answer within ${CHECK_TIMEOUT_MS} ms. \`workers\` (workers connected to the queue) is information, not a check.`,
+    responses: { 200: { description: 'every check passed', schema: Ready }, 503: { description: 'a check failed (see checks)', schema: Ready } },
+  }, async (_req, reply) => {
+    const checks: Record<string, { ok: boolean; ms: number; error?: string }> = {};
+    const all = { redis: () => deps.store.ping(), ...deps.readyChecks };
+    await Promise.all(Object.entries(all).map(async ([name, check]) => {
+      checks[name] = await timed(check);
+    }));
+    const ok = Object.values(checks).every((c) => c.ok);
+    const workers = checks.redis?.ok ? await deps.queue.getWorkersCount().catch(() => undefined) : undefined;
+    return reply.status(ok ? 200 : 503).send({ ok, checks, ...(workers !== undefined ? { workers } : {}) });
+  });
+
+  route(app, docs, {
+    method: 'GET', url: '/metrics', tag: 'operations', summary: 'Prometheus metrics (all tenants)',
+    description: 'corral_runs{status}, corral_queue_jobs{state}, corral_runs_finished_total{outcome}, corral_run_duration_seconds{outcome} (histogram), corral_sandbox_acquire_seconds (histogram), corral_tool_calls_total{decision,by}, corral_model_calls_total, corral_model_tokens_total{kind}, corral_model_cost_usd_total. Numbers from workers are aggregated in Redis, so any API instance serves them.',
+    responses: { 200: { description: 'text exposition format 0.0.4', contentType: PROMETHEUS_CONTENT_TYPE } },
+  }, async (_req, reply) => {
+    const [statusCounts, jobCounts, aggregates] = await Promise.all([deps.store.statusCounts(), deps.queue.getJobCounts(), deps.metrics.read()]);
+    return reply.type(PROMETHEUS_CONTENT_TYPE).send(renderMetrics({ queue: deps.queue.name, statusCounts, jobCounts, aggregates }));
+  });
+
+  const document = () => openApiDocument(docs, { version: deps.version ?? '0.1.0', authEnabled: !!deps.auth?.enabled });
+
+  route(app, docs, {
+    method: 'GET', url: '/openapi.json', tag: 'operations', public: true, summary: 'This API as an OpenAPI 3.1 document',
+    responses: { 200: { description: 'the document', contentType: 'application/json' } },
+  }, async () => document());
+
+  route(app, docs, {
+    method: 'GET', url: '/docs', tag: 'operations', public: true, summary: 'This API as a readable HTML page (no scripts, no CDN)',
+    responses: { 200: { description: 'the page', contentType: 'text/html; charset=utf-8' } },
+  }, async (_req, reply) => reply.type('text/html; charset=utf-8').send(renderDocsPage(document())));
+}

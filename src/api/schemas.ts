@@ -1,0 +1,138 @@
+/**
+ * The API's own schemas: path parameters, query strings, small bodies (parsed with them) and the
+ * response shapes (used for the OpenAPI document; RunView's schema is checked against the store's
+ * type at compile time so the two cannot drift apart).
+ */
+import { z } from 'zod';
+import { RUN_OUTCOMES, type RunStatus } from '../domain/events';
+import type { RunView } from '../queue/run-store';
+
+export const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'awaiting_approval', ...RUN_OUTCOMES];
+const RUN_ID = /^run_[A-Za-z0-9_-]{6,64}$/;
+
+export const RunParams = z.object({ id: z.string().regex(RUN_ID, 'is not a run id').meta({ description: 'run id (run_…)' }) });
+export const ApprovalParams = RunParams.extend({ callId: z.string().min(1).max(200).meta({ description: 'the pending call id (pendingApprovals[].callId), or "memory"' }) });
+
+export const ListQuery = z
+  .object({
+    status: z
+      .string()
+      .optional()
+      .transform((s, ctx) => {
+        if (!s) return undefined;
+        const list = s.split(',').map((x) => x.trim()).filter(Boolean);
+        const bad = list.filter((x) => !RUN_STATUSES.includes(x as RunStatus));
+        if (bad.length) {
+          ctx.addIssue({ code: 'custom', message: `unknown status ${bad.map((b) => JSON.stringify(b)).join(', ')} (one or more of ${RUN_STATUSES.join(', ')}, comma-separated)` });
+          return z.NEVER;
+        }
+        return list as RunStatus[];
+      })
+      .meta({ description: `only runs in these statuses, comma-separated: ${RUN_STATUSES.join(', ')}` }),
+    limit: z.coerce.number().int().min(1).max(500).default(50).meta({ description: 'runs per page (1–500)' }),
+    cursor: z.string().max(200).optional().meta({ description: 'the `next` value of the previous page' }),
+  })
+  .strict();
+
+export const EventsQuery = z
+  .object({
+    after: z
+      .string()
+      .regex(/^\d+-\d+$|^0$/, 'must be a stream id from a previous page')
+      .default('0')
+      .meta({ description: 'return events after this stream id (`next` of the previous page, or an SSE message id); 0 = from the start' }),
+  })
+  .strict();
+
+export const ApprovalBody = z
+  .object({ decision: z.enum(['approve', 'deny']), by: z.string().min(1).max(200).optional().meta({ description: 'who answered (shown in the log and report)' }) })
+  .strict();
+
+// ---- responses (documentation) ----
+
+export const ErrorBody = z.object({
+  error: z.object({
+    code: z.string().meta({ description: 'stable code: invalid_input, unauthorized, not_found, conflict, payload_too_large, rate_limited, internal …' }),
+    message: z.string(),
+    field: z.string().optional().meta({ description: 'dotted path of the first offending input (400)' }),
+    issues: z.array(z.object({ path: z.array(z.union([z.string(), z.number()])), message: z.string() })).optional().meta({ description: 'every problem found in the input, each with its path (400)' }),
+    limit: z.enum(['submits_per_minute', 'active_runs']).optional().meta({ description: 'which per-tenant limit was hit (429)' }),
+  }),
+});
+
+export const RunLinks = z.object({
+  self: z.string(), events: z.string(), report: z.string(), logs: z.string(), workspaceTar: z.string(), patch: z.string(), cancel: z.string(),
+});
+
+const Usage = z.object({ llmCalls: z.number(), toolCalls: z.number(), inputTokens: z.number(), outputTokens: z.number(), costUsd: z.number(), wallTimeMs: z.number() });
+const BudgetUse = z.object({ used: z.number(), limit: z.number(), percent: z.number().meta({ description: 'used / limit × 100, rounded' }) });
+
+export const PendingApprovalDoc = z.object({
+  callId: z.string(), tool: z.string(), args: z.record(z.string(), z.unknown()), reason: z.string(),
+  risk: z.enum(['low', 'medium', 'high', 'critical']).optional(), since: z.string(),
+});
+
+export const RunViewDoc = z.object({
+  id: z.string(),
+  status: z.enum(RUN_STATUSES as [RunStatus, ...RunStatus[]]),
+  tenant: z.string(),
+  task: z.string(),
+  labels: z.record(z.string(), z.string()).optional(),
+  createdAt: z.string(),
+  startedAt: z.string().optional(),
+  finishedAt: z.string().optional(),
+  workerId: z.string().optional(),
+  containerId: z.string().optional(),
+  outcome: z.enum(RUN_OUTCOMES as [RunStatus, ...RunStatus[]]).optional(),
+  finalAnswer: z.string().nullable().optional(),
+  reason: z.string().optional(),
+  usage: Usage.optional(),
+  reportPath: z.string().optional(),
+  logPath: z.string().optional(),
+  artifacts: z.array(z.object({ name: z.string(), path: z.string(), bytes: z.number() })).optional(),
+  pendingApprovals: z.array(PendingApprovalDoc),
+});
+
+/** Compile-time check: every RunView is a valid RunViewDoc. */
+type Assignable<T, U extends T> = U;
+export type RunViewMatchesDoc = Assignable<z.input<typeof RunViewDoc>, RunView>;
+
+export const RunDetail = RunViewDoc.extend({
+  budgets: z
+    .object({ llmCalls: BudgetUse, toolCalls: BudgetUse, tokens: BudgetUse, wallTimeS: BudgetUse, costUsd: BudgetUse })
+    .partial()
+    .optional()
+    .meta({ description: 'use of each budget against its limit; while the run is going, as counted so far by its worker' }),
+  links: RunLinks,
+});
+
+export const RunListItem = RunViewDoc.extend({ taskTruncated: z.boolean().optional(), links: RunLinks });
+export const RunPageDoc = z.object({
+  runs: z.array(RunListItem),
+  next: z.string().nullable().meta({ description: 'cursor for the next page (pass as ?cursor=); null when there is none' }),
+});
+
+export const RunCreated = z.object({
+  id: z.string(),
+  status: z.string(),
+  links: RunLinks,
+  replayOf: z.string().optional(),
+  idempotentReplay: z.boolean().optional().meta({ description: 'true when an earlier request with the same Idempotency-Key created this run' }),
+});
+
+export const RunEventDoc = z.looseObject({ type: z.string(), runId: z.string(), seq: z.number(), ts: z.string() }).meta({ description: 'a RunEvent (src/domain/events.ts); fields depend on type' });
+export const EventsPage = z.object({ events: z.array(RunEventDoc), next: z.string() });
+
+export const ApprovalAnswered = z.object({ id: z.string(), callId: z.string(), decision: z.enum(['approve', 'deny']), by: z.string() });
+export const CancelResult = z.object({ id: z.string(), status: z.enum(['cancelled', 'cancelling']) });
+export const Health = z.object({ ok: z.literal(true) });
+export const Ready = z.object({
+  ok: z.boolean(),
+  checks: z.record(z.string(), z.object({ ok: z.boolean(), ms: z.number(), error: z.string().optional() })),
+  workers: z.number().optional().meta({ description: 'workers connected to the queue (information; not a check)' }),
+});
+
+export const IdempotencyKeyHeader = z
+  .string()
+  .regex(/^[\x21-\x7e]{1,255}$/, 'must be 1–255 visible ASCII characters')
+  .meta({ description: 'the same key (per tenant) within CORRAL_IDEMPOTENCY_TTL_S returns the same run instead of creating another; a different body with the same key is a 409' });

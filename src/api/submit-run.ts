@@ -1,0 +1,119 @@
+/**
+ * Submitting a run: everything a body must pass before a job exists (the RunSpec schema, the
+ * server's resource maxima, a known policy, a valid task contract, a replayOf run of the same tenant,
+ * an uploaded workspace tar checked entry by entry), then the idempotency key, then the tenant's
+ * limits, then the run record and the job. Nothing malformed reaches a worker.
+ */
+import type { Queue } from 'bullmq';
+import type { Config } from '../config';
+import { CorralError, InvalidInputError } from '../domain/errors';
+import { RunSpec, WorkspacePath } from '../domain/run-spec';
+import { contractForSpec } from '../domain/task-contract';
+import { hashJson, type IdempotencyStore } from '../queue/idempotency';
+import { enqueueRun } from '../queue/run-queue';
+import type { RunStore } from '../queue/run-store';
+import type { TenantQuota } from '../queue/tenant-quota';
+import { readCheckedTar } from '../sandbox/archive';
+import { resolveLimits } from '../sandbox/limits';
+import { TOOLS } from '../tools/registry';
+import { HttpError, parseInput } from './http-errors';
+import { runLinks } from './run-links';
+
+export interface SubmitDeps {
+  config: Config;
+  store: RunStore;
+  queue: Queue;
+  quota: TenantQuota;
+  idempotency: IdempotencyStore;
+  newRunId: () => string;
+  clock: () => number;
+  policyNames: readonly string[];
+}
+
+export interface Submitted {
+  status: 200 | 201;
+  body: { id: string; status: string; links: ReturnType<typeof runLinks>; idempotentReplay?: true };
+}
+
+/** Parses and checks a body as a RunSpec of `tenant`; every failure is a 400 naming its field. */
+export async function checkSpec(deps: SubmitDeps, body: unknown, tenant: string): Promise<RunSpec> {
+  const spec = parseInput(RunSpec, body, 'body');
+  const limits = resolveLimits(spec.limits, deps.config);
+  if (!deps.policyNames.includes(spec.policy)) {
+    throw new InvalidInputError(`body: policy: unknown policy "${spec.policy}" (this server has: ${deps.policyNames.join(', ')})`, 'policy');
+  }
+  contractForSpec(spec, TOOLS.map((t) => t.name));
+  if (spec.replayOf && (await deps.store.tenantOf(spec.replayOf)) !== tenant) {
+    throw new InvalidInputError(`body: replayOf: no run with id ${spec.replayOf}`, 'replayOf');
+  }
+  if (spec.workspace.tarBase64 !== undefined) await checkTar(spec.workspace.tarBase64, limits.workspaceMb);
+  return spec;
+}
+
+/** The uploaded workspace, checked like any archive the sandbox would take, and its names like inline files'. */
+async function checkTar(b64: string, workspaceMb: number): Promise<void> {
+  const field = 'workspace.tarBase64';
+  let entries;
+  try {
+    ({ entries } = await readCheckedTar(Buffer.from(b64, 'base64'), { maxBytes: workspaceMb * 1024 * 1024, maxEntries: 50_000 }, 'strict'));
+  } catch (err) {
+    if (err instanceof CorralError) throw new InvalidInputError(`body: ${field}: ${err.message}`, field);
+    throw err;
+  }
+  for (const e of entries) {
+    const r = WorkspacePath.safeParse(e.path);
+    if (!r.success) throw new InvalidInputError(`body: ${field}: entry ${JSON.stringify(e.path.slice(0, 200))}: ${r.error.issues.map((i) => i.message).join('; ')}`, field);
+  }
+}
+
+/**
+ * Creates a run of `tenant` for a checked spec. With an idempotency key, a repeat of an earlier
+ * request returns that request's run (200), and the same key with a different spec is a 409.
+ */
+export async function submitRun(deps: SubmitDeps, tenant: string, spec: RunSpec, idempotencyKey?: string): Promise<Submitted> {
+  const id = deps.newRunId();
+  if (idempotencyKey !== undefined) {
+    const r = await deps.idempotency.reserve(tenant, idempotencyKey, hashJson(spec), id, deps.config.CORRAL_IDEMPOTENCY_TTL_S);
+    if (r.kind === 'mismatch') {
+      throw new CorralError('conflict', `Idempotency-Key was already used with a different body (for run ${r.runId}); use a new key for a different run`);
+    }
+    if (r.kind === 'existing') {
+      const run = await deps.store.get(r.runId);
+      return { status: 200, body: { id: r.runId, status: run?.status ?? 'queued', links: runLinks(r.runId), idempotentReplay: true } };
+    }
+  }
+  try {
+    await createRun(deps, tenant, id, spec);
+  } catch (err) {
+    if (idempotencyKey !== undefined) await deps.idempotency.release(tenant, idempotencyKey, id);
+    throw err;
+  }
+  return { status: 201, body: { id, status: 'queued', links: runLinks(id) } };
+}
+
+/** The tenant's limits, then the record and the job; a limit hit is a 429 saying which one. */
+export async function createRun(deps: SubmitDeps, tenant: string, id: string, spec: RunSpec): Promise<void> {
+  const now = deps.clock();
+  const rate = await deps.quota.takeSubmit(tenant, deps.config.CORRAL_TENANT_SUBMITS_PER_MIN, id, now);
+  if (!rate.ok) throw tooMany(rate);
+  const isFinished = async (runId: string) => {
+    const run = await deps.store.get(runId);
+    return run ? !!run.finishedAt : null;
+  };
+  const active = await deps.quota.claimActive(tenant, id, deps.config.CORRAL_TENANT_MAX_ACTIVE_RUNS, now, isFinished);
+  if (!active.ok) {
+    await deps.quota.returnSubmit(tenant, id);
+    throw tooMany(active);
+  }
+  try {
+    await deps.store.create(id, spec, new Date(now), tenant);
+    await enqueueRun(deps.queue, id, spec);
+  } catch (err) {
+    await deps.quota.releaseActive(tenant, id);
+    throw err;
+  }
+}
+
+function tooMany(v: { limit: string; max: number; retryAfterS: number; message: string }): HttpError {
+  return new HttpError(429, 'rate_limited', v.message, { 'retry-after': String(v.retryAfterS) }, { limit: v.limit, max: v.max, retryAfterS: v.retryAfterS });
+}
