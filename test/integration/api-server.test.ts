@@ -1,0 +1,191 @@
+/**
+ * The API as `corral serve` runs it — a real listening server with a worker, real containers and the
+ * scripted OpenAI-compatible server — with tokens on (tenants acme and globex): an idempotent submit,
+ * SSE from the start of a run to its end, budget use, the log, report and artifacts of a finished run
+ * and another tenant's 404s for all of them; cancel of a running run (the sleep in the sandbox is
+ * killed and the container is gone within seconds); /readyz with Docker, /metrics after real runs.
+ */
+import { readCheckedTar } from '../../src/sandbox/archive';
+import type { RunEvent } from '../../src/domain/events';
+import { promptText } from '../support/fake-decisions-server';
+import { finalTurn, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
+import { startHarness, type Harness } from '../support/corral-harness';
+
+jest.setTimeout(120_000);
+
+const TOKENS = { acme: 'acme-server-token-0123', globex: 'globex-server-token-0123' };
+
+const agent = scriptedAgent({
+  'SRV-COUNT': [
+    toolCallTurn([{ name: 'bash', args: { command: 'wc -l < hello.txt > count.txt && cat count.txt' } }]),
+    finalTurn('3 lines, written to count.txt'),
+  ],
+  // Says what memory it was shown, and proposes a note of its own.
+  'SRV-MEMORY': (body) => finalTurn(`saw: ${promptText(body).includes('acme-only note') ? 'the acme note' : 'nothing'}\nMEMORY: acme-only note`),
+  'SRV-SLEEP': (_body, turn) => (turn === 0 ? toolCallTurn([{ name: 'bash', id: 'call_sleep', args: { command: 'sleep 600' } }]) : finalTurn('woke up')),
+});
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness('api-server', { chat: agent }, { CORRAL_API_TOKENS: `acme=${TOKENS.acme},globex=${TOKENS.globex}` });
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+async function api(method: string, path: string, o: { token?: string | null; body?: unknown; headers?: Record<string, string> } = {}) {
+  const token = o.token === undefined ? TOKENS.acme : o.token;
+  const res = await fetch(`${h.url}${path}`, {
+    method,
+    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(o.body !== undefined ? { 'content-type': 'application/json' } : {}), ...o.headers },
+    ...(o.body !== undefined ? { body: JSON.stringify(o.body) } : {}),
+  });
+  const buf = Buffer.from(await res.arrayBuffer());
+  let json: unknown;
+  try {
+    json = JSON.parse(buf.toString('utf8'));
+  } catch {
+    json = undefined;
+  }
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  return { status: res.status, headers: res.headers, buf, text: buf.toString('utf8'), body: json as any };
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function waitFor(id: string, until: (run: any) => boolean, timeoutMs = 60_000): Promise<any> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const { body } = await api('GET', `/v1/runs/${id}`);
+    if (until(body)) return body;
+    if (Date.now() > end) throw new Error(`run ${id} did not get there in ${timeoutMs} ms: ${JSON.stringify(body).slice(0, 1500)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Reads an SSE response to its end; returns the events and the raw text. */
+async function readSse(res: Response): Promise<{ events: RunEvent[]; text: string }> {
+  const text = await res.text();
+  const events = text.split('\n\n').filter((m) => m.includes('\ndata: ')).map((m) => JSON.parse(/^data: (.+)$/m.exec(m)![1]!) as RunEvent);
+  return { events, text };
+}
+
+test('a run end to end over HTTP with a token: idempotent submit, live SSE, budget use, log, report, artifacts; another tenant sees none of it', async () => {
+  const body = { task: 'SRV-COUNT: count the lines of hello.txt into count.txt', workspace: { files: { 'hello.txt': 'one\ntwo\nthree\n' } }, budgets: { llmCalls: 4, toolCalls: 5 } };
+  const key = { 'idempotency-key': `srv-${Date.now()}` };
+  const created = await api('POST', '/v1/runs', { body, headers: key });
+  expect(created.status).toBe(201);
+  const id = created.body.id as string;
+  // SSE from (almost) the start: history first, then live until run.finished.
+  const ssePromise = fetch(`${h.url}/v1/runs/${id}/events`, { headers: { accept: 'text/event-stream', authorization: `Bearer ${TOKENS.acme}` } }).then(readSse);
+  const again = await api('POST', '/v1/runs', { body, headers: key });
+  expect(again).toMatchObject({ status: 200, body: { id, idempotentReplay: true } });
+
+  const run = await waitFor(id, (r) => !!r.finishedAt);
+  expect(run).toMatchObject({
+    id, tenant: 'acme', status: 'succeeded', finalAnswer: '3 lines, written to count.txt',
+    budgets: { llmCalls: { used: 2, limit: 4, percent: 50 }, toolCalls: { used: 1, limit: 5, percent: 20 } },
+  });
+  expect(run.budgets.wallTimeS.used).toBeGreaterThan(0);
+  const sse = await ssePromise;
+  expect(sse.events[0]!.type).toBe('run.started');
+  expect(sse.events.at(-1)!.type).toBe('run.finished');
+  expect(sse.events.map((e) => e.seq)).toEqual(sse.events.map((_, i) => i + 1));
+
+  const logs = await api('GET', `/v1/runs/${id}/logs`);
+  expect(logs.status).toBe(200);
+  expect(logs.headers.get('content-type')).toBe('application/x-ndjson');
+  const logged = logs.text.trim().split('\n').map((l) => JSON.parse(l) as RunEvent);
+  expect(logged.map((e) => e.type)).toEqual(sse.events.map((e) => e.type));
+
+  const tar = await api('GET', `/v1/runs/${id}/artifacts/workspace.tar`);
+  expect(tar.status).toBe(200);
+  expect(tar.headers.get('content-type')).toBe('application/x-tar');
+  const { entries } = await readCheckedTar(tar.buf);
+  expect(entries.find((e) => e.path === 'count.txt')?.data?.toString().trim()).toBe('3');
+  const patch = await api('GET', `/v1/runs/${id}/artifacts/patch`);
+  expect(patch.text).toMatch(/count\.txt[\s\S]*\+3/);
+  const report = await api('GET', `/v1/runs/${id}/report`);
+  expect(report.text).toContain('wc -l < hello.txt');
+
+  for (const p of ['', '/events', '/logs', '/report', '/artifacts/workspace.tar', '/artifacts/patch']) {
+    const r = await api('GET', `/v1/runs/${id}${p}`, { token: TOKENS.globex });
+    expect({ p, status: r.status, body: r.body }).toEqual({ p, status: 404, body: { error: { code: 'not_found', message: `no run with id ${id}` } } });
+  }
+  for (const p of ['/cancel', '/replay', '/approvals/call_1']) {
+    const r = await api('POST', `/v1/runs/${id}${p}`, { token: TOKENS.globex, ...(p.startsWith('/approvals') ? { body: { decision: 'approve' } } : {}) });
+    expect({ p, status: r.status }).toEqual({ p, status: 404 });
+  }
+  expect((await api('GET', '/v1/runs?limit=500', { token: TOKENS.globex })).body.runs.map((r: { id: string }) => r.id)).not.toContain(id);
+  expect((await api('GET', '/v1/runs?status=succeeded')).body.runs.map((r: { id: string }) => r.id)).toContain(id);
+  expect((await api('GET', `/v1/runs/${id}`, { token: null })).status).toBe(401);
+});
+
+test('cancel of a running run: the command in the sandbox is killed and the container is gone within seconds', async () => {
+  const created = await api('POST', '/v1/runs', { body: { task: 'SRV-SLEEP: wait a long time', budgets: { wallTimeS: 900 }, limits: { execTimeoutS: 900 } } });
+  expect(created.status).toBe(201);
+  const id = created.body.id as string;
+  const running = await waitFor(id, (r) => r.status === 'running' && !!r.containerId);
+  const label = { label: [`corral.run-id=${id}`] };
+  // Wait until `sleep 600` really runs inside the container.
+  const end = Date.now() + 30_000;
+  for (;;) {
+    const top = await h.docker.getContainer(running.containerId).top({ ps_args: '-eo pid,args' }).catch(() => ({ Processes: [] as string[][] }));
+    if ((top.Processes ?? []).some((p: string[]) => p.join(' ').includes('sleep 600'))) break;
+    if (Date.now() > end) throw new Error('sleep 600 never started in the sandbox');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  expect(await h.docker.listContainers({ all: true, filters: label })).toHaveLength(1);
+
+  const t0 = Date.now();
+  const cancel = await api('POST', `/v1/runs/${id}/cancel`);
+  expect(cancel).toMatchObject({ status: 202, body: { id, status: 'cancelling' } });
+  const ended = await waitFor(id, (r) => !!r.finishedAt, 15_000);
+  const took = Date.now() - t0;
+  expect(ended).toMatchObject({ status: 'cancelled', outcome: 'cancelled', reason: expect.stringContaining('cancelled') });
+  expect(took).toBeLessThan(10_000);
+  expect(await h.docker.listContainers({ all: true, filters: label })).toEqual([]);
+  await expect(h.docker.getContainer(running.containerId).inspect()).rejects.toMatchObject({ statusCode: 404 });
+  const events = (await api('GET', `/v1/runs/${id}/events`)).body.events as RunEvent[];
+  expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(['tool.call', 'sandbox.removed', 'run.finished']));
+  expect(events.at(-1)).toMatchObject({ type: 'run.finished', outcome: 'cancelled' });
+  expect(await api('POST', `/v1/runs/${id}/cancel`)).toMatchObject({ status: 409 });
+});
+
+test('run memory is per tenant: the same key in another tenant is another memory', async () => {
+  const run = async (token: string, task: string) => {
+    const r = await api('POST', '/v1/runs', { token, body: { task, memory: { key: 'shared-key', trusted: true } } });
+    expect(r.status).toBe(201);
+    const end = Date.now() + 60_000;
+    for (;;) {
+      const got = await api('GET', `/v1/runs/${r.body.id}`, { token });
+      if (got.body.finishedAt) return got.body;
+      if (Date.now() > end) throw new Error(`run did not finish: ${JSON.stringify(got.body)}`);
+      await new Promise((res) => setTimeout(res, 100));
+    }
+  };
+  expect((await run(TOKENS.acme, 'SRV-MEMORY: acme first')).finalAnswer).toMatch(/^saw: nothing/);
+  expect((await run(TOKENS.acme, 'SRV-MEMORY: acme second')).finalAnswer).toMatch(/^saw: the acme note/);
+  expect((await run(TOKENS.globex, 'SRV-MEMORY: globex')).finalAnswer).toMatch(/^saw: nothing/);
+});
+
+test('/readyz checks Redis and Docker; /metrics counts the real runs; /healthz, /openapi.json and /docs need no token', async () => {
+  const ready = await api('GET', '/readyz', { token: null });
+  expect(ready).toMatchObject({ status: 200, body: { ok: true, checks: { redis: { ok: true }, docker: { ok: true } }, workers: expect.any(Number) } });
+  expect(ready.body.workers).toBeGreaterThanOrEqual(1);
+  expect((await api('GET', '/healthz', { token: null })).status).toBe(200);
+  expect((await api('GET', '/openapi.json', { token: null })).body.openapi).toBe('3.1.0');
+  expect((await api('GET', '/docs', { token: null })).headers.get('content-type')).toBe('text/html; charset=utf-8');
+
+  expect((await api('GET', '/metrics', { token: null })).status).toBe(401);
+  const metrics = await api('GET', '/metrics');
+  const value = (series: string) => Number(new RegExp(`^${series.replace(/[{}"=+.]/g, (c) => `\\${c}`)} (\\S+)$`, 'm').exec(metrics.text)?.[1] ?? NaN);
+  // Other test files share this Redis: at least what this file's runs added.
+  expect(value('corral_runs_finished_total{outcome="succeeded"}')).toBeGreaterThanOrEqual(1);
+  expect(value('corral_runs_finished_total{outcome="cancelled"}')).toBeGreaterThanOrEqual(1);
+  expect(value('corral_tool_calls_total{decision="allow",by="policy"}')).toBeGreaterThanOrEqual(2);
+  expect(value('corral_sandbox_acquire_seconds_count')).toBeGreaterThanOrEqual(2);
+  expect(value('corral_run_duration_seconds_count{outcome="succeeded"}')).toBeGreaterThanOrEqual(1);
+  expect(value('corral_model_calls_total')).toBeGreaterThanOrEqual(3);
+  expect(value(`corral_queue_jobs{queue="${h.config.CORRAL_QUEUE}",state="waiting"}`)).toBe(0);
+  expect(value('corral_runs{status="succeeded"}')).toBeGreaterThanOrEqual(1);
+});

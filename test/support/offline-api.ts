@@ -1,0 +1,38 @@
+/**
+ * buildApp for unit tests, without Redis: the store, queue and Redis-backed helpers are stand-ins that
+ * throw when touched, so a test shows that a request was answered (401, 400, 413, the OpenAPI page)
+ * before anything reached Redis — and a test that does reach it fails loudly instead of hanging.
+ */
+import { resolve } from 'node:path';
+import { TenantAuth } from '../../src/api/auth';
+import { buildApp, type ApiDeps } from '../../src/api/build-app';
+import { loadConfig } from '../../src/config';
+
+export const OFFLINE_TOKENS = { acme: 'acme-token-0123456789', globex: 'globex-token-0123456789' } as const;
+
+function untouchable<T>(name: string): T {
+  return new Proxy({}, {
+    get(_t, prop) {
+      if (prop === 'then') return undefined;
+      throw new Error(`unit test reached ${name}.${String(prop)}: this request should have been answered before Redis`);
+    },
+  }) as T;
+}
+
+export function offlineApp(o: { env?: Record<string, string>; tokens?: string | null } = {}) {
+  const config = loadConfig({ CORRAL_POLICY_DIR: resolve(__dirname, '../../policies'), ...o.env });
+  const tokens = o.tokens === undefined ? `acme=${OFFLINE_TOKENS.acme},globex=${OFFLINE_TOKENS.globex}` : o.tokens;
+  const deps: ApiDeps = {
+    config,
+    store: untouchable('store'),
+    queue: untouchable('queue'),
+    quota: untouchable('quota'),
+    idempotency: untouchable('idempotency'),
+    metrics: untouchable('metrics'),
+    newRunId: () => 'run_unit000001',
+    clock: () => 0,
+    policyNames: ['default'],
+    auth: tokens ? TenantAuth.fromSources({ tokens }) : TenantAuth.off(),
+  };
+  return buildApp(deps);
+}
