@@ -6,5 +6,5 @@ import { watchRun, type Watched } from './watch';
 export async function submitAndFollow(client: ApiClient, spec: unknown, out: LineSink): Promise<Watched> {
   const { id } = await client.submit(spec);
   out.write(`submitted ${id} to ${client.baseUrl}\n`);
-  return watchRun(client, id, { out });
+  return watchRun(client, id, { out, reportHint: false });
 }

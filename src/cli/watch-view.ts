@@ -61,8 +61,7 @@ function decisionText(v: GateVerdict): string {
     .replace(/^Allowed( by the policy)?: /, '')
     .replace(/^This call was blocked: /, '')
     .replace(/; do not retry the same call — choose another approach or explain what you need\.$/, '');
-  const who = v.approval ? (v.approval.timedOut ? ' (nobody answered in time)' : ` (${v.approval.approved ? 'approved' : 'denied'} by ${v.approval.by})`) : '';
-  return v.decision === 'allow' ? `✓ allowed${who}: ${clip(reason, 140)}` : `✗ BLOCKED${who}: ${clip(reason, 160)}`;
+  return v.decision === 'allow' ? `✓ allowed: ${clip(reason, 140)}` : `✗ BLOCKED: ${clip(reason, 160)}`;
 }
 
 /** The last non-empty line of a bash result's stdout/stderr excerpt, for a hint of what happened. */

@@ -15,6 +15,8 @@ export interface WatchOptions {
   live?: boolean;
   /** Extra flags for the printed `corral approve` command (e.g. `--api URL`). */
   approveFlags?: string;
+  /** Mention `corral report RUN` beside the report's path (false when the API stops with the command, as in the demo). */
+  reportHint?: boolean;
   signal?: AbortSignal;
 }
 
@@ -50,7 +52,7 @@ export async function watchRun(client: ApiClient, id: string, opts: WatchOptions
   const lines: string[] = [];
   if (!view.finished) lines.push(`■ ${run.status}${run.reason ? ` — ${run.reason}` : ''}`);
   lines.push('');
-  if (run.reportPath) lines.push(`report: ${run.reportPath}   (or: corral report ${id})`);
+  if (run.reportPath) lines.push(`report: ${run.reportPath}${opts.reportHint === false ? '' : `   (or: corral report ${id})`}`);
   lines.push('final answer:', run.finalAnswer ?? '(none)');
   output.print(lines);
   return { id, status: run.status, reason: run.reason, finalAnswer: run.finalAnswer ?? null, reportPath: run.reportPath };

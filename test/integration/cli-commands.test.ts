@@ -144,7 +144,7 @@ test('submit --approvals --watch prints the exact `corral approve` command; runn
   expect(r.stdout).toContain('  step 1  bash  rm notes.txt && echo removed');
   expect(r.stdout).toContain('         ⏸ waiting for a human: rm: deletes files');
   expect(r.stdout).toContain(`           approve: corral approve ${id} call_rm --api ${h.url}\n           deny:    corral approve ${id} call_rm --api ${h.url} --deny\n`);
-  expect(r.stdout).toContain('         ✓ allowed (approved by dana): approved by dana.');
+  expect(r.stdout).toContain('         ✓ allowed: approved by dana.');
   expect(r.stdout).toMatch(/ {9}← ok: exit 0 in \d+ ms · removed\n/);
   expect(r.stdout).toContain('the tool said: exit code: 0');
 });
