@@ -93,6 +93,10 @@ export const ConfigSchema = z.object({
   CORRAL_COMPACT_AT_TOKENS: int(60_000),
   /** A worker's lock on a running job; a job whose lock lapses (its worker died) is stalled. */
   CORRAL_JOB_LOCK_MS: int(30_000),
+  /** A run whose worker finds the Docker engine down waits and is tried again this many times (backoff doubling)… */
+  CORRAL_DOCKER_RETRIES: z.coerce.number().int().min(0).default(6),
+  /** …starting from this delay. */
+  CORRAL_DOCKER_BACKOFF_MS: int(2000),
   /** How often workers look for stalled jobs (a worker that died holding a run). */
   CORRAL_STALLED_INTERVAL_MS: int(30_000),
   /** true: a run whose worker died is started again once, from a clean workspace; false: it fails as stalled. */

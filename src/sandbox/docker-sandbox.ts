@@ -51,6 +51,15 @@ export class DockerSandboxProvider implements SandboxProvider {
   private readonly now: () => Date;
   readonly egressRoot: string;
 
+  /** Resolves when the Docker engine answers; throws SandboxError('sandbox_unavailable') otherwise. */
+  async ping(): Promise<void> {
+    try {
+      await this.docker.ping();
+    } catch (err) {
+      throw new SandboxError('sandbox_unavailable', `the Docker engine does not answer: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
   constructor(private readonly opts: DockerSandboxProviderOptions) {
     this.docker = opts.docker;
     this.config = opts.config;

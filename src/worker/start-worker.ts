@@ -4,17 +4,46 @@
  * channel and abort the job here if this worker holds it. Bad job data and ended runs become
  * UnrecoverableError (no retry; the reason is the job's failedReason); the worker keeps going.
  */
-import { UnrecoverableError, Worker, type ConnectionOptions } from 'bullmq';
+import { DelayedError, UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { CorralError } from '../domain/errors';
 import { processRun, type RunProcessorDeps, type RunSummary } from './run-processor';
 
+/**
+ * Before a run starts: when the Docker engine does not answer, the job goes back to the queue delayed
+ * (2 s, 4 s, 8 s … by default; no attempt is used up and nothing has run), and after
+ * CORRAL_DOCKER_RETRIES waits the run fails with the reason.
+ */
+async function waitForDocker(o: StartWorkerOptions, job: Job, token: string | undefined): Promise<void> {
+  try {
+    await o.sandboxReady!();
+    return;
+  } catch (err) {
+    const runId = job.id ?? '';
+    const tries = await o.store.countDockerWait(runId);
+    const max = o.dockerRetries ?? 6;
+    if (tries > max) {
+      throw new UnrecoverableError(`the Docker engine was unavailable at ${tries} tries: ${(err as Error).message}`);
+    }
+    const delay = (o.dockerBackoffMs ?? 2000) * 2 ** (tries - 1);
+    o.log('Docker engine unavailable; the run waits', { runId, tries, delayMs: delay, error: (err as Error).message });
+    await o.store.update(runId, { status: 'queued', reason: `waiting for the Docker engine (try ${tries} of ${max}, next in ${Math.round(delay / 1000)} s): ${(err as Error).message}` });
+    await job.moveToDelayed(Date.now() + delay, token);
+    throw new DelayedError();
+  }
+}
+
 /** Records the end of a run whose worker died (its job stalled), unless something already did. */
 async function recordStalled(o: StartWorkerOptions, runId: string, message: string): Promise<void> {
+  const run = await o.store.get(runId).catch(() => null);
+  await recordEnded(o, runId, `the worker running it stopped (${run?.workerId ?? 'unknown worker'}; ${message}); its sandbox is removed by the reaper`);
+}
+
+/** Records a run as ended with `error` when its job failed before the run could record an end itself. */
+async function recordEnded(o: StartWorkerOptions, runId: string, reason: string): Promise<void> {
   try {
     const run = await o.store.get(runId);
     if (!run || run.finishedAt) return;
-    const reason = `the worker running it stopped (${run.workerId ?? 'unknown worker'}; ${message}); its sandbox is removed by the reaper`;
     await o.store.update(runId, { status: 'error', outcome: 'error', reason, finishedAt: new Date(o.clock()).toISOString() });
     await o.store.expireFinished(runId);
   } catch (err) {
@@ -29,6 +58,10 @@ export interface StartWorkerOptions extends RunProcessorDeps {
   stalledIntervalMs?: number;
   retryStalled?: boolean;
   lockMs?: number;
+  /** Checked before a run starts; when it throws, the run waits (delayed job, backoff) instead of failing. */
+  sandboxReady?: () => Promise<void>;
+  dockerRetries?: number;
+  dockerBackoffMs?: number;
   /** BullMQ connection (an ioredis client with maxRetriesPerRequest: null). */
   connection: ConnectionOptions;
   /** A Redis connection this worker may put in subscriber mode for cancel requests. */
@@ -50,8 +83,9 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
   const active = new Set<string>();
   const worker = new Worker<unknown, RunSummary>(
     o.queueName,
-    async (job, _token, signal) => {
+    async (job, token, signal) => {
       const id = job.id ?? '';
+      if (o.sandboxReady) await waitForDocker(o, job, token);
       active.add(id);
       try {
         return await processRun(job.data, signal ?? new AbortController().signal, o, { attempt: job.attemptsStarted, crashedBefore: job.stalledCounter > 0 });
@@ -69,6 +103,7 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
   );
   worker.on('failed', (job, err) => {
     o.log('job failed', { jobId: job?.id, reason: err.message });
+    if (job?.id && /^the Docker engine was unavailable/.test(err.message)) void recordEnded(o, job.id, err.message);
     // A stalled job was failed by whichever worker noticed; the dead worker never recorded an end.
     if (job?.id && /stalled/i.test(err.message)) void recordStalled(o, job.id, err.message);
   });

@@ -20,7 +20,7 @@ const ROOT = resolve(__dirname, '../..');
 const docker = new Docker();
 const sleepThenAnswer = (_b: Record<string, unknown>, turn: number): Scripted =>
   turn === 0 ? toolCallTurn([{ name: 'bash', id: 'c_sleep', args: { command: 'sleep 600' } }]) : finalTurn(`answered on turn ${turn}`);
-const agent = scriptedAgent({ 'KILL-9': sleepThenAnswer, 'RETRY-AFTER-CRASH': sleepThenAnswer, 'SIGTERM-ME': sleepThenAnswer, 'KILL-CONTAINER': sleepThenAnswer });
+const agent = scriptedAgent({ 'NO-DOCKER': () => finalTurn('nothing to do'), 'DOCKER-BACK': () => finalTurn('docker is back'), 'KILL-9': sleepThenAnswer, 'RETRY-AFTER-CRASH': sleepThenAnswer, 'SIGTERM-ME': sleepThenAnswer, 'KILL-CONTAINER': sleepThenAnswer });
 
 let fake: FakeServer;
 beforeAll(async () => {
@@ -205,5 +205,34 @@ test('classifier down: a call the policy leaves to it is refused in an unattende
     expect(h.fake.requests.some((q) => q.path === '/v1/decisions')).toBe(true);
   } finally {
     await h.close();
+  }
+});
+
+test('Docker unavailable at job start: the run waits with backoff (no tight loop), then runs when Docker is back, or fails after the retries', async () => {
+  const s = await stack('nodocker', { CORRAL_DOCKER_RETRIES: '3', CORRAL_DOCKER_BACKOFF_MS: '300' });
+  const noDocker = { DOCKER_HOST: 'unix:///tmp/corral-test-no-docker.sock' };
+  try {
+    // 1. Docker never comes back: 3 waits (300, 600, 1200 ms), then a clear failure.
+    const child = spawn(join(ROOT, 'bin/corral'), ['worker'], { env: { ...process.env, ...s.env, ...noDocker, CORRAL_WORKER_ID: 'worker-nodocker' }, stdio: 'ignore' });
+    s.children.push(child);
+    const t0 = Date.now();
+    const id = await s.submit('NO-DOCKER: anything');
+    const waiting = await s.waitFor(id, (r) => String(r.reason ?? '').startsWith('waiting for the Docker engine'), 30_000);
+    expect(waiting.status).toBe('queued');
+    const ended = await s.waitFor(id, (r) => !!r.finishedAt, 60_000);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(300 + 600 + 1200);
+    expect(ended).toMatchObject({ status: 'error' });
+    expect(ended.reason).toMatch(/^the Docker engine was unavailable at 4 tries: .*does not answer/);
+
+    // 2. Docker comes back: a worker that can reach it picks the delayed run up.
+    const id2 = await s.submit('DOCKER-BACK: anything');
+    await s.waitFor(id2, (r) => String(r.reason ?? '').startsWith('waiting for the Docker engine'), 30_000);
+    child.kill('SIGKILL');
+    await exited(child);
+    s.startWorker('worker-with-docker');
+    const done = await s.waitFor(id2, (r) => !!r.finishedAt, 60_000);
+    expect(done).toMatchObject({ status: 'succeeded', finalAnswer: 'docker is back', workerId: 'worker-with-docker' });
+  } finally {
+    await s.close();
   }
 });
