@@ -1,12 +1,17 @@
 /** Unit tests use fakes of our own ports; integration tests use the real Docker daemon and Redis. */
-const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript' }, target: 'es2023' } }] };
+const transform = {
+  '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript' }, target: 'es2023' } }],
+  // cookie 2.x (used by Fastify's inject()) ships only ES modules, which Jest's CommonJS registry cannot load.
+  '/node_modules/cookie/.+\\.js$': ['@swc/jest', { jsc: { target: 'es2023' }, module: { type: 'commonjs' } }],
+};
+const transformIgnorePatterns = ['/node_modules/(?!cookie/)'];
 module.exports = {
   testEnvironment: 'node',
   maxWorkers: 2,
   projects: [
-    { displayName: 'unit', testEnvironment: 'node', transform, testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    { displayName: 'unit', testEnvironment: 'node', transform, transformIgnorePatterns, testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
     {
-      displayName: 'integration', testEnvironment: 'node', transform,
+      displayName: 'integration', testEnvironment: 'node', transform, transformIgnorePatterns,
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',

@@ -5,7 +5,6 @@
  * limits (429 + retry-after), cancel of a queued run, run files, /readyz, /metrics, and SSE (history,
  * live, heartbeat, resume) on a listening copy of the same app.
  */
-import '../support/inject-esm';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { RunEvent } from '../../src/domain/events';

@@ -3,7 +3,6 @@
  * route that needs a token, bad input answered with 400 naming every offending path, 413 for large
  * bodies, uploaded workspace tars checked at submit, and the OpenAPI document covering every route.
  */
-import '../support/inject-esm';
 import { gzipSync } from 'node:zlib';
 import * as tar from 'tar-stream';
 import { OFFLINE_TOKENS, offlineApp } from '../support/offline-api';
