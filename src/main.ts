@@ -163,15 +163,22 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       await reaper.first;
     }
     if (roles.api) {
-      const queueConn = redis.duplicate({ maxRetriesPerRequest: null });
+      // The API fails fast while Redis is away (503), instead of holding requests in an offline queue.
+      const apiRedis = redis.duplicate({ maxRetriesPerRequest: 1, enableOfflineQueue: false });
+      apiRedis.on('error', () => undefined); // reported by the main connection's handler
+      closers.push(async () => apiRedis.quit());
+      await apiRedis.connect().catch(() => undefined);
+      const apiStore = new RunStore(apiRedis);
+      const queueConn = redis.duplicate({ maxRetriesPerRequest: 1, enableOfflineQueue: false });
+      queueConn.on('error', () => undefined);
       closers.push(async () => queueConn.quit());
       const queue = createRunQueue(config.CORRAL_QUEUE, queueConn);
       closers.push(() => queue.close());
       if (auth.enabled) log('API auth on: bearer tokens required', { tenants: auth.tenants() });
       else log('WARNING: API AUTH IS OFF (neither CORRAL_API_TOKENS nor CORRAL_API_TOKENS_FILE is set): anyone who reaches the API can submit and read runs; every request is tenant "default"', { level: 'warn' });
       const app = buildApp({
-        config, store, queue, metrics, auth, newRunId, clock: Date.now, policyNames: [...policies.keys()],
-        quota: new TenantQuota(redis, queue), idempotency: new IdempotencyStore(redis),
+        config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()],
+        quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis),
         readyChecks: dockerPing ? { docker: dockerPing } : {},
       });
       closers.push(() => app.close());

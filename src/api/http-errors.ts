@@ -87,5 +87,16 @@ export function sendError(reply: FastifyReply, err: unknown): FastifyReply {
       error: { code: 'invalid_input', message: e.message ?? 'bad request', issues: [{ path: [], message: e.message ?? 'bad request' }], ...(e.code ? { detail: e.code } : {}) },
     });
   }
+  if (isStoreUnavailable(err)) {
+    return reply.status(503).headers({ 'retry-after': '5' }).send({ error: { code: 'unavailable', message: `the run store (Redis) is unavailable; try again shortly (${e.message ?? ''})` } });
+  }
   return reply.status(500).send({ error: { code: 'internal', message: e.message ?? 'internal error' } });
+}
+
+/** ioredis failing fast while Redis is away (the API's connection has no offline queue). */
+export function isStoreUnavailable(err: unknown): boolean {
+  const e = err as { name?: string; message?: string; code?: string };
+  return e.name === 'MaxRetriesPerRequestError'
+    || /enableOfflineQueue|Connection is closed|ECONNREFUSED|ECONNRESET|Stream isn't writeable|LOADING/i.test(e.message ?? '')
+    || e.code === 'ECONNREFUSED';
 }

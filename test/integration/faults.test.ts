@@ -236,3 +236,60 @@ test('Docker unavailable at job start: the run waits with backoff (no tight loop
     await s.close();
   }
 });
+
+test('Redis restart (AOF): the API answers 503 while it is away, then everything reconnects and a run in flight finishes', async () => {
+  const { execFile } = await import('node:child_process');
+  const { promisify } = await import('node:util');
+  const sh = promisify(execFile);
+  const { createServer } = await import('node:net');
+  const port = await new Promise<number>((res) => {
+    const srv = createServer().listen(0, '127.0.0.1', () => {
+      const p = (srv.address() as { port: number }).port;
+      srv.close(() => res(p));
+    });
+  });
+  const name = `corral-test-redis-restart-${Date.now().toString(36)}`;
+  await sh('docker', ['run', '-d', '--name', name, '--label', 'corral.test=redis-restart', '-p', `127.0.0.1:${port}:6379`, 'corral/redis:7',
+    'redis-server', '--protected-mode', 'no', '--bind', '0.0.0.0', '--dir', '/tmp', '--appendonly', 'yes', '--appendfsync', 'always', '--maxmemory-policy', 'noeviction']);
+  const restartAgent = scriptedAgent({
+    'REDIS-RESTART': (_b, turn) => (turn === 0 ? toolCallTurn([{ name: 'bash', args: { command: 'sleep 4; echo slept' } }]) : finalTurn('finished across a Redis restart')),
+    'AFTER-RESTART': () => finalTurn('a new run after the restart'),
+  });
+  const chat = await startFakeDecisionsServer({ chat: restartAgent });
+  let s: Stack | undefined;
+  try {
+    const url = `redis://127.0.0.1:${port}`;
+    for (let i = 0; i < 50; i++) {
+      if ((await sh('docker', ['exec', name, 'redis-cli', 'ping']).catch(() => ({ stdout: '' }))).stdout.includes('PONG')) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    s = await stack('redisrestart', { REDIS_URL: url, OPENAI_BASE_URL: chat.baseURL });
+    s.startWorker('worker-r');
+    const id = await s.submit('REDIS-RESTART: sleep across a restart');
+    await s.waitFor(id, (r) => r.status === 'running' && !!r.containerId);
+    await sh('docker', ['stop', '-t', '1', name]);
+    // While Redis is away the API answers quickly with 503, not 500 and not a hang.
+    const t0 = Date.now();
+    const res = await fetch(`${s.url}/v1/runs/${id}`);
+    expect(res.status).toBe(503);
+    expect(Date.now() - t0).toBeLessThan(3000);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('unavailable');
+    await sh('docker', ['start', name]);
+    const ended = await s.waitFor(id, (r) => !!r.finishedAt, 60_000);
+    expect(ended).toMatchObject({ status: 'succeeded', finalAnswer: 'finished across a Redis restart' });
+    const id2 = await s.submit('AFTER-RESTART: anything');
+    expect(await s.waitFor(id2, (r) => !!r.finishedAt, 30_000)).toMatchObject({ status: 'succeeded' });
+    // No job stays active.
+    const { Queue } = await import('bullmq');
+    const { Redis } = await import('ioredis');
+    const conn = new Redis(url, { maxRetriesPerRequest: null });
+    const q = new Queue(s.env.CORRAL_QUEUE!, { connection: conn });
+    expect(await q.getJobCounts('active', 'wait', 'completed')).toEqual({ active: 0, wait: 0, completed: 2 });
+    await q.close();
+    await conn.quit();
+  } finally {
+    await s?.close();
+    await chat.close();
+    await sh('docker', ['rm', '-f', name]).catch(() => undefined);
+  }
+});
