@@ -97,6 +97,14 @@ const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer']);
 const LIST_SCAN_MAX = 2000;
 const FINISHED_TTL_S = 14 * 24 * 3600;
 const EVENTS_MAXLEN = 20_000;
+/** HSET only while the run's owner is ARGV[1]. */
+const FENCED_HSET = `if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+return 1`;
+/** XADD only while the run's owner is ARGV[1]. */
+const FENCED_XADD = `if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[3])
+return 1`;
 const Answer = z.object({ approved: z.boolean(), by: z.string() });
 
 export class RunStore {
@@ -146,13 +154,29 @@ export class RunStore {
     if (!(await this.redis.exists(this.key(runId)))) await this.create(runId, spec, now);
   }
 
-  async update(runId: string, u: RunUpdate): Promise<void> {
+  /**
+   * Makes `owner` (a worker's job lock token) the only writer of the run from now on: later fenced
+   * writes with another token are discarded. A run started again after its worker died is claimed by
+   * the new attempt, so the old worker's late writes (if it was only partitioned) cannot land.
+   */
+  async claim(runId: string, owner: string): Promise<void> {
+    await this.redis.hset(this.key(runId), 'owner', owner);
+  }
+
+  /** Updates the run; with `fence`, only while that token owns it (false: discarded, another owns it). */
+  async update(runId: string, u: RunUpdate, fence?: string): Promise<boolean> {
     const fields: Record<string, string> = {};
     for (const [k, v] of Object.entries(u)) {
       if (v === undefined) continue;
       fields[k] = JSON_FIELDS.has(k) ? JSON.stringify(v) : String(v);
     }
-    if (Object.keys(fields).length) await this.redis.hset(this.key(runId), fields);
+    const flat = Object.entries(fields).flat();
+    if (!flat.length) return true;
+    if (fence === undefined) {
+      await this.redis.hset(this.key(runId), fields);
+      return true;
+    }
+    return (await this.redis.eval(FENCED_HSET, 1, this.key(runId), fence, ...flat)) === 1;
   }
 
   /** Sets the expiry of a finished run's keys. */
@@ -167,7 +191,7 @@ export class RunStore {
     const view: Record<string, unknown> = { id: runId };
     for (const [k, v] of Object.entries(h)) {
       if (k.startsWith('pending:')) pendingApprovals.push(JSON.parse(v) as PendingApproval);
-      else if (k.startsWith('answered:') || k === 'spec' || k === 'dockerWaits') continue;
+      else if (k.startsWith('answered:') || k === 'spec' || k === 'dockerWaits' || k === 'owner') continue;
       else view[k] = JSON_FIELDS.has(k) ? JSON.parse(v) : v;
     }
     view.tenant ??= DEFAULT_TENANT;
@@ -252,8 +276,13 @@ export class RunStore {
     return counts;
   }
 
-  async appendEvent(e: RunEvent): Promise<void> {
-    await this.redis.xadd(this.eventsKey(e.runId), 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', JSON.stringify(e));
+  /** Appends to the run's event stream; with `fence`, only while that token owns the run. */
+  async appendEvent(e: RunEvent, fence?: string): Promise<boolean> {
+    if (fence === undefined) {
+      await this.redis.xadd(this.eventsKey(e.runId), 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', JSON.stringify(e));
+      return true;
+    }
+    return (await this.redis.eval(FENCED_XADD, 2, this.key(e.runId), this.eventsKey(e.runId), fence, EVENTS_MAXLEN, JSON.stringify(e))) === 1;
   }
 
   /** Events after the given stream id ("0" = from the start); returns each with its stream id for resuming. */

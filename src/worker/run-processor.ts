@@ -93,6 +93,8 @@ export interface Attempt {
   attempt: number;
   /** An earlier attempt's worker died mid-run. */
   crashedBefore: boolean;
+  /** The job's lock token: this attempt's writes to the run store land only while it owns the run. */
+  fence?: string;
 }
 
 export async function processRun(data: unknown, signal: AbortSignal, deps: RunProcessorDeps, attempt: Attempt = { attempt: 1, crashedBefore: false }): Promise<RunSummary> {
@@ -118,6 +120,15 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   const now = () => new Date(clock());
 
   const redisWrites: Promise<unknown>[] = [];
+  // Writes fenced by this attempt's token: after another attempt claimed the run, they are discarded and logged.
+  let staleLogged = false;
+  const staleWrite = (what: string): false => {
+    if (!staleLogged) log('stale write discarded: another attempt owns this run now', { runId, what, attempt: attempt.attempt });
+    staleLogged = true;
+    return false;
+  };
+  const update = async (u: Parameters<RunStore['update']>[1]): Promise<boolean> =>
+    (await store.update(runId, u, attempt.fence)) || staleWrite(`update ${Object.keys(u).join(',')}`);
   const observe = deps.metrics?.observer(runId);
   let currentCall: string | null = null;
   const jsonl = new JsonlSink(logPath);
@@ -127,7 +138,10 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     sinks: [
       (e) => jsonl.write(e),
       (e) => {
-        redisWrites.push(store.appendEvent(e).catch((err: Error) => log('could not append event to Redis', { runId, seq: e.seq, error: err.message })));
+        redisWrites.push(store.appendEvent(e, attempt.fence).then(
+          (ok) => ok || staleWrite(`event ${e.seq} (${e.type})`),
+          (err: Error) => log('could not append event to Redis', { runId, seq: e.seq, error: err.message }),
+        ));
       },
       (e) => {
         if (e.type === 'tool.call') currentCall = e.callId;
@@ -141,10 +155,11 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   const emit = recorder.emit;
 
   await store.ensure(runId, spec, now());
+  if (attempt.fence) await store.claim(runId, attempt.fence);
   // Memory is per tenant: another tenant naming the same key gets its own notes.
   const tenant = (await store.tenantOf(runId)) ?? DEFAULT_TENANT;
   const memorySpec = spec.memory && { ...spec.memory, key: tenant === DEFAULT_TENANT ? spec.memory.key : `${tenant}/${spec.memory.key}` };
-  await store.update(runId, { status: 'running', startedAt: now().toISOString(), workerId: deps.workerId, logPath, reportPath });
+  await update({ status: 'running', startedAt: now().toISOString(), workerId: deps.workerId, logPath, reportPath });
   const t0 = clock();
   const model = deps.modelFor(spec);
   emit({
@@ -174,7 +189,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       signal,
     });
     emit({ type: 'sandbox.ready', containerId: sandbox.id, image: config.CORRAL_SANDBOX_IMAGE, ms: clock() - a0, egressAllow: spec.egress.allow });
-    await store.update(runId, { containerId: sandbox.id });
+    await update({ containerId: sandbox.id });
     const memory = memorySpec ? readMemory(config.CORRAL_DATA_DIR, memorySpec.key) : null;
     const workspace = await loadWorkspaceContext(sandbox, { signal });
     emit({ type: 'context.loaded', agentsMd: workspace.agentsMd?.path ?? null, skills: workspace.skills, memory: memory === null ? null : memoryPath(config.CORRAL_DATA_DIR, memorySpec!.key) });
@@ -230,10 +245,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   emit({ type: 'run.finished', outcome, finalAnswer, reason, usage });
   writeFileSync(reportPath, buildReport(recorder.events()));
   await Promise.all(redisWrites);
-  await store.update(runId, {
-    status: outcome, outcome, reason, finalAnswer, usage, artifacts, finishedAt: now().toISOString(),
-  });
-  await store.expireFinished(runId);
+  if (await update({ status: outcome, outcome, reason, finalAnswer, usage, artifacts, finishedAt: now().toISOString() })) {
+    await store.expireFinished(runId);
+  }
   log('run finished', { runId, outcome, reason, llmCalls: usage.llmCalls, toolCalls: usage.toolCalls });
   const summary: RunSummary = { runId, outcome, reason, finalAnswer, reportPath, logPath };
   if (outcome !== 'succeeded') throw new RunEndedError(summary);

@@ -88,7 +88,7 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
       if (o.sandboxReady) await waitForDocker(o, job, token);
       active.add(id);
       try {
-        return await processRun(job.data, signal ?? new AbortController().signal, o, { attempt: job.attemptsStarted, crashedBefore: job.stalledCounter > 0 });
+        return await processRun(job.data, signal ?? new AbortController().signal, o, { attempt: job.attemptsStarted, crashedBefore: job.stalledCounter > 0, ...(token ? { fence: token } : {}) });
       } catch (err) {
         if (err instanceof CorralError) throw new UnrecoverableError(err.message);
         throw err;
