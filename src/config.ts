@@ -103,6 +103,10 @@ export const ConfigSchema = z.object({
   CORRAL_RETRY_STALLED: bool(false),
   /** On SIGTERM, how long running runs may take to finish before they are cancelled (reason "shutdown"). */
   CORRAL_SHUTDOWN_GRACE_S: z.coerce.number().int().min(0).default(30),
+  /** Started sandboxes each worker keeps ready for runs of the default class (default limits, no network); 0 = off. */
+  CORRAL_WARM_POOL: z.coerce.number().int().min(0).max(64).default(0),
+  /** A pooled sandbox's lifetime; a run takes one only if that leaves it the run's whole wall time. */
+  CORRAL_WARM_POOL_TTL_S: int(3600),
   /** Seconds between reaper sweeps. */
   CORRAL_REAP_INTERVAL_S: int(60),
   /** The reaper leaves containers younger than this alone (unless past their deadline): they may be starting. */

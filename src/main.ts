@@ -26,7 +26,7 @@ import { IdempotencyStore } from './queue/idempotency';
 import { RunMetrics } from './queue/run-metrics';
 import { RunStore } from './queue/run-store';
 import { TenantQuota } from './queue/tenant-quota';
-import { createDockerClient, createSandboxProvider, startReaper, type Reaper } from './sandbox';
+import { POOL_PREFIX, createDockerClient, createSandboxProvider, startReaper, type Reaper } from './sandbox';
 import { startWorker, type RunningWorker } from './worker/start-worker';
 import type { WorkerLog } from './worker/run-processor';
 
@@ -154,6 +154,8 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const reaper: Reaper = startReaper(config, {
         docker, log, graceMs: config.CORRAL_REAP_GRACE_S * 1000, queue: config.CORRAL_QUEUE,
         isActive: async (runId, owner) => {
+          // Pool containers: this worker's while held; another worker's until their deadline.
+          if (runId.startsWith(POOL_PREFIX)) return owner === workerId ? sandboxes.poolOwns(runId) : true;
           if (owner === workerId) return worker.active.has(runId);
           const run = await store.get(runId);
           return !!run && !run.finishedAt;
@@ -161,6 +163,10 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       });
       closers.push(async () => reaper.stop());
       await reaper.first;
+      if (config.CORRAL_WARM_POOL > 0) {
+        closers.push(() => sandboxes.stopPool());
+        void sandboxes.startPool(workerId).then(() => log('warm pool ready', { ...sandboxes.poolStats() }));
+      }
     }
     if (roles.api) {
       // The API fails fast while Redis is away (503), instead of holding requests in an offline queue.

@@ -21,6 +21,8 @@ import { toSandboxError } from './docker-error';
 import { EgressProxy, type EgressProxyOptions } from './egress-proxy';
 import { EXIT_SIGKILL, runExec, type ExecOutcome } from './exec';
 import { listWorkspace, readWorkspaceFile, writeWorkspaceFile, type InternalExec } from './files';
+import { resolveLimits } from './limits';
+import { WarmPool } from './warm-pool';
 import { workspacePatch } from './workspace-patch';
 
 export type SandboxLog = (msg: string, fields?: Record<string, unknown>) => void;
@@ -58,6 +60,32 @@ export class DockerSandboxProvider implements SandboxProvider {
     } catch (err) {
       throw new SandboxError('sandbox_unavailable', `the Docker engine does not answer: ${(err as Error).message}`, { cause: err });
     }
+  }
+
+  private pool: WarmPool | undefined;
+
+  /**
+   * Keeps `size` started sandboxes of the default class (configured default limits, no network) for
+   * this worker; runs of that class take one instead of creating a container. Resolves when full once.
+   */
+  async startPool(workerId: string, size = this.config.CORRAL_WARM_POOL, ttlMs = this.config.CORRAL_WARM_POOL_TTL_S * 1000): Promise<void> {
+    if (size <= 0 || this.pool) return;
+    const { execTimeoutS: _t, ...limits } = resolveLimits(undefined, this.config);
+    this.pool = new WarmPool({ docker: this.docker, config: this.config, workerId, size, ttlMs, limits, log: this.log, now: this.now });
+    await this.pool.start();
+  }
+
+  /** Whether a `pool_…` container of this worker is still held by the pool or by a run. */
+  poolOwns(poolId: string): boolean {
+    return this.pool?.owns(poolId) ?? false;
+  }
+
+  poolStats(): { idle: number; claimed: number; filling: number } | null {
+    return this.pool?.stats() ?? null;
+  }
+
+  async stopPool(): Promise<void> {
+    await this.pool?.stop();
   }
 
   constructor(private readonly opts: DockerSandboxProviderOptions) {
@@ -125,17 +153,27 @@ export class DockerSandboxProvider implements SandboxProvider {
         nproc: this.config.CORRAL_MAX_PIDS * this.config.CORRAL_CONCURRENCY + 256,
       });
       let container: Docker.Container;
-      try {
-        container = await this.docker.createContainer(spec);
-      } catch (err) {
-        throw toSandboxError(err, 'create sandbox container');
-      }
-      const c = container;
-      cleanup.push(() => c.remove({ force: true, v: true }).then(() => undefined));
-      try {
-        await container.start();
-      } catch (err) {
-        throw toSandboxError(err, 'start sandbox container');
+      const pooled = egressDir === undefined ? (this.pool?.take(req.limits, false, req.deadline) ?? null) : null;
+      if (pooled) {
+        // A started sandbox of the default class, used by this run only and removed after it.
+        container = pooled.container;
+        const c = container;
+        const pool = this.pool!;
+        cleanup.push(() => c.remove({ force: true, v: true }).then(() => undefined).finally(() => pool.release(pooled.poolId)));
+        await container.rename({ name }).catch((err: Error) => this.log('could not rename a pooled sandbox', { runId: req.runId, error: err.message }));
+      } else {
+        try {
+          container = await this.docker.createContainer(spec);
+        } catch (err) {
+          throw toSandboxError(err, 'create sandbox container');
+        }
+        const c = container;
+        cleanup.push(() => c.remove({ force: true, v: true }).then(() => undefined));
+        try {
+          await container.start();
+        } catch (err) {
+          throw toSandboxError(err, 'start sandbox container');
+        }
       }
       if (req.signal?.aborted) throw new CancelledError();
 
@@ -147,7 +185,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         dispose: runCleanup,
       });
       if (seedEntries.length > 0) await sandbox.extract(await packTar(seedEntries), req.signal);
-      this.log('sandbox acquired', { runId: req.runId, container: container.id, name });
+      this.log('sandbox acquired', { runId: req.runId, container: container.id, name, ...(pooled ? { pooled: pooled.poolId } : {}) });
       return sandbox;
     } catch (err) {
       await runCleanup();

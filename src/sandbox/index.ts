@@ -39,4 +39,5 @@ export function createSandboxProvider(config: Config, opts: Partial<Omit<DockerS
 }
 export { startReaper, sweepSandboxes, type Reaper, type ReaperOptions, type SweepResult } from './reaper';
 export { EgressProxy, type EgressProxyOptions } from './egress-proxy';
+export { POOL_PREFIX } from './warm-pool';
 export { ipLiteral, isForbiddenAddress } from './egress-address';

@@ -1,0 +1,92 @@
+/**
+ * The warm pool on the real engine: a worker keeps N started sandboxes of its default class; a run of
+ * that class gets one at once (renamed for the run), the pool refills, the run's dispose removes it
+ * (never reused); other classes (egress, other limits) are created cold; stop() removes idle ones;
+ * expired pool containers are reaped.
+ */
+import { randomBytes } from 'node:crypto';
+import Docker from 'dockerode';
+import { loadConfig } from '../../src/config';
+import { resolveLimits } from '../../src/sandbox/limits';
+import { DockerSandboxProvider, POOL_PREFIX, sweepSandboxes } from '../../src/sandbox';
+
+jest.setTimeout(90_000);
+
+const docker = new Docker();
+const WORKER = `test-pool-${randomBytes(3).toString('hex')}`;
+const config = loadConfig({ CORRAL_QUEUE: `pool-${randomBytes(3).toString('hex')}` });
+const { execTimeoutS: _t, ...defaults } = resolveLimits(undefined, config);
+const mine = () => docker.listContainers({ all: true, filters: { label: [`corral.worker-id=${WORKER}`] } });
+const poolIds = async () => (await mine()).map((c) => c.Labels['corral.run-id']!).filter((id) => id.startsWith(POOL_PREFIX)).sort();
+async function until<T>(f: () => Promise<T>, ok: (v: T) => boolean, ms = 30_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (ok(v) || Date.now() > end) return v;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+afterAll(async () => {
+  for (const c of await mine()) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
+});
+
+test('a run of the default class takes a started sandbox; the pool refills; the used one is removed, never reused', async () => {
+  const provider = new DockerSandboxProvider({ docker, config });
+  await provider.startPool(WORKER, 2, 600_000);
+  const before = await poolIds();
+  expect(before).toHaveLength(2);
+  expect(provider.poolStats()).toEqual({ idle: 2, claimed: 0, filling: 0 });
+
+  const t0 = performance.now();
+  const sb = await provider.acquire({
+    runId: 'run_pool_warm1', workerId: WORKER, deadline: new Date(Date.now() + 60_000), files: {}, limits: defaults, egressAllow: [],
+  });
+  const warmMs = performance.now() - t0;
+  const info = await docker.getContainer(sb.id).inspect();
+  expect(before).toContain(info.Config.Labels['corral.run-id']);
+  expect(info.Name).toMatch(/^\/corral-run_pool_warm1-/);
+  expect(provider.poolOwns(info.Config.Labels['corral.run-id']!)).toBe(true);
+  expect((await sb.exec({ argv: ['bash', '-c', 'echo hi > a.txt && cat a.txt && id -u'], timeoutMs: 5000 })).stdout).toBe('hi\n10001\n');
+
+  // The pool refills to 2 idle while the run holds its sandbox.
+  await until(() => Promise.resolve(provider.poolStats()!), (s) => s.idle === 2);
+  expect(provider.poolStats()).toMatchObject({ idle: 2, claimed: 1 });
+
+  await sb.dispose();
+  await expect(docker.getContainer(sb.id).inspect()).rejects.toMatchObject({ statusCode: 404 });
+  expect(provider.poolOwns(info.Config.Labels['corral.run-id']!)).toBe(false);
+
+  // Another class (other limits) is made cold.
+  const t1 = performance.now();
+  const cold = await provider.acquire({
+    runId: 'run_pool_cold1', workerId: WORKER, deadline: new Date(Date.now() + 60_000), files: { 'x.txt': 'x' },
+    limits: { ...defaults, memoryMb: defaults.memoryMb + 64 }, egressAllow: [],
+  });
+  const coldMs = performance.now() - t1;
+  expect((await docker.getContainer(cold.id).inspect()).Config.Labels['corral.run-id']).toBe('run_pool_cold1');
+  await cold.dispose();
+  process.stdout.write(`warm acquire ${warmMs.toFixed(1)} ms, cold acquire ${coldMs.toFixed(1)} ms\n`);
+
+  // A run longer than what is left of a pooled container's life is made cold too.
+  const long = await provider.acquire({
+    runId: 'run_pool_long1', workerId: WORKER, deadline: new Date(Date.now() + 3_600_000), files: {}, limits: defaults, egressAllow: [],
+  });
+  expect((await docker.getContainer(long.id).inspect()).Config.Labels['corral.run-id']).toBe('run_pool_long1');
+  await long.dispose();
+
+  await provider.stopPool();
+  expect(await poolIds()).toEqual([]);
+});
+
+test('pool containers past their deadline are reaped, even when their worker is gone', async () => {
+  const provider = new DockerSandboxProvider({ docker, config });
+  await provider.startPool(WORKER, 1, 1000);
+  const ids = await poolIds();
+  expect(ids).toHaveLength(1);
+  await new Promise((r) => setTimeout(r, 1500));
+  const swept = await sweepSandboxes({ docker, onlyWorkerId: WORKER, isActive: () => true });
+  expect(swept.removed).toEqual([expect.objectContaining({ runId: ids[0], reason: 'deadline passed' })]);
+  await provider.stopPool();
+  expect(await poolIds()).toEqual([]);
+});
