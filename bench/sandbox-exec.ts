@@ -1,12 +1,18 @@
 /**
- * Sandbox costs from one run, printed as one JSON object (p50/p95 in ms):
+ * Sandbox costs (p50/p95 in ms):
  *   exec_ms.corral      `true` through the Sandbox port (timeout wrapper, marker env, demux, inspect)
  *   exec_ms.raw_api     the same `true` as a bare Engine-API exec (create + start + inspect)
  *   exec_ms.docker_cli  `docker exec <id> true`
  *   acquire_ms.cold     provider.acquire() with a one-file seed, until the sandbox is usable
+ *   acquire_ms.warm     provider.acquire() of a default-class sandbox taken from the warm pool
+ *                       (startPool; each sample waits for the pool to refill, and only acquisitions the
+ *                       provider logged as pooled count; null if every one fell back to a cold start);
+ *                       with the same one-file seed as cold
+ *   acquire_ms.warm_empty_workspace  the same with no files to seed (no archive upload)
  *   acquire_ms.raw_create_start  bare create + start of the same image
  *   remove_ms           LeasedSandbox.dispose() (force remove)
- * Run: npx tsx bench/sandbox-exec.ts [--exec N] [--acquire N]
+ * benchSandbox() is part of `npm run bench` (bench/index.ts); alone:
+ *   npx tsx bench/sandbox-exec.ts [--exec N] [--acquire N]
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -14,27 +20,19 @@ import type { Readable } from 'node:stream';
 import Docker from 'dockerode';
 import { loadConfig } from '../src/config';
 import type { LeasedSandbox, SandboxRequest } from '../src/domain/sandbox';
-import { DockerSandboxProvider } from '../src/sandbox';
+import { DockerSandboxProvider, resolveLimits } from '../src/sandbox';
+import { round, sleep, stats, time, type P50P95 } from './stats';
 
 const run = promisify(execFile);
-const arg = (name: string, def: number) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? Number(process.argv[i + 1]) : def;
-};
-const EXECS = arg('--exec', 60);
-const ACQUIRES = arg('--acquire', 12);
-const WORKER = `bench-${process.pid}`;
 
-function stats(xs: number[]): { p50: number; p95: number } {
-  const s = [...xs].sort((a, b) => a - b);
-  const q = (p: number) => s[Math.min(s.length - 1, Math.max(0, Math.ceil(p * s.length) - 1))]!;
-  return { p50: Math.round(q(0.5) * 10) / 10, p95: Math.round(q(0.95) * 10) / 10 };
-}
-
-async function time(fn: () => Promise<unknown>): Promise<number> {
-  const t = performance.now();
-  await fn();
-  return performance.now() - t;
+export interface SandboxBench {
+  exec_ms: { corral: P50P95; raw_api: P50P95; docker_cli: P50P95 };
+  acquire_ms: { cold: P50P95; warm: P50P95 | null; warm_empty_workspace: P50P95 | null; raw_create_start: P50P95 };
+  remove_ms: P50P95;
+  ratio_corral_to_raw_p50: number;
+  samples: { exec: number; acquire: number; warm: number; warm_fell_back_cold: number };
+  /** Why acquire_ms.warm is null, when it is. */
+  warm_note?: string;
 }
 
 async function rawExec(c: Docker.Container): Promise<number | null> {
@@ -49,7 +47,41 @@ async function rawExec(c: Docker.Container): Promise<number | null> {
   return (await exec.inspect()).ExitCode ?? null;
 }
 
-async function main(): Promise<void> {
+/** Warm acquisitions: a pool of 2 default-class sandboxes, refilled between samples. */
+async function benchWarm(docker: Docker, workerId: string, samples: number, files: Record<string, string>): Promise<{ ms: number[]; fellBack: number }> {
+  const config = loadConfig({});
+  const pooled = new Set<string>();
+  const provider = new DockerSandboxProvider({
+    docker, config,
+    log: (msg, fields) => {
+      if (msg === 'sandbox acquired' && fields?.pooled) pooled.add(String(fields.runId));
+    },
+  });
+  const p = provider;
+  const { execTimeoutS: _t, ...limits } = resolveLimits(undefined, config);
+  const ms: number[] = [];
+  let fellBack = 0;
+  try {
+    await p.startPool(workerId, 2, 10 * 60_000);
+    for (let i = 0; i < samples + 1; i++) {
+      for (let w = 0; (p.poolStats()?.idle ?? 0) < 2 && w < 200; w++) await sleep(25);
+      const runId = `run_benchwarm_${Math.random().toString(36).slice(2, 10)}`;
+      let sb: LeasedSandbox | undefined;
+      const t = await time(async () => (sb = await provider.acquire({
+        runId, workerId, deadline: new Date(Date.now() + 5 * 60_000), files, limits, egressAllow: [],
+      })));
+      await sb!.dispose();
+      if (!pooled.has(runId)) fellBack += 1;
+      else if (i > 0) ms.push(t);
+    }
+  } finally {
+    await p.stopPool();
+  }
+  return { ms, fellBack };
+}
+
+export async function benchSandbox(o: { execs: number; acquires: number; warm?: number }): Promise<SandboxBench> {
+  const WORKER = `bench-${process.pid}`;
   const docker = new Docker();
   const config = loadConfig({});
   const provider = new DockerSandboxProvider({ docker, config });
@@ -69,7 +101,7 @@ async function main(): Promise<void> {
     // warm-up (image layers, daemon caches)
     const warm = await provider.acquire(req());
     await warm.dispose();
-    for (let i = 0; i < ACQUIRES; i++) {
+    for (let i = 0; i < o.acquires; i++) {
       let sb: LeasedSandbox | undefined;
       acquire.push(await time(async () => (sb = await provider.acquire(req()))));
       remove.push(await time(() => sb!.dispose()));
@@ -90,7 +122,7 @@ async function main(): Promise<void> {
       await sb.exec({ argv: ['true'], timeoutMs: 10_000 });
       await rawExec(container);
     }
-    for (let i = 0; i < EXECS; i++) {
+    for (let i = 0; i < o.execs; i++) {
       corral.push(await time(async () => {
         const r = await sb.exec({ argv: ['true'], timeoutMs: 10_000 });
         if (r.exitCode !== 0) throw new Error(`corral exec: exit ${r.exitCode}`);
@@ -101,18 +133,26 @@ async function main(): Promise<void> {
       cli.push(await time(() => run('docker', ['exec', sb.id, 'true'])));
     }
     await sb.dispose();
-    const out = {
+    const pool = await benchWarm(docker, WORKER, o.warm ?? o.acquires, { 'README.md': '# bench\n' });
+    const poolEmpty = await benchWarm(docker, WORKER, o.warm ?? o.acquires, {});
+    return {
       exec_ms: { corral: stats(corral), raw_api: stats(raw), docker_cli: stats(cli) },
-      acquire_ms: { cold: stats(acquire), raw_create_start: stats(rawCreate) },
+      acquire_ms: { cold: stats(acquire), warm: pool.ms.length === 0 ? null : stats(pool.ms), warm_empty_workspace: poolEmpty.ms.length === 0 ? null : stats(poolEmpty.ms), raw_create_start: stats(rawCreate) },
       remove_ms: stats(remove),
-      ratio_corral_to_raw_p50: Math.round((stats(corral).p50 / stats(raw).p50) * 100) / 100,
-      samples: { exec: EXECS, acquire: ACQUIRES },
+      ratio_corral_to_raw_p50: round(stats(corral).p50 / stats(raw).p50, 2),
+      samples: { exec: o.execs, acquire: o.acquires, warm: pool.ms.length, warm_fell_back_cold: pool.fellBack + poolEmpty.fellBack },
+      ...(pool.ms.length === 0 ? { warm_note: 'every warm acquisition fell back to a cold start' } : {}),
     };
-    process.stdout.write(`${JSON.stringify(out)}\n`);
   } finally {
     const left = await docker.listContainers({ all: true, filters: { label: [`corral.worker-id=${WORKER}`] } });
     await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => {})));
   }
 }
 
-void main();
+if (require.main === module) {
+  const arg = (name: string, def: number) => {
+    const i = process.argv.indexOf(name);
+    return i >= 0 ? Number(process.argv[i + 1]) : def;
+  };
+  void benchSandbox({ execs: arg('--exec', 60), acquires: arg('--acquire', 12) }).then((out) => process.stdout.write(`${JSON.stringify(out)}\n`));
+}

@@ -1,0 +1,148 @@
+/**
+ * `npm run bench`: every benchmark of issue 7 in one run, one JSON document on stdout and in
+ * bench/results.json (progress goes to stderr). Stages, in order, on one quiet host:
+ *   1. sandbox costs            exec_ms.*, acquire_ms.{cold,warm,raw_create_start}, remove_ms (bench/sandbox-exec.ts)
+ *   2. enqueue → start          bare BullMQ Worker, and corral's worker process (bench/enqueue-to-start.ts)
+ *   3. runs per minute          one worker process at concurrency 1, 4, 8, a 5-tool-call task (bench/runs-per-minute.ts)
+ *   4. load                     the 200-run burst onto 3 workers through the API (bench/load-burst.ts)
+ * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
+ * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
+ *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
+ *   BENCH_RATE_TOOLS (5)  BENCH_RATE_RUNS_PER_SLOT (3)  CORRAL_LOAD_RUNS (200)  BENCH_LOAD_TOOLS (3)
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { startFakeDecisionsServer } from '../test/support/fake-decisions-server';
+import { loadAgent } from '../test/support/load-agent';
+import { startRssSampler } from '../test/support/load-rss';
+import { startLoadStack } from '../test/support/load-stack';
+import { benchBareBullmq, benchCorralEnqueue } from './enqueue-to-start';
+import { benchLoadBurst } from './load-burst';
+import { benchRedis } from './redis';
+import { benchRunsPerMinute, type RateResult } from './runs-per-minute';
+import { benchSandbox } from './sandbox-exec';
+import { envInt, note, round } from './stats';
+
+const CONCURRENCIES = [1, 4, 8] as const;
+
+interface Target {
+  target: string;
+  measured: number | boolean | null;
+  met: boolean;
+  note?: string;
+}
+
+async function main(): Promise<void> {
+  const started = new Date();
+  const t0 = Date.now();
+  note('stage 1/4: sandbox exec / acquire / remove');
+  const sandbox = await benchSandbox({ execs: envInt('BENCH_EXECS', 60), acquires: envInt('BENCH_ACQUIRES', 12), warm: envInt('BENCH_WARM', 20) });
+
+  const redisBox = await benchRedis();
+  const agent = loadAgent();
+  const model = await startFakeDecisionsServer({ chat: agent });
+  const rss = startRssSampler(100);
+  const redis = new Redis(redisBox.url, { maxRetriesPerRequest: null });
+  try {
+    note('stage 2/4: enqueue → start (bare BullMQ)');
+    const bare = await benchBareBullmq(redis, envInt('BENCH_BARE_SAMPLES', 200));
+
+    const stack = await startLoadStack({ redisUrl: redisBox.url, modelBaseURL: model.baseURL, name: 'bench', api: false });
+    const qConn = redis.duplicate({ maxRetriesPerRequest: null });
+    const queue = new Queue(stack.queue, { connection: qConn });
+    const rates: Record<string, RateResult> = {};
+    const rssByConcurrency: Record<string, number> = {};
+    let corralEnqueue: Awaited<ReturnType<typeof benchCorralEnqueue>> | undefined;
+    try {
+      for (const c of CONCURRENCIES) {
+        const worker = await stack.startWorker(`bench-c${c}`, c);
+        rss.track(worker.id, worker.pid);
+        if (c === 1) {
+          note('stage 2/4: enqueue → start (corral worker process, concurrency 1)');
+          corralEnqueue = await benchCorralEnqueue(redis, queue, envInt('BENCH_ENQUEUE_SAMPLES', 20));
+        }
+        const runs = envInt('BENCH_RATE_RUNS_PER_SLOT', 3) * c;
+        note(`stage 3/4: runs per minute at concurrency ${c} (${runs} runs × ${envInt('BENCH_RATE_TOOLS', 5)} tool calls)`);
+        rates[String(c)] = await benchRunsPerMinute({ stack, worker, queue, redis, runs, tools: envInt('BENCH_RATE_TOOLS', 5) });
+        await worker.stop();
+        rssByConcurrency[String(c)] = rss.peaks()[worker.id] ?? 0;
+      }
+    } finally {
+      await stack.close();
+      await queue.close();
+      qConn.disconnect();
+    }
+
+    const loadRuns = envInt('CORRAL_LOAD_RUNS', 200);
+    note(`stage 4/4: load — ${loadRuns} runs burst onto 3 workers`);
+    const load = await benchLoadBurst({
+      redisUrl: redisBox.db(1), modelBaseURL: model.baseURL, modelRequests: agent.requests, rss,
+      runs: loadRuns, tools: envInt('BENCH_LOAD_TOOLS', 3),
+    });
+
+    const enq = corralEnqueue!;
+    const rssPeak = Math.max(...Object.values(rssByConcurrency));
+    const coldRatio = round(sandbox.acquire_ms.cold.p50 / sandbox.acquire_ms.raw_create_start.p50, 2);
+    const targets: Record<string, Target> = {
+      acquire_warm_p50_lt_20ms: {
+        target: 'acquire_ms.warm.p50 < 20 (warm pool, CORRAL_WARM_POOL)', measured: sandbox.acquire_ms.warm?.p50 ?? null,
+        met: sandbox.acquire_ms.warm !== null && sandbox.acquire_ms.warm.p50 < 20,
+        ...(sandbox.warm_note ? { note: sandbox.warm_note } : {}),
+      },
+      acquire_cold_within_1_2x_raw: { target: 'acquire_ms.cold.p50 ≤ 1.2 × acquire_ms.raw_create_start.p50', measured: coldRatio, met: coldRatio <= 1.2 },
+      enqueue_to_start_p50_lt_10ms: { target: 'enqueue_to_start_ms.p50 < 10 (corral worker)', measured: enq.enqueue_to_start_ms.p50, met: enq.enqueue_to_start_ms.p50 < 10 },
+      exec_corral_within_1_2x_raw: { target: 'exec_ms.corral.p50 ≤ 1.2 × exec_ms.raw_api.p50', measured: sandbox.ratio_corral_to_raw_p50, met: sandbox.ratio_corral_to_raw_p50 <= 1.2 },
+      worker_rss_lt_250mb_at_c8: { target: 'worker RSS peak at concurrency 8 < 250 MB', measured: rssByConcurrency['8'] ?? null, met: (rssByConcurrency['8'] ?? Infinity) < 250 },
+      load_every_run_once: { target: `${loadRuns} runs on 3 workers: every run succeeded exactly once`, measured: load.every_run_once, met: load.every_run_once },
+      load_nothing_left: {
+        target: 'no container of the queue and no unexpected Redis key left', measured: load.containers_left === 0 && load.redis_ok,
+        met: load.containers_left === 0 && load.redis_ok,
+      },
+    };
+
+    const out = {
+      started_at: started.toISOString(),
+      host: { cpus: (await import('node:os')).cpus().length, node: process.version, redis: redisBox.ownContainer ? 'own container (corral/redis:7)' : 'REDIS_URL' },
+      exec_ms: sandbox.exec_ms,
+      acquire_ms: sandbox.acquire_ms,
+      remove_ms: sandbox.remove_ms,
+      ratio_corral_to_raw_p50: sandbox.ratio_corral_to_raw_p50,
+      enqueue_to_start_ms: enq.enqueue_to_start_ms,
+      enqueue_to_pickup_ms_corral: enq.enqueue_to_pickup_ms,
+      enqueue_to_start_ms_bare_bullmq: { p50: bare.p50, p95: bare.p95 },
+      runs_per_minute: Object.fromEntries(CONCURRENCIES.map((c) => [String(c), rates[String(c)]!.runs_per_minute])),
+      worker_rss_mb_peak: rssPeak,
+      worker_rss_mb_peak_by_concurrency: rssByConcurrency,
+      load,
+      targets,
+      notes: {
+        acquire_ms_warm: sandbox.warm_note ?? 'DockerSandboxProvider.startPool (2 sandboxes of the default class, refilled between samples); only acquisitions the provider logged as pooled count; cold uses 256 MB/1 CPU/128 pids/64 MB limits, warm the configured defaults (the pool\'s class); both seed one file',
+        enqueue_to_start_ms: 'corral worker process (bin/corral worker, concurrency 1, idle): Date.now() before enqueueRun → the run\'s startedAt written by corral\'s processor; enqueue_to_pickup_ms_corral = job.processedOn − job.timestamp (BullMQ pick-up only); enqueue_to_start_ms_bare_bullmq = a bare BullMQ Worker in-process, performance.now() before queue.add → processor entry',
+        runs_per_minute: `one worker process; ${envInt('BENCH_RATE_RUNS_PER_SLOT', 3)}×concurrency runs of a ${envInt('BENCH_RATE_TOOLS', 5)}-bash-call scripted task enqueued at once after one warm-up run; wall = enqueue → last finishedAt`,
+        worker_rss_mb_peak: 'peak VmRSS of the worker process over the concurrency 1, 4, 8 stages (sampled every 100 ms)',
+      },
+      details: {
+        runs_per_minute: rates,
+        enqueue_samples: { corral: enq.samples, corral_failed: enq.failed, bare_bullmq: bare.samples },
+        sandbox_samples: sandbox.samples,
+        rss_samples: rss.samples(),
+      },
+      bench_wall_s: round((Date.now() - t0) / 1000, 1),
+    };
+    const text = JSON.stringify(out, null, 2);
+    writeFileSync(join(__dirname, 'results.json'), `${text}\n`);
+    process.stdout.write(`${text}\n`);
+  } finally {
+    rss.stop();
+    redis.disconnect();
+    await model.close();
+    await redisBox.close();
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
+  process.exitCode = 1;
+});
