@@ -6,7 +6,7 @@
  * the load test and bench/ both use it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadConfig } from '../../src/config';
@@ -54,7 +54,7 @@ export interface LoadStack {
   startWorker(id: string, concurrency: number, env?: Record<string, string>): Promise<LoadWorker>;
   /** A JSON request to the in-process API. */
   request<T = Record<string, unknown>>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: T }>;
-  /** Stops every worker (SIGTERM, then SIGKILL) and the API. */
+  /** Stops every worker (SIGTERM, then SIGKILL) and the API, and removes the data dir (unless CORRAL_KEEP_LOAD_DATA is set). */
   close(): Promise<void>;
 }
 
@@ -140,6 +140,7 @@ export async function startLoadStack(o: LoadStackOptions): Promise<LoadStack> {
     async close() {
       await Promise.all(workers.map((w) => w.stop()));
       await api?.close();
+      if (!process.env.CORRAL_KEEP_LOAD_DATA) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }
