@@ -7,6 +7,9 @@ import { GenericContainer, Wait } from 'testcontainers';
 
 export default async function globalSetup(): Promise<void> {
   process.env.TESTCONTAINERS_RYUK_DISABLED = 'true';
+  // This machine has /.dockerenv, so testcontainers would look for the Docker host's address by running
+  // an alpine:3.14 container — a registry pull (an outside address) that can hang. The engine is local.
+  process.env.TESTCONTAINERS_HOST_OVERRIDE ??= '127.0.0.1';
   if (process.env.CORRAL_TEST_REDIS_URL) {
     process.env.REDIS_URL = process.env.CORRAL_TEST_REDIS_URL;
     return;
