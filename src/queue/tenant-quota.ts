@@ -91,19 +91,19 @@ export class TenantQuota {
 
   private async prune(key: string, now: number, isFinished: (id: string) => Promise<boolean | null>): Promise<void> {
     const rows = await this.redis.zrange(key, 0, '-1', 'WITHSCORES');
-    const done: string[] = [];
-    for (let i = 0; i < rows.length; i += 2) {
-      const id = rows[i]!;
-      const claimedAt = Number(rows[i + 1]);
+    const members: Array<{ id: string; claimedAt: number }> = [];
+    for (let i = 0; i < rows.length; i += 2) members.push({ id: rows[i]!, claimedAt: Number(rows[i + 1]) });
+    // All lookups at once: commands sent together on one connection travel as one pipeline.
+    const verdicts = await Promise.all(members.map(async ({ id, claimedAt }) => {
       const finished = await isFinished(id);
-      if (finished === true) done.push(id);
-      else if (finished === null && now - claimedAt > CLAIM_GRACE_MS) done.push(id);
-      else if (finished === false && now - claimedAt > CLAIM_GRACE_MS) {
-        // The record says unfinished: believe the queue when it says the job is over or gone.
-        const state = await this.queue.getJobState(id);
-        if (state === 'completed' || state === 'failed' || state === 'unknown') done.push(id);
-      }
-    }
+      if (finished === true) return true;
+      if (now - claimedAt <= CLAIM_GRACE_MS) return false;
+      if (finished === null) return true;
+      // The record says unfinished: believe the queue when it says the job is over or gone.
+      const state = await this.queue.getJobState(id);
+      return state === 'completed' || state === 'failed' || state === 'unknown';
+    }));
+    const done = members.filter((_, i) => verdicts[i]).map((m) => m.id);
     if (done.length) await this.redis.zrem(key, ...done);
   }
 }

@@ -111,6 +111,12 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     throw new InvalidInputError(reason);
   }
   const { runId, spec } = parsed.data;
+  // A job id BullMQ no longer remembers (retention passed, queue cleaned) may arrive again: a run that
+  // already ended is never executed twice.
+  const previous = await store.get(runId);
+  if (previous?.finishedAt) {
+    throw new InvalidInputError(`run ${runId} already ended (${previous.status} at ${previous.finishedAt}); a run is executed once — submit a new run or replay this one`);
+  }
   const runDir = resolve(config.CORRAL_DATA_DIR, 'runs', runId);
   mkdirSync(runDir, { recursive: true });
   const logPath = join(runDir, 'events.jsonl');

@@ -164,8 +164,18 @@ test('a malformed job put straight on the queue fails with a reason; the worker 
     const rec = await h.api<{ status: string; reason: string }>('GET', '/v1/runs/run_malformed1');
     expect(rec.body.status).toBe('error');
     expect(rec.body.reason).toContain('spec.task');
-    const direct = await h.api<{ status: string; finalAnswer: string }>('GET', '/v1/runs/run_directjob1');
+    const direct = await h.api<{ status: string; finalAnswer: string; logPath: string }>('GET', '/v1/runs/run_directjob1');
     expect(direct.body).toMatchObject({ status: 'succeeded', finalAnswer: 'nothing to do' });
+
+    // The same run id arriving again after BullMQ forgot the job (retention, queue.clean): never run twice.
+    await (await queue.getJob(good.id!))!.remove();
+    const again = await queue.add('run', { runId: 'run_directjob1', spec: { task: 'E2E-SECOND: from another producer' } }, { jobId: 'run_directjob1' });
+    const end2 = Date.now() + 30_000;
+    while (!['failed', 'completed'].includes(await state(again.id!)) && Date.now() < end2) await new Promise((r) => setTimeout(r, 100));
+    expect(await state(again.id!)).toBe('failed');
+    expect((await queue.getJob(again.id!))!.failedReason).toMatch(/^run run_directjob1 already ended \(succeeded at /);
+    const finishedLines = readFileSync(direct.body.logPath, 'utf8').split('\n').filter((l) => l.includes('"run.finished"'));
+    expect(finishedLines).toHaveLength(1);
   } finally {
     await queue.close();
     await conn.quit();
