@@ -57,20 +57,9 @@ export interface RunView {
   pendingApprovals: PendingApproval[];
 }
 
-export interface RunUpdate {
-  status?: RunStatus;
-  startedAt?: string;
-  finishedAt?: string;
-  workerId?: string;
-  containerId?: string;
-  outcome?: RunOutcome;
-  finalAnswer?: string | null;
-  reason?: string;
-  usage?: RunUsage;
-  reportPath?: string;
-  logPath?: string;
-  artifacts?: RunArtifact[];
-}
+/** The fields a worker (or the API, for cancel) writes as a run goes. */
+export type RunUpdate = Partial<Pick<RunView,
+  'status' | 'startedAt' | 'finishedAt' | 'workerId' | 'containerId' | 'outcome' | 'finalAnswer' | 'reason' | 'usage' | 'reportPath' | 'logPath' | 'artifacts'>>;
 
 export interface ApprovalAnswer {
   approved: boolean;

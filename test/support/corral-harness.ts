@@ -8,6 +8,7 @@ import { join, resolve } from 'node:path';
 import Docker from 'dockerode';
 import { loadConfig, type Config } from '../../src/config';
 import { startCorral, type StartedCorral } from '../../src/main';
+import { apiRequest } from './api-request';
 import { startFakeDecisionsServer, type FakeServer, type Handler } from './fake-decisions-server';
 
 export interface Harness {
@@ -44,21 +45,7 @@ export async function startHarness(name: string, handlers: { chat: Handler; deci
   const logs: Harness['logs'] = [];
   const corral = await startCorral(config, { api: true, worker: true }, (msg, fields) => logs.push({ msg, fields }));
   const url = corral.url!;
-  const api: Harness['api'] = async (method, path, body) => {
-    const res = await fetch(`${url}${path}`, {
-      method,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
-      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      /* not JSON (report.md) */
-    }
-    return { status: res.status, body: parsed as never };
-  };
+  const api: Harness['api'] = (method, path, body) => apiRequest(url, method, path, body);
   const waitFor: Harness['waitFor'] = async (id, until = (r) => !!r.finishedAt, timeoutMs = 60_000) => {
     const end = Date.now() + timeoutMs;
     for (;;) {

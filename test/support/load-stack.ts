@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadConfig } from '../../src/config';
+import { apiRequest } from './api-request';
 import { startCorral, type StartedCorral } from '../../src/main';
 
 export const ROOT = resolve(__dirname, '../..');
@@ -123,19 +124,7 @@ export async function startLoadStack(o: LoadStackOptions): Promise<LoadStack> {
     env, queue, dataDir, api, url, workers, startWorker,
     async request(method, path, body, headers = {}) {
       if (!url) throw new Error('this load stack has no API');
-      const res = await fetch(`${url}${path}`, {
-        method,
-        headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      const text = await res.text();
-      let parsed: unknown = text;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        /* not JSON */
-      }
-      return { status: res.status, body: parsed as never };
+      return apiRequest<never>(url, method, path, body, headers);
     },
     async close() {
       await Promise.all(workers.map((w) => w.stop()));
