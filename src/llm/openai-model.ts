@@ -2,7 +2,7 @@
  * Model over the openai SDK's chat completions (any OpenAI-compatible endpoint). The SDK's own
  * retries handle 429/5xx; what still fails becomes a ModelError (the openai → corral boundary).
  */
-import OpenAI, { APIError, APIUserAbortError } from 'openai';
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { CancelledError, ModelError } from '../domain/errors';
 import type { ChatMessage, Model, ModelRequest, ModelTurn } from '../domain/model';
@@ -66,6 +66,13 @@ function toOpenAI(m: ChatMessage): ChatCompletionMessageParam {
 
 function toModelError(err: unknown, signal?: AbortSignal): Error {
   if (err instanceof APIUserAbortError || signal?.aborted) return new CancelledError('the model call was cancelled');
+  if (err instanceof APIConnectionTimeoutError) {
+    return new ModelError('the model endpoint did not answer in time, after retries (CORRAL_MODEL_TIMEOUT_MS per request)', undefined, { cause: err });
+  }
+  if (err instanceof APIConnectionError) {
+    const cause = (err as { cause?: { message?: string } }).cause?.message;
+    return new ModelError(`cannot reach the model endpoint, after retries: ${err.message}${cause ? ` (${cause})` : ''}`, undefined, { cause: err });
+  }
   if (err instanceof APIError) {
     const detail = err.message || 'no message';
     return new ModelError(`model endpoint error${err.status ? ` ${err.status}` : ''}: ${detail}`, err.status, { cause: err });

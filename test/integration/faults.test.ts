@@ -293,3 +293,54 @@ test('Redis restart (AOF): the API answers 503 while it is away, then everything
     await sh('docker', ['rm', '-f', name]).catch(() => undefined);
   }
 });
+
+test('a hanging model endpoint: each call times out, the SDK retries within bounds, then the run ends with a clear reason; the tool call that ran is not run again', async () => {
+  let ranAfterHang = 0;
+  const chat = scriptedAgent({
+    'HANGING-MODEL': (_b, turn) => {
+      if (turn === 0) return toolCallTurn([{ name: 'bash', id: 'c_once', args: { command: 'echo once >> ran.txt; cat ran.txt' } }]);
+      ranAfterHang += 1;
+      return { ...finalTurn('too late'), delayMs: 5000 };
+    },
+  });
+  const h = await startHarness('hanging-model', { chat }, { CORRAL_MODEL_TIMEOUT_MS: '400' });
+  try {
+    const r = await h.api<{ id: string }>('POST', '/v1/runs', { task: 'HANGING-MODEL: write once' });
+    const run = await h.waitFor(r.body.id, undefined, 60_000);
+    expect(run.status).toBe('error');
+    expect(run.reason).toMatch(/^model_failed: (the model endpoint did not answer in time|cannot reach the model endpoint), after retries/);
+    expect(ranAfterHang).toBe(3); // the first try and the SDK's 2 retries, each cut at 400 ms
+    const events = readFileSync(run.logPath as string, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { type: string; output?: string });
+    const results = events.filter((e) => e.type === 'tool.result');
+    expect(results).toHaveLength(1);
+    expect(results[0]!.output).toContain('once');
+  } finally {
+    await h.close();
+  }
+});
+
+test('start-up refuses a Redis whose maxmemory-policy can evict jobs', async () => {
+  const { Redis } = await import('ioredis');
+  const { execFile } = await import('node:child_process');
+  const { promisify } = await import('node:util');
+  const sh = promisify(execFile);
+  const name = `corral-test-redis-lru-${Date.now().toString(36)}`;
+  await sh('docker', ['run', '-d', '--name', name, '--label', 'corral.test=redis-lru', '-p', '127.0.0.1::6379', 'corral/redis:7',
+    'redis-server', '--protected-mode', 'no', '--bind', '0.0.0.0', '--save', '', '--maxmemory-policy', 'allkeys-lru']);
+  try {
+    const port = (await sh('docker', ['port', name, '6379/tcp'])).stdout.trim().split('\n')[0]!.split(':').pop();
+    const url = `redis://127.0.0.1:${port}`;
+    for (let i = 0; i < 50; i++) {
+      const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      r.on('error', () => undefined);
+      const ok = await r.connect().then(() => r.ping()).then(() => true, () => false);
+      r.disconnect();
+      if (ok) break;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    await expect(startCorral(loadConfig({ REDIS_URL: url, CORRAL_POLICY_DIR: join(ROOT, 'policies'), CORRAL_API_PORT: '0' }), { api: true, worker: false }, () => undefined))
+      .rejects.toThrow(/maxmemory-policy "allkeys-lru", which can evict queued jobs; set it to "noeviction"/);
+  } finally {
+    await sh('docker', ['rm', '-f', name]).catch(() => undefined);
+  }
+});
