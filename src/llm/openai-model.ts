@@ -70,8 +70,9 @@ function toModelError(err: unknown, signal?: AbortSignal): Error {
     return new ModelError('the model endpoint did not answer in time, after retries (CORRAL_MODEL_TIMEOUT_MS per request)', undefined, { cause: err });
   }
   if (err instanceof APIConnectionError) {
-    const cause = (err as { cause?: { message?: string } }).cause?.message;
-    return new ModelError(`cannot reach the model endpoint, after retries: ${err.message}${cause ? ` (${cause})` : ''}`, undefined, { cause: err });
+    const c = (err as { cause?: { code?: string; message?: string } }).cause;
+    const detail = c?.code ?? (c?.message && c.message !== '{}' ? c.message : undefined);
+    return new ModelError(`cannot reach the model endpoint, after retries: ${err.message}${detail ? ` (${detail})` : ''}`, undefined, { cause: err });
   }
   if (err instanceof APIError) {
     const detail = err.message || 'no message';
