@@ -22,7 +22,17 @@ export function filesChangedSection(s: RunSummary): string {
 
 export function doneChecksSection(s: RunSummary): string {
   if (!s.doneChecks.length) return '';
-  const passed = s.doneChecks.filter((c) => c.ok).length;
+  // Checks run in rounds (each time the model said it was done); a round ends when a command repeats.
+  const rounds: Array<typeof s.doneChecks> = [];
+  for (const c of s.doneChecks) {
+    const cur = rounds.at(-1);
+    if (!cur || cur.some((x) => x.command === c.command)) rounds.push([c]);
+    else cur.push(c);
+  }
+  const last = rounds.at(-1) ?? [];
+  const lastPassed = last.every((c) => c.ok);
+  const summary = `${rounds.length} round${rounds.length === 1 ? '' : 's'} of ${last.length} check${last.length === 1 ? '' : 's'}; `
+    + `the last round ${lastPassed ? 'passed' : '**failed**'}.`;
   const rows = s.doneChecks.map((c, i) => [
     String(i + 1),
     codeSpan(c.command),
@@ -33,7 +43,7 @@ export function doneChecksSection(s: RunSummary): string {
   return [
     '## Done checks',
     '',
-    `${passed} of ${s.doneChecks.length} passed.`,
+    summary,
     '',
     markdownTable(['#', 'Command', 'Result', 'Exit', 'Summary'], ['r', 'l', 'l', 'r', 'l'], rows),
   ].join('\n');

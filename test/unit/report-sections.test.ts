@@ -268,7 +268,7 @@ describe('buildReport summary sections', () => {
 
   it('done checks: command, passed / failed, exit code, summary; the section is left out when there were none', () => {
     const d = section(buildReport(run()), 'Done checks');
-    expect(d).toContain('1 of 2 passed.');
+    expect(d).toContain('1 round of 2 checks; the last round **failed**.');
     expect(d).toContain('| # | Command | Result | Exit | Summary |');
     expect(d).toContain('| 1 | `npm test` | ✅ passed | 0 | exit 0 in 2100 ms |');
     expect(d).toContain('| 2 | `npm run lint \\| tee lint.log` | ❌ **failed** | 2 | exit 2 in 900 ms |');
