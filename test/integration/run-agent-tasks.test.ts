@@ -150,6 +150,7 @@ describe('a coding task held to its contract', () => {
   test('the report shows the done checks, the refused call and the files changed', async () => {
     const report = (await h.api<string>('GET', `/v1/runs/${coded.id}/report`)).body;
     expect(report).toContain('python3 -m pytest -q');
+    expect(report).toContain('2 rounds of 1 check; the last round passed.');
     expect(report).toContain('calc.py');
     expect(report).toContain('list_files');
     process.stdout.write(`\n----- report of the coding task (${coded.id}) -----\n${report}\n-----\n`);
