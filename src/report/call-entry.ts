@@ -19,7 +19,7 @@ export function callEntry(c: CallRecord, n: number, s: RunSummary): string {
     const risk = c.approvalPending.risk ? ` (risk ${escapeInline(c.approvalPending.risk)})` : '';
     items.push(`- **Approval requested:** ${escapeInline(c.approvalPending.reason)}${risk}`);
   }
-  items.push(c.verdict ? verdictLines(c.verdict) : '- **Policy:** _no verdict recorded_');
+  items.push(c.verdict ? verdictLines(c.verdict) : noVerdictLine(c));
   items.push(resultLine(c, s));
   if (c.egress.length) {
     const list = c.egress.map((e) => `${codeSpan(`${e.host}:${e.port}`)} ${e.decision === 'deny' ? '**deny**' : 'allow'}`);
@@ -85,4 +85,11 @@ function outputBlock(c: CallRecord): string {
   if (typeof out !== 'string') return '';
   const body = out === '' ? '_empty_' : fenced(out, 'text');
   return `<details><summary>output</summary>\n\n${body}\n\n</details>`;
+}
+
+/** A call the gate never saw: refused by the task's allowed tools, or malformed before it got there. */
+function noVerdictLine(c: CallRecord): string {
+  if (c.result?.blocked) return '- **Policy:** not consulted — refused before the gate';
+  if (c.result) return '- **Policy:** not consulted — the call was malformed';
+  return '- **Policy:** _no verdict recorded_';
 }

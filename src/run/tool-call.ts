@@ -33,6 +33,15 @@ export function excerpt(text: string, max = LOG_EXCERPT_CHARS): string {
   return `${text.slice(0, half)}\n[… ${text.length - 2 * half} characters not logged …]\n${text.slice(-half)}`;
 }
 
+/** The arguments as JSON when they parse (for a readable log), else the raw text the model sent. */
+function parsedOrRaw(raw: string): unknown {
+  try {
+    return JSON.parse(raw) as unknown;
+  } catch {
+    return raw;
+  }
+}
+
 export async function runToolCall(
   d: ToolCallDeps,
   call: ModelToolCall,
@@ -52,7 +61,7 @@ export async function runToolCall(
     return reject('malformed', call.arguments, `error: there is no tool named "${call.name}". Available tools: ${names}.`, `unknown tool "${call.name}"`);
   }
   if (d.allowed && !d.allowed.has(tool.name)) {
-    return reject('refused', call.arguments, `error: the task does not allow the ${tool.name} tool. Allowed tools: ${[...d.allowed].join(', ')}.`, `${tool.name} is not among the task's allowed tools`);
+    return reject('refused', parsedOrRaw(call.arguments), `error: the task does not allow the ${tool.name} tool. Allowed tools: ${[...d.allowed].join(', ')}.`, `${tool.name} is not among the task's allowed tools`);
   }
   let raw: unknown;
   try {

@@ -167,7 +167,7 @@ describe('buildReport', () => {
   it('a call blocked only by its result (no verdict logged) is still BLOCKED', () => {
     const md = buildReport(stamp([started, blockedCall[0]!, blockedCall[2]!]));
     expect(entry(md, 1)).toContain('### 1. `bash` — ⛔ **BLOCKED**');
-    expect(entry(md, 1)).toContain('- **Policy:** _no verdict recorded_');
+    expect(entry(md, 1)).toContain('- **Policy:** not consulted — refused before the gate');
   });
 
   it('a bash command is shown in a bash fence; other tools as compact JSON', () => {

@@ -44,7 +44,7 @@ describe('runToolCall: the allowed tools', () => {
     expect(h.gate.calls).toEqual([]);
     expect(h.sandbox.calls).toEqual([]);
     expect(h.events).toEqual([
-      { type: 'tool.call', callId: 'x1', tool: 'bash', args: '{"command":"rm -rf /"}' },
+      { type: 'tool.call', callId: 'x1', tool: 'bash', args: { command: 'rm -rf /' } },
       { type: 'tool.result', callId: 'x1', tool: 'bash', ok: false, blocked: true, summary: "bash is not among the task's allowed tools", ms: 0 },
     ]);
   });
