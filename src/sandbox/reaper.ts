@@ -33,6 +33,8 @@ export interface SweepResult {
   removedDirs: string[];
 }
 
+const ORPHAN_DIR_GRACE_MS = 60_000;
+
 export async function sweepSandboxes(o: ReaperOptions): Promise<SweepResult> {
   const now = (o.now ?? (() => new Date()))();
   const log = o.log ?? (() => {});
@@ -82,12 +84,22 @@ export async function sweepSandboxes(o: ReaperOptions): Promise<SweepResult> {
   }
   // Socket dirs whose container is gone (the worker died between mkdtemp and create, or before dispose).
   if (!o.onlyWorkerId) {
+    // The egress root is shared by every deployment on this host: a directory is orphaned only when no
+    // corral container at all (of any queue) refers to it.
+    if (o.queue) {
+      const all = await o.docker.listContainers({ all: true, filters: { label: [`${LABELS.corral}=1`] } });
+      for (const c of all) {
+        const d = c.Labels?.[LABELS.egressDir];
+        if (d && !result.removed.some((r) => r.id === c.Id)) liveDirs.add(resolve(d));
+      }
+    }
     const names = await readdir(root).catch(() => [] as string[]);
     for (const n of names) {
       const d = join(root, n);
       if (liveDirs.has(d) || result.removedDirs.includes(d)) continue;
       const st = await stat(d).catch(() => undefined);
-      if (st && now.getTime() - st.mtimeMs >= grace) {
+      // At least a minute: another worker may have just made the directory and not yet its container.
+      if (st && now.getTime() - st.mtimeMs >= Math.max(grace, ORPHAN_DIR_GRACE_MS)) {
         await rm(d, { recursive: true, force: true }).catch(() => {});
         result.removedDirs.push(d);
       }

@@ -67,3 +67,23 @@ test('after a worker is killed with SIGKILL mid-run, the next reaper sweep remov
   expect(later.removed.map((r) => [r.id, r.reason])).toEqual([[live.id, 'deadline passed']]);
   await live.dispose(); // idempotent with the reaper's removal
 });
+
+test('a reaper scoped to its queue leaves other deployments alone: their containers and their egress socket directories', async () => {
+  const other = new DockerSandboxProvider({ docker, config: loadConfig({ CORRAL_QUEUE: `other-${randomBytes(3).toString('hex')}` }) });
+  const sb = await other.acquire({
+    runId: 'run_reaper_other', workerId: WORKER, deadline: new Date(Date.now() + 60_000), files: {},
+    limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, egressAllow: ['allowed.test'],
+  });
+  try {
+    const info = await docker.getContainer(sb.id).inspect();
+    const dir = info.Config.Labels['corral.egress-dir']!;
+    expect(existsSync(join(dir, 'egress.sock'))).toBe(true);
+    const swept = await sweepSandboxes({ docker, queue: `mine-${randomBytes(3).toString('hex')}`, graceMs: 0, isActive: () => false });
+    expect(swept.removed.map((r) => r.id)).not.toContain(sb.id);
+    expect(swept.removedDirs).not.toContain(dir);
+    expect(existsSync(join(dir, 'egress.sock'))).toBe(true);
+    expect((await docker.getContainer(sb.id).inspect()).State.Running).toBe(true);
+  } finally {
+    await sb.dispose();
+  }
+});
