@@ -87,6 +87,12 @@ export const ConfigSchema = z.object({
   CORRAL_MAX_WORKSPACE_MB: int(2048),
   CORRAL_DEFAULT_EXEC_TIMEOUT_S: int(120),
   CORRAL_MAX_EXEC_TIMEOUT_S: int(1800),
+  /** The most a run may ask for in its budgets; more is refused (400), never lowered. */
+  CORRAL_MAX_BUDGET_LLM_CALLS: int(200),
+  CORRAL_MAX_BUDGET_TOOL_CALLS: int(1000),
+  CORRAL_MAX_BUDGET_TOKENS: int(20_000_000),
+  CORRAL_MAX_BUDGET_WALL_S: int(7200),
+  CORRAL_MAX_BUDGET_COST_USD: num(20),
   /** Bytes of each stream a tool result keeps (head + tail). */
   CORRAL_MAX_OUTPUT_BYTES: int(16_384),
   /** Compact a run's conversation (the model summarises its middle) when it passes this many estimated tokens. */

@@ -14,6 +14,7 @@ import { enqueueRun } from '../queue/run-queue';
 import type { RunStore } from '../queue/run-store';
 import type { TenantQuota } from '../queue/tenant-quota';
 import { readCheckedTar } from '../sandbox/archive';
+import { checkBudgets } from '../run/budget-limits';
 import { resolveLimits } from '../sandbox/limits';
 import { TOOLS } from '../tools/registry';
 import { HttpError, parseInput } from './http-errors';
@@ -39,6 +40,7 @@ export interface Submitted {
 export async function checkSpec(deps: SubmitDeps, body: unknown, tenant: string): Promise<RunSpec> {
   const spec = parseInput(RunSpec, body, 'body');
   const limits = resolveLimits(spec.limits, deps.config);
+  checkBudgets(spec.budgets, deps.config);
   if (!deps.policyNames.includes(spec.policy)) {
     throw new InvalidInputError(`body: policy: unknown policy "${spec.policy}" (this server has: ${deps.policyNames.join(', ')})`, 'policy');
   }

@@ -23,6 +23,7 @@ import { EventRecorder } from '../report/event-recorder';
 import { JsonlSink } from '../report/jsonl-sink';
 import { buildReport } from '../report/report-markdown';
 import { runAgentLoop, type Prices } from '../run/agent-loop';
+import { checkBudgets } from '../run/budget-limits';
 import { resolveLimits } from '../sandbox/limits';
 import { contractForSpec } from '../domain/task-contract';
 import { renderMemory } from '../run/memory';
@@ -182,6 +183,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   let sandbox: LeasedSandbox | undefined;
   try {
     const limits = resolveLimits(spec.limits, config);
+    checkBudgets(spec.budgets, config);
     const contract = contractForSpec(spec, TOOLS.map((t) => t.name));
     const a0 = clock();
     sandbox = await deps.sandboxes.acquire({

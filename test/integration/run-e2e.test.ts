@@ -128,6 +128,7 @@ test('unknown run → 404 JSON; malformed bodies → 400 naming the field', asyn
     [{ task: 'x', egress: { allow: ['*'] } }, 'egress.allow.0'],
     [{ task: 'x', egress: { allow: ['*.com'] } }, 'egress.allow.0'],
     [{ task: 'x', limits: { memoryMb: 999_999 } }, 'limits.memoryMb'],
+    [{ task: 'x', budgets: { llmCalls: 999 } }, 'budgets.llmCalls'],
     [{ task: 'x', policy: 'nosuchpolicy' }, 'policy'],
     [{ task: 'x', surprise: true }, '(body)'],
   ];
