@@ -14,6 +14,7 @@ import { loadConfig } from '../../src/config';
 import type { EgressAttempt, LeasedSandbox, SandboxRequest } from '../../src/domain/sandbox';
 import { DockerSandboxProvider } from '../../src/sandbox';
 import { isForbiddenAddress } from '../../src/sandbox/egress-address';
+import { makeTar } from '../support/make-tar';
 
 jest.setTimeout(60_000);
 
@@ -288,17 +289,6 @@ test('export: an uncompressed tar without the symlinks, and a patch against the 
 });
 
 describe('seeding with an uploaded tar', () => {
-  async function makeTar(entries: Array<Partial<tar.Header> & { name: string; body?: string }>): Promise<Buffer> {
-    const pack = tar.pack();
-    const chunks: Buffer[] = [];
-    pack.on('data', (c: unknown) => { chunks.push(c as Buffer); });
-    const done = new Promise((r) => pack.on('end', () => r(undefined)));
-    for (const { body, ...h } of entries) pack.entry(h as tar.Header, body ?? '');
-    pack.finalize();
-    await done;
-    return Buffer.concat(chunks);
-  }
-
   test.each([
     ['..', [{ name: '../../etc/cron.d/evil', body: 'x' }]],
     ['an absolute name', [{ name: '/etc/passwd', body: 'x' }]],

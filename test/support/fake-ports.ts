@@ -8,6 +8,8 @@ import type { RunEventBody } from '../../src/domain/events';
 import type { Gate, GateContext, GateVerdict, ToolCallRequest } from '../../src/domain/gate';
 import type { ChatMessage, Model, ModelRequest, ModelToolCall, ModelTurn, ModelUsage } from '../../src/domain/model';
 import type { ExecRequest, ExecResult, FileContent, FileEntry, Sandbox } from '../../src/domain/sandbox';
+// The real sandbox's path rules (pure; no Docker), so the fake refuses exactly what the real one does.
+import { normaliseWorkspacePath } from '../../src/sandbox/archive';
 
 /** Waits until `signal` aborts, then rejects with `make()`; never settles without a signal. */
 function untilAborted<T>(signal: AbortSignal | undefined, make: () => Error): Promise<T> {
@@ -151,7 +153,7 @@ export class FakeSandbox implements Sandbox {
   async readFile(path: string, opts?: { maxBytes?: number; signal?: AbortSignal }): Promise<FileContent> {
     this.calls.push({ op: 'readFile', path, ...(opts?.maxBytes !== undefined ? { maxBytes: opts.maxBytes } : {}) });
     return abortable(opts?.signal, () => {
-      const rel = workspacePath(path);
+      const rel = normaliseWorkspacePath(path);
       const content = this.files.get(rel);
       if (content === undefined) throw new SandboxError('path_refused', `no such file: ${path}`);
       const max = opts?.maxBytes ?? Infinity;
@@ -163,7 +165,7 @@ export class FakeSandbox implements Sandbox {
   async writeFile(path: string, content: string, opts?: { signal?: AbortSignal }): Promise<void> {
     this.calls.push({ op: 'writeFile', path, content });
     return abortable(opts?.signal, () => {
-      const rel = workspacePath(path);
+      const rel = normaliseWorkspacePath(path);
       if (!rel) throw new SandboxError('path_refused', `path refused: "${path}" names the workspace itself, not a file`);
       this.files.set(rel, content);
     }, 'the write was cancelled');
@@ -172,7 +174,7 @@ export class FakeSandbox implements Sandbox {
   async listFiles(path: string, opts?: { maxEntries?: number; signal?: AbortSignal }): Promise<FileEntry[]> {
     this.calls.push({ op: 'listFiles', path, ...(opts?.maxEntries !== undefined ? { maxEntries: opts.maxEntries } : {}) });
     return abortable(opts?.signal, () => {
-      const rel = workspacePath(path);
+      const rel = normaliseWorkspacePath(path);
       const prefix = rel ? `${rel}/` : '';
       return [...this.files.entries()]
         .filter(([p]) => p.startsWith(prefix))
@@ -186,15 +188,6 @@ export class FakeSandbox implements Sandbox {
     this.calls.push({ op: 'exportWorkspace' });
     return abortable(opts?.signal, () => ({ tar: Buffer.alloc(0), patch: '' }), 'the export was cancelled');
   }
-}
-
-function workspacePath(input: string): string {
-  let p = input;
-  if (p === '/workspace' || p.startsWith('/workspace/')) p = p.slice('/workspace'.length);
-  else if (p.startsWith('/')) throw new SandboxError('path_refused', `path refused: "${input}" is absolute; paths are relative to /workspace`);
-  const segs = p.split('/').filter((s) => s !== '' && s !== '.');
-  if (segs.includes('..')) throw new SandboxError('path_refused', `path refused: "${input}" contains "..", which could leave /workspace`);
-  return segs.join('/');
 }
 
 // ---------------------------------------------------------------- Gate

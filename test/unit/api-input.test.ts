@@ -4,8 +4,11 @@
  * bodies, uploaded workspace tars checked at submit, and the OpenAPI document covering every route.
  */
 import { gzipSync } from 'node:zlib';
-import * as tar from 'tar-stream';
+import { makeTar, type TarEntry } from '../support/make-tar';
 import { OFFLINE_TOKENS, offlineApp } from '../support/offline-api';
+
+/** The tar as the REST body carries it (workspace.tarBase64). */
+const tarAsBase64 = async (entries: TarEntry[]): Promise<string> => (await makeTar(entries)).toString('base64');
 
 type ErrorBody = { error: { code: string; message: string; field?: string; issues?: Array<{ path: Array<string | number>; message: string }> } };
 
@@ -31,17 +34,6 @@ async function call(method: string, url: string, o: { token?: string | null; aut
     /* text */
   }
   return { status: res.statusCode, headers: res.headers, body: body as ErrorBody, text: res.body };
-}
-
-async function makeTar(entries: Array<Partial<tar.Header> & { name: string; body?: string }>): Promise<string> {
-  const pack = tar.pack();
-  const chunks: Buffer[] = [];
-  pack.on('data', (c: unknown) => { chunks.push(c as Buffer); });
-  const done = new Promise((r) => pack.on('end', () => r(undefined)));
-  for (const { body, ...h } of entries) pack.entry(h as tar.Header, body ?? '');
-  pack.finalize();
-  await done;
-  return Buffer.concat(chunks).toString('base64');
 }
 
 const concrete = (url: string) => url.replace(':id', 'run_abcdef123').replace(':callId', 'call_1');
@@ -218,7 +210,7 @@ describe('uploaded workspace tars are checked at submit', () => {
     ['a device', [{ name: 'dev', type: 'character-device' as const }], /character-device/],
     ['a control character in a name', [{ name: 'ok.txt', body: 'x' }, { name: 'bad\nname.txt', body: 'x' }], /control characters/],
   ])('%s → 400 naming workspace.tarBase64', async (_n, entries, msg) => {
-    const r = await post(await makeTar(entries as Array<Partial<tar.Header> & { name: string; body?: string }>));
+    const r = await post(await tarAsBase64(entries as TarEntry[]));
     expect(r.status).toBe(400);
     expect(r.body.error.field).toBe('workspace.tarBase64');
     expect(r.body.error.message).toMatch(msg);
@@ -226,7 +218,7 @@ describe('uploaded workspace tars are checked at submit', () => {
   });
 
   test('a compressed tar, and bytes that are no tar, are refused', async () => {
-    const gz = await post(gzipSync(Buffer.from(await makeTar([{ name: 'a', body: 'x' }]), 'base64')).toString('base64'));
+    const gz = await post(gzipSync(Buffer.from(await tarAsBase64([{ name: 'a', body: 'x' }]), 'base64')).toString('base64'));
     expect(gz.body.error).toMatchObject({ field: 'workspace.tarBase64', message: expect.stringContaining('compressed') });
     const junk = await post(Buffer.from('this is not a tar archive at all, just text padded out '.repeat(20)).toString('base64'));
     expect(junk.status).toBe(400);
@@ -234,13 +226,13 @@ describe('uploaded workspace tars are checked at submit', () => {
   });
 
   test('a tar larger than the run\'s workspace limit is refused', async () => {
-    const r = await call('POST', '/v1/runs', { body: { task: 'x', limits: { workspaceMb: 1 }, workspace: { tarBase64: await makeTar([{ name: 'big', body: 'x'.repeat(1024 * 1024 + 1) }]) } } });
+    const r = await call('POST', '/v1/runs', { body: { task: 'x', limits: { workspaceMb: 1 }, workspace: { tarBase64: await tarAsBase64([{ name: 'big', body: 'x'.repeat(1024 * 1024 + 1) }]) } } });
     // 1 MiB of content in base64 is over this app's 64 KiB body limit: 413 first; the cap is checked below with a larger limit app.
     expect(r.status).toBe(413);
   });
 
   test('a clean tar passes the check (and the request goes on to the store)', async () => {
-    const r = await post(await makeTar([{ name: 'src/', type: 'directory' }, { name: 'src/a.py', body: 'print(1)\n' }]));
+    const r = await post(await tarAsBase64([{ name: 'src/', type: 'directory' }, { name: 'src/a.py', body: 'print(1)\n' }]));
     expect(r.status).toBe(500);
     expect(r.body.error.message).toMatch(/reached (store|quota|idempotency)/);
   });
@@ -249,7 +241,7 @@ describe('uploaded workspace tars are checked at submit', () => {
 test('the workspace size cap applies to the unpacked tar content', async () => {
   const big = offlineApp();
   try {
-    const tarBase64 = await makeTar([{ name: 'big', body: 'x'.repeat(1024 * 1024 + 1) }]);
+    const tarBase64 = await tarAsBase64([{ name: 'big', body: 'x'.repeat(1024 * 1024 + 1) }]);
     const res = await big.inject({ method: 'POST', url: '/v1/runs', headers: { authorization: `Bearer ${OFFLINE_TOKENS.acme}`, 'content-type': 'application/json' }, payload: JSON.stringify({ task: 'x', limits: { workspaceMb: 1 }, workspace: { tarBase64 } }) });
     expect(res.statusCode).toBe(400);
     expect(JSON.parse(res.body).error).toMatchObject({ field: 'workspace.tarBase64', message: expect.stringContaining('more than 1048576 bytes') });

@@ -1,18 +1,8 @@
 /** Archive checks: only files and dirs under the target; `..`, absolute, links, gzip and caps refused. */
 import * as tar from 'tar-stream';
 import { normaliseWorkspacePath, packTar, readCheckedTar } from '../../src/sandbox/archive';
+import { makeTar } from '../support/make-tar';
 import { workspacePatch } from '../../src/sandbox/workspace-patch';
-
-async function makeTar(entries: Array<Partial<tar.Header> & { name: string; body?: string }>): Promise<Buffer> {
-  const pack = tar.pack();
-  const chunks: Buffer[] = [];
-  pack.on('data', (c: unknown) => { chunks.push(c as Buffer); });
-  const done = new Promise((r) => pack.on('end', () => r(undefined)));
-  for (const { body, ...h } of entries) pack.entry(h as tar.Header, body ?? '');
-  pack.finalize();
-  await done;
-  return Buffer.concat(chunks);
-}
 
 test('normal files and dirs pass, names normalised', async () => {
   const buf = await makeTar([{ name: './src/', type: 'directory' }, { name: './src/a.py', body: 'print(1)\n' }]);
