@@ -94,6 +94,12 @@ const exited = (c: ChildProcess) => new Promise<{ code: number | null; signal: s
   else c.once('exit', (code, signal) => res({ code, signal }));
 });
 const containersOf = async (runId: string) => docker.listContainers({ all: true, filters: { label: [`corral.run-id=${runId}`] } });
+/** The run's containers once the reaper removed them (or what is still there after `ms`). */
+async function reapedWithin(runId: string, ms: number): Promise<Docker.ContainerInfo[]> {
+  const end = Date.now() + ms;
+  while ((await containersOf(runId)).length && Date.now() < end) await new Promise((r) => setTimeout(r, 250));
+  return containersOf(runId);
+}
 const sleeping = (r: Record<string, unknown>) => r.status === 'running' && !!r.containerId;
 /** Until the model's bash call is running inside the container. */
 async function waitSleeping(s: Stack, id: string): Promise<Record<string, unknown>> {
@@ -120,9 +126,7 @@ test('worker SIGKILL mid-run: the job fails as stalled, the run records why, the
     const ended = await s.waitFor(id, (r) => !!r.finishedAt, 60_000);
     expect(ended).toMatchObject({ status: 'error' });
     expect(ended.reason).toMatch(/the worker running it stopped \(worker-a; .*stalled/);
-    const end = Date.now() + 30_000;
-    while ((await containersOf(id)).length && Date.now() < end) await new Promise((r) => setTimeout(r, 250));
-    expect(await containersOf(id)).toEqual([]);
+    expect(await reapedWithin(id, 30_000)).toEqual([]);
   } finally {
     await s.close();
   }
@@ -143,9 +147,7 @@ test('worker SIGKILL with CORRAL_RETRY_STALLED: started again once from a clean 
     const log = readFileSync(ended.logPath as string, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(log[0]).toMatchObject({ type: 'run.started', workerId: 'worker-b', attempt: 2, note: expect.stringContaining('crashed') });
     expect(existsSync(join(String(ended.logPath), '..', 'events.attempt1.jsonl'))).toBe(true);
-    const end = Date.now() + 30_000;
-    while ((await containersOf(id)).length && Date.now() < end) await new Promise((r) => setTimeout(r, 250));
-    expect(await containersOf(id)).toEqual([]);
+    expect(await reapedWithin(id, 30_000)).toEqual([]);
   } finally {
     await s.close();
   }
