@@ -141,9 +141,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     const job = await deps.queue.getJob(id);
     if (job && ((await job.isWaiting()) || (await job.isDelayed()))) {
       await job.remove();
-      const at = new Date(deps.clock()).toISOString();
-      await deps.store.update(id, { status: 'cancelled', outcome: 'cancelled', reason: 'cancelled before it started', finishedAt: at });
-      await deps.store.expireFinished(id);
+      await deps.store.end(id, 'cancelled', 'cancelled before it started', new Date(deps.clock()));
       await deps.quota.releaseActive(run.tenant, id);
       return reply.status(200).send({ id, status: 'cancelled' });
     }

@@ -169,6 +169,15 @@ export class RunStore {
   }
 
   /** Sets the expiry of a finished run's keys. */
+  /**
+   * Records an end that no run loop reported (a malformed job, a dead worker, a cancel before the
+   * start): status and outcome, the reason, finishedAt; then the finished run's expiry.
+   */
+  async end(runId: string, outcome: RunOutcome, reason: string, at: Date): Promise<void> {
+    await this.update(runId, { status: outcome, outcome, reason, finishedAt: at.toISOString() });
+    await this.expireFinished(runId);
+  }
+
   async expireFinished(runId: string): Promise<void> {
     await this.redis.multi().expire(this.key(runId), FINISHED_TTL_S).expire(this.eventsKey(runId), FINISHED_TTL_S).exec();
   }

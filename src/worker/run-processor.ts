@@ -106,8 +106,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     const runId = salvageRunId(data);
     if (runId) {
       await store.ensure(runId, { task: '(malformed job)' }, new Date(clock()));
-      await store.update(runId, { status: 'error', outcome: 'error', reason, finishedAt: new Date(clock()).toISOString() });
-      await store.expireFinished(runId);
+      await store.end(runId, 'error', reason, new Date(clock()));
     }
     throw new InvalidInputError(reason);
   }

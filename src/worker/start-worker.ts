@@ -44,10 +44,9 @@ async function recordEnded(o: StartWorkerOptions, runId: string, reason: string)
   try {
     const run = await o.store.get(runId);
     if (!run || run.finishedAt) return;
-    await o.store.update(runId, { status: 'error', outcome: 'error', reason, finishedAt: new Date(o.clock()).toISOString() });
-    await o.store.expireFinished(runId);
+    await o.store.end(runId, 'error', reason, new Date(o.clock()));
   } catch (err) {
-    o.log('could not record a stalled run', { runId, error: (err as Error).message });
+    o.log('could not record the end of a run', { runId, reason, error: (err as Error).message });
   }
 }
 
