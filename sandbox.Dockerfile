@@ -1,6 +1,8 @@
 # The per-run sandbox: a small Debian with the tools an agent needs, run as a non-root user.
 # corral starts it read-only, with no capabilities and no network; see src/sandbox/container-spec.ts.
 # socat is the in-sandbox end of the egress path: it relays 127.0.0.1:3128 to the run's proxy socket.
+# corral-fs (python3, stdlib only) is how the file tools and the workspace export touch /workspace:
+# openat with O_NOFOLLOW per path component, O_NONBLOCK, regular files only (see its header).
 ARG BASE_IMAGE=debian:bookworm-slim
 FROM ${BASE_IMAGE}
 RUN apt-get update \
@@ -11,6 +13,8 @@ RUN apt-get update \
 RUN groupadd --gid 10001 agent && useradd --uid 10001 --gid 10001 --home-dir /home/agent --shell /bin/bash agent \
  && mkdir -p /workspace /home/agent /run/corral && chown agent:agent /workspace /home/agent
 COPY corral-egress /usr/local/bin/corral-egress
+COPY corral-fs /usr/local/bin/corral-fs
+RUN chmod 0755 /usr/local/bin/corral-fs /usr/local/bin/corral-egress
 ENV HOME=/home/agent LANG=C.UTF-8
 USER 10001:10001
 WORKDIR /workspace

@@ -93,6 +93,16 @@ export const ConfigSchema = z.object({
   CORRAL_MAX_BUDGET_TOKENS: int(20_000_000),
   CORRAL_MAX_BUDGET_WALL_S: int(7200),
   CORRAL_MAX_BUDGET_COST_USD: num(20),
+  /**
+   * Workspace export (workspace.tar and workspace.patch): a file whose apparent size (sparse files
+   * count in full) is over the per-file cap is left out and listed; so are files once the total
+   * (at most the run's workspace size) is reached, and entries past the entry cap.
+   */
+  CORRAL_EXPORT_MAX_FILE_MB: int(256),
+  CORRAL_EXPORT_MAX_TOTAL_MB: int(2048),
+  CORRAL_EXPORT_MAX_ENTRIES: int(100_000),
+  /** The whole export's deadline inside the sandbox. */
+  CORRAL_EXPORT_TIMEOUT_S: int(300),
   /** Bytes of each stream a tool result keeps (head + tail). */
   CORRAL_MAX_OUTPUT_BYTES: int(16_384),
   /** Compact a run's conversation (the model summarises its middle) when it passes this many estimated tokens. */

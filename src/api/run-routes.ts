@@ -76,7 +76,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
   });
 
   route(app, docs, {
-    method: 'GET', url: '/v1/runs/:id', tag: 'runs', summary: 'A run: status, reason, timestamps, budget use, pending approvals, links',
+    method: 'GET', url: '/v1/runs/:id', tag: 'runs', summary: 'A run: status, reason, timestamps, budget use, pending approvals, what needs review and what was not exported, links',
     params: RunParams,
     responses: { 200: { description: 'the run', schema: RunDetail }, 400: badInput, 404: notFound },
   }, async (req) => {

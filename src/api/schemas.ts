@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { RUN_OUTCOMES, type RunStatus } from '../domain/events';
+import { NOT_EXPORTED_CODES, REVIEW_RULES } from '../domain/sandbox';
 import type { RunView } from '../queue/run-store';
 
 export const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'awaiting_approval', ...RUN_OUTCOMES];
@@ -72,6 +73,26 @@ export const PendingApprovalDoc = z.object({
   risk: z.enum(['low', 'medium', 'high', 'critical']).optional(), since: z.string(),
 });
 
+const ReviewFlagDoc = z.object({
+  path: z.string().meta({ description: 'workspace path (refused characters never occur here: such names are not exported)' }),
+  rule: z.enum(REVIEW_RULES).meta({ description: 'git-hook, git-config, git-dir, git-attributes, ci, agent-config, executable, setuid' }),
+  reason: z.string(),
+});
+const NotExportedDoc = z.object({
+  path: z.string().meta({ description: 'workspace path as the sandbox named it; may hold control or bidi characters (bad-name): escape before showing' }),
+  code: z.enum(NOT_EXPORTED_CODES),
+  reason: z.string(),
+  size: z.number().optional().meta({ description: 'apparent size in bytes, for entries left out by a size cap' }),
+});
+export const RunWorkspaceDoc = z.object({
+  filesChanged: z.number().meta({ description: 'files changed outside .git (the sections of workspace.patch)' }),
+  gitFilesChanged: z.number().meta({ description: 'files changed under .git: in workspace.tar, never in workspace.patch' }),
+  needsReview: z.array(ReviewFlagDoc).meta({ description: 'changes to review before using the artifacts: git hooks and config, CI files, agent and editor configs, new executable or setuid/setgid bits (at most 200)' }),
+  needsReviewTotal: z.number(),
+  notExported: z.array(NotExportedDoc).meta({ description: 'workspace entries left out of the artifacts and why: unexportable names, links, special files, size caps (at most 200)' }),
+  notExportedTotal: z.number(),
+});
+
 export const RunViewDoc = z.object({
   id: z.string(),
   status: z.enum(RUN_STATUSES as [RunStatus, ...RunStatus[]]),
@@ -90,6 +111,7 @@ export const RunViewDoc = z.object({
   reportPath: z.string().optional(),
   logPath: z.string().optional(),
   artifacts: z.array(z.object({ name: z.string(), path: z.string(), bytes: z.number() })).optional(),
+  workspace: RunWorkspaceDoc.optional().meta({ description: 'what the workspace export found, once the run has ended and its workspace was exported' }),
   pendingApprovals: z.array(PendingApprovalDoc),
 });
 

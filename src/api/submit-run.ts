@@ -57,7 +57,7 @@ async function checkTar(b64: string, workspaceMb: number): Promise<void> {
   const field = 'workspace.tarBase64';
   let entries;
   try {
-    ({ entries } = await readCheckedTar(Buffer.from(b64, 'base64'), { maxBytes: workspaceMb * 1024 * 1024, maxEntries: 50_000 }, 'strict'));
+    ({ entries } = await readCheckedTar(Buffer.from(b64, 'base64'), { maxBytes: workspaceMb * 1024 * 1024, maxEntries: 50_000 }));
   } catch (err) {
     if (err instanceof CorralError) throw new InvalidInputError(`body: ${field}: ${err.message}`, field);
     throw err;

@@ -3,6 +3,8 @@
  * decisions, approvals and budgets itself and uses this for the other events.
  */
 import type { RunEvent } from '../domain/events';
+import { showName } from '../domain/export-names';
+import { patchPaths } from '../tools/unified-diff';
 
 /** One line, at most n characters (newlines shown as ⏎). */
 export function clip(s: string, n = 110): string {
@@ -17,8 +19,10 @@ export function describeArgs(tool: string, args: unknown): string {
   if (tool === 'bash' && typeof a.command === 'string') return clip(a.command);
   if (typeof a.path === 'string') return a.path;
   if (typeof a.patch === 'string') {
-    const files = [...a.patch.matchAll(/^\+\+\+ (?:b\/)?(\S+)/gm)].map((m) => m[1]!).filter((f) => f !== '/dev/null');
-    if (files.length) return clip(`patch: ${files.join(', ')}`);
+    // The names apply_patch and the policy read from the same text (tools/unified-diff.ts), without a/ b/ prefixes.
+    const all = patchPaths(a.patch);
+    const files = all.filter((f) => !all.includes(`a/${f}`) && !all.includes(`b/${f}`));
+    if (files.length) return clip(`patch: ${files.map(showName).join(', ')}`);
   }
   return clip(JSON.stringify(args));
 }
@@ -63,8 +67,12 @@ export function renderEvent(e: RunEvent): string | null {
       return `  budget exhausted: ${e.budget} (limit ${e.limit}, used ${roundNum(e.used)})`;
     case 'artifact':
       return null;
-    case 'workspace.changes':
-      return e.files.length ? `  files changed: ${e.files.map((f) => `${f.path} (${f.change}, +${f.added}/-${f.removed})`).join(', ')}` : '  no files changed';
+    case 'workspace.changes': {
+      const files = e.files.length ? `  files changed: ${e.files.map((f) => `${showName(f.path)} (${f.change}, +${f.added}/-${f.removed})`).join(', ')}` : '  no files changed';
+      const review = e.needsReview?.length ? `  ⚠ needs review: ${e.needsReview.map((f) => `${showName(f.path)} (${f.rule})`).join(', ')}` : '';
+      const left = e.notExported?.length ? `  not exported: ${e.notExported.map((x) => `${showName(x.path)} (${x.code})`).join(', ')}` : '';
+      return [files, review, left].filter(Boolean).map((l) => clip(l, 400)).join('\n');
+    }
     case 'sandbox.removed':
       return `  sandbox ${e.containerId.slice(0, 12)} removed`;
     case 'run.finished':

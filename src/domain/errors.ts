@@ -44,7 +44,7 @@ export class NotFoundError extends CorralError {
 
 /** The Docker daemon failed or refused; never turned into fake command output. */
 export class SandboxError extends CorralError {
-  constructor(code: 'sandbox_unavailable' | 'sandbox_failed' | 'path_refused' | 'limit_exceeded', message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
+  constructor(code: 'sandbox_unavailable' | 'sandbox_failed' | 'path_refused' | 'limit_exceeded' | 'conflict', message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
     super(code, message, options?.details, { cause: options?.cause });
   }
 }

@@ -2,7 +2,7 @@
  * RunEvent: the single log vocabulary. The JSONL log, the progress stream and report.md are all
  * derived from these. Every event carries the run id, a sequence number and an ISO timestamp.
  */
-import type { ExecResult, EgressAttempt } from './sandbox';
+import type { ExecResult, EgressAttempt, FileChange, NotExported, NotExportedCode, ReviewFlag } from './sandbox';
 import type { GateVerdict } from './gate';
 import type { ModelToolCall, ModelUsage } from './model';
 
@@ -36,8 +36,26 @@ export type RunEventBody =
   | { type: 'memory.proposed'; lines: string[]; applied: boolean; reason: string }
   | { type: 'sandbox.removed'; containerId: string }
   | { type: 'artifact'; name: string; path: string; bytes: number }
-  | { type: 'workspace.changes'; files: { path: string; change: 'added' | 'modified' | 'deleted'; added: number; removed: number }[] }
+  | ({ type: 'workspace.changes' } & WorkspaceChanges)
   | { type: 'run.finished'; outcome: RunOutcome; finalAnswer: string | null; reason: string; usage: RunUsage };
+
+/**
+ * What the workspace export found: the changed files (exactly the patch's sections), how many files
+ * changed under .git (never in the patch), what was not exported and why, and what needs review.
+ * Lists are cut to a few hundred entries; the *Omitted counts say how many more there were.
+ * Logs written before the export grew these fields have only `files`.
+ */
+export interface WorkspaceChanges {
+  files: FileChange[];
+  filesOmitted?: number;
+  gitFiles?: number;
+  notExported?: NotExported[];
+  notExportedOmitted?: Partial<Record<NotExportedCode, number>>;
+  needsReview?: ReviewFlag[];
+  needsReviewOmitted?: number;
+  notes?: string[];
+  stats?: { files: number; dirs: number; bytes: number; ms: number };
+}
 
 export interface RunUsage {
   llmCalls: number;

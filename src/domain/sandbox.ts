@@ -40,6 +40,8 @@ export interface FileContent {
   /** Size of the whole file; content may be a slice of it. */
   size: number;
   truncated: boolean;
+  /** sha256 (hex) of the whole file, when it was read whole: pass it as writeFile's expectSha256. */
+  sha256?: string;
 }
 
 export interface Sandbox {
@@ -48,10 +50,84 @@ export interface Sandbox {
   exec(req: ExecRequest): Promise<ExecResult>;
   /** Paths are relative to /workspace; escapes (`..`, absolute, symlinks leading out) throw SandboxError('path_refused'). */
   readFile(path: string, opts?: { maxBytes?: number; signal?: AbortSignal }): Promise<FileContent>;
-  writeFile(path: string, content: string, opts?: { signal?: AbortSignal }): Promise<void>;
+  /**
+   * Creates or replaces a regular file (parent directories are created). `expectSha256` (of the whole
+   * content, from readFile) or `'absent'`: refused with SandboxError('conflict') when the file is no
+   * longer as the caller saw it. Never follows a symlink; a symlink, fifo, device or directory at the
+   * path is refused with path_refused.
+   */
+  writeFile(path: string, content: string, opts?: WriteOptions): Promise<void>;
+  /** Removes a regular file (never a directory or through a symlink); `expectSha256` as for writeFile. */
+  removeFile(path: string, opts?: Omit<WriteOptions, 'expectSha256'> & { expectSha256?: string }): Promise<void>;
   listFiles(path: string, opts?: { maxEntries?: number; signal?: AbortSignal }): Promise<FileEntry[]>;
-  /** The workspace as an uncompressed tar, and a unified diff of it against the seed. */
-  exportWorkspace(opts?: { signal?: AbortSignal }): Promise<{ tar: Buffer; patch: string }>;
+  /**
+   * Streams the workspace to `tarPath` (an uncompressed tar of its regular files and directories)
+   * and writes its diff against the seed to `patchPath`; returns what changed, what could not be
+   * exported and why, and what needs a human's review. Memory stays bounded whatever the workspace holds.
+   */
+  exportWorkspace(opts: ExportTarget): Promise<WorkspaceExport>;
+}
+
+export interface WriteOptions {
+  signal?: AbortSignal;
+  expectSha256?: string | 'absent';
+}
+
+export interface ExportTarget {
+  tarPath: string;
+  patchPath: string;
+  signal?: AbortSignal;
+}
+
+/** One changed file, as the report shows it and as its section of workspace.patch says. */
+export interface FileChange {
+  path: string;
+  change: 'added' | 'modified' | 'deleted';
+  added: number;
+  removed: number;
+  /** Not diffed line by line (binary, over 1 MiB, or too costly): the patch says only that it differs. */
+  binary?: boolean;
+  /** Permission bits (mode & 0o7777) before and after when they differ; for an added file, its bits when not 0644. */
+  modeBefore?: number;
+  modeAfter?: number;
+}
+
+export const NOT_EXPORTED_CODES = ['bad-name', 'symlink', 'special', 'too-large', 'total-cap', 'entry-cap', 'changed', 'unreadable'] as const;
+export type NotExportedCode = (typeof NOT_EXPORTED_CODES)[number];
+
+/** A workspace entry that is not in the artifacts, and why. `path` may hold refused characters: show it with showName(). */
+export interface NotExported {
+  path: string;
+  code: NotExportedCode;
+  reason: string;
+  /** Apparent size in bytes, for files left out by a size cap. */
+  size?: number;
+}
+
+export const REVIEW_RULES = ['git-hook', 'git-config', 'git-dir', 'git-attributes', 'ci', 'agent-config', 'executable', 'setuid'] as const;
+export type ReviewRule = (typeof REVIEW_RULES)[number];
+
+/** A change a human should look at before using the artifacts (a hook, CI or agent config, a new executable…). */
+export interface ReviewFlag {
+  path: string;
+  rule: ReviewRule;
+  reason: string;
+}
+
+export interface WorkspaceExport {
+  tar: { path: string; bytes: number };
+  patch: { path: string; bytes: number };
+  /** Changes outside .git, sorted by path: exactly the sections of the patch. */
+  files: FileChange[];
+  /** Changes under a .git directory: in the tar, never in the patch. */
+  gitFiles: FileChange[];
+  notExported: NotExported[];
+  /** Entries left out beyond those listed in notExported, by code. */
+  notExportedOmitted: Partial<Record<NotExportedCode, number>>;
+  needsReview: ReviewFlag[];
+  /** Things worth knowing that are no error (a file that shrank while it was read). */
+  notes: string[];
+  stats: { files: number; dirs: number; bytes: number; ms: number };
 }
 
 /** One run's sandbox, owned by whoever acquired it; dispose() removes the container and its resources. */

@@ -17,6 +17,7 @@ import { CorralError, InvalidInputError, NotFoundError } from '../domain/errors'
 import type { RunEvent, RunOutcome, RunStatus, RunUsage } from '../domain/events';
 import type { RiskLevel } from '../domain/gate';
 import type { RunSpec } from '../domain/run-spec';
+import type { NotExported, ReviewFlag } from '../domain/sandbox';
 
 /** The tenant of everything when auth is off, and of runs that other producers put on the queue. */
 export const DEFAULT_TENANT = 'default';
@@ -34,6 +35,19 @@ export interface RunArtifact {
   name: string;
   path: string;
   bytes: number;
+}
+
+/** What the workspace export found, for GET /v1/runs/:id (lists cut to 200; the totals count all). */
+export interface RunWorkspace {
+  filesChanged: number;
+  /** Files changed under .git: in workspace.tar, never in workspace.patch. */
+  gitFilesChanged: number;
+  /** Changes a human should review before using the artifacts. */
+  needsReview: ReviewFlag[];
+  needsReviewTotal: number;
+  /** Workspace entries left out of the artifacts, and why. */
+  notExported: NotExported[];
+  notExportedTotal: number;
 }
 
 export interface RunView {
@@ -54,12 +68,13 @@ export interface RunView {
   reportPath?: string;
   logPath?: string;
   artifacts?: RunArtifact[];
+  workspace?: RunWorkspace;
   pendingApprovals: PendingApproval[];
 }
 
 /** The fields a worker (or the API, for cancel) writes as a run goes. */
 export type RunUpdate = Partial<Pick<RunView,
-  'status' | 'startedAt' | 'finishedAt' | 'workerId' | 'containerId' | 'outcome' | 'finalAnswer' | 'reason' | 'usage' | 'reportPath' | 'logPath' | 'artifacts'>>;
+  'status' | 'startedAt' | 'finishedAt' | 'workerId' | 'containerId' | 'outcome' | 'finalAnswer' | 'reason' | 'usage' | 'reportPath' | 'logPath' | 'artifacts' | 'workspace'>>;
 
 export interface ApprovalAnswer {
   approved: boolean;
@@ -81,7 +96,7 @@ export interface ListQuery {
   cursor?: string;
 }
 
-const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer']);
+const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer', 'workspace']);
 /** A status-filtered page examines at most this many runs; a sparse match returns a short page with `next`. */
 const LIST_SCAN_MAX = 2000;
 const FINISHED_TTL_S = 14 * 24 * 3600;

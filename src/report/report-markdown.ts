@@ -1,9 +1,9 @@
 /**
  * buildReport: report.md for a team lead reading a finished (or crashed) run — the task; status and
  * reason; model (configured and as the server reported it), policy, sandbox and cost; budgets used
- * against their limits with warnings; tools used; approvals asked and their answers; denied calls;
- * files changed; done checks; memory proposals; the context the model was given; the final answer;
- * every tool call in full (arguments, verdict, result, output excerpt); egress; artifacts; the log's
+ * against their limits with warnings; changes that need review; tools used; approvals asked and their
+ * answers; denied calls; files changed and what was not exported; done checks; memory proposals; the
+ * context the model was given; the final answer; every tool call in full (arguments, verdict, result, output excerpt); egress; artifacts; the log's
  * health. Derived only from RunEvents; copes with partial logs, and a section that cannot be rendered
  * says so instead of failing the report. Everything the run or the model wrote is quoted or escaped,
  * so it cannot pose as part of the report.
@@ -14,7 +14,7 @@ import { contextSection, memorySection } from './context-sections';
 import { blockquote, codeSpan, escapeInline, fenced } from './markdown-escape';
 import { summarizeRun, type RunSummary, type Tally } from './summarize-run';
 import { approvalsSection, deniedCallsSection, toolCallsSection, toolsUsedSection } from './tool-sections';
-import { artifactsSection, doneChecksSection, egressSection, filesChangedSection } from './workspace-sections';
+import { artifactsSection, doneChecksSection, egressSection, filesChangedSection, needsReviewSection, notExportedSection } from './workspace-sections';
 
 /** One distinct mark per outcome. */
 export const OUTCOME_MARKS: Readonly<Record<RunOutcome, string>> = {
@@ -30,11 +30,13 @@ export const OUTCOME_MARKS: Readonly<Record<RunOutcome, string>> = {
 const SECTIONS: Array<[string, (s: RunSummary) => string]> = [
   ['Summary', header],
   ['Task', taskSection],
+  ['Needs review', needsReviewSection],
   ['Budgets', budgetSection],
   ['Tools used', toolsUsedSection],
   ['Approvals', approvalsSection],
   ['Denied calls', deniedCallsSection],
   ['Files changed', filesChangedSection],
+  ['Not exported', notExportedSection],
   ['Done checks', doneChecksSection],
   ['Memory proposals', memorySection],
   ['Context', contextSection],

@@ -1,23 +1,76 @@
 /**
- * What the run did to and around its sandbox, as report.md sections: "Files changed" (from the last
- * workspace.changes), "Done checks" (each done.check; omitted when the run ran none), "Egress" (every
- * network attempt) and "Artifacts".
+ * What the run did to and around its sandbox, as report.md sections: "Needs review" (risky changes:
+ * hooks, CI and agent configs, new executable or setuid bits), "Files changed" (exactly the sections
+ * of workspace.patch, from the last workspace.changes), "Not exported" (what the artifacts leave out,
+ * and why), "Done checks" (each done.check; omitted when the run ran none), "Egress" (every network
+ * attempt) and "Artifacts". Names and reasons come from the sandbox: refused characters are shown
+ * as \\u escapes (showName) and everything is escaped, so a name cannot pose as report text.
  */
+import type { NotExportedCode } from '../domain/sandbox';
+import { showName } from '../domain/export-names';
 import { codeSpan, escapeInline, markdownTable } from './markdown-escape';
 import type { RunSummary } from './summarize-run';
+
+const name = (p: string) => codeSpan(showName(p));
+const text = (t: string) => escapeInline(showName(t));
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+const CODE_LABEL: Record<NotExportedCode, string> = {
+  'bad-name': 'unexportable name',
+  symlink: 'symbolic link',
+  special: 'special file',
+  'too-large': 'over the per-file size cap',
+  'total-cap': 'over the total size cap',
+  'entry-cap': 'over the entry cap',
+  changed: 'changed during the export',
+  unreadable: 'unreadable',
+};
+
+export function needsReviewSection(s: RunSummary): string {
+  const w = s.workspaceChanges;
+  if (!w || w.needsReview === undefined) return '';
+  const flags = w.needsReview;
+  if (!flags.length) return '## Needs review\n\nNothing flagged: the run changed no git hooks or config, CI files or agent configs, and set no new executable or setuid bits.';
+  const more = w.needsReviewOmitted ? ` (the first ${flags.length} are listed; ${w.needsReviewOmitted} more are in the run's log)` : '';
+  const head = `⚠ **${plural(flags.length + (w.needsReviewOmitted ?? 0), 'change')} to review before using the artifacts**${more}: they make git, CI, editors or agents run code, or set permission bits.`;
+  const rows = flags.map((f) => [name(f.path), codeSpan(f.rule), text(f.reason)]);
+  return ['## Needs review', '', head, '', markdownTable(['Path', 'Rule', 'Why'], ['l', 'l', 'l'], rows)].join('\n');
+}
+
+function modeNote(f: { modeBefore?: number; modeAfter?: number; binary?: boolean }): string {
+  const o = (m: number) => m.toString(8).padStart(4, '0');
+  const notes: string[] = [];
+  if (f.binary) notes.push('binary or too large to diff');
+  if (f.modeAfter !== undefined) notes.push(f.modeBefore !== undefined ? `mode ${o(f.modeBefore)} → ${o(f.modeAfter)}` : `mode ${o(f.modeAfter)}`);
+  return notes.join('; ');
+}
 
 export function filesChangedSection(s: RunSummary): string {
   const w = s.workspaceChanges;
   if (!w) return '## Files changed\n\n_Not recorded (the log has no workspace.changes)._';
   const files = w.files ?? [];
-  if (!files.length) return '## Files changed\n\nNo files changed.';
+  const git = w.gitFiles ? `\n\n${plural(w.gitFiles, 'file')} under ${codeSpan('.git/')} changed as well: they are in workspace.tar, never in workspace.patch.` : '';
+  if (!files.length) return `## Files changed\n\nNo files changed.${git}`;
   const count = (k: string) => files.filter((f) => f.change === k).length;
   const kinds = ['added', 'modified', 'deleted'].map((k) => [k, count(k)] as const).filter(([, n]) => n > 0);
   const plus = files.reduce((n, f) => n + (f.added ?? 0), 0);
   const minus = files.reduce((n, f) => n + (f.removed ?? 0), 0);
-  const head = `${files.length} file${files.length === 1 ? '' : 's'} changed: ${kinds.map(([k, n]) => `${n} ${k}`).join(', ')} · +${plus} −${minus} lines.`;
-  const rows = files.map((f) => [codeSpan(f.path), f.change, `+${f.added ?? 0}`, `−${f.removed ?? 0}`]);
-  return ['## Files changed', '', head, '', markdownTable(['Path', 'Change', 'Added', 'Removed'], ['l', 'l', 'r', 'r'], rows)].join('\n');
+  const more = w.filesOmitted ? ` The first ${files.length} are listed; ${w.filesOmitted} more are in workspace.patch.` : '';
+  const head = `${plural(files.length + (w.filesOmitted ?? 0), 'file')} changed: ${kinds.map(([k, n]) => `${n} ${k}`).join(', ')} · +${plus} −${minus} lines. These are exactly the files of workspace.patch.${more}`;
+  const rows = files.map((f) => [name(f.path), f.change, `+${f.added ?? 0}`, `−${f.removed ?? 0}`, escapeInline(modeNote(f))]);
+  return ['## Files changed', '', head, '', markdownTable(['Path', 'Change', 'Added', 'Removed', 'Note'], ['l', 'l', 'r', 'r', 'l'], rows)].join('\n') + git;
+}
+
+export function notExportedSection(s: RunSummary): string {
+  const w = s.workspaceChanges;
+  const list = w?.notExported ?? [];
+  const omitted = Object.entries(w?.notExportedOmitted ?? {}).filter(([, n]) => (n ?? 0) > 0) as Array<[NotExportedCode, number]>;
+  if (!list.length && !omitted.length) return '';
+  const total = list.length + omitted.reduce((n, [, k]) => n + k, 0);
+  const head = `${plural(total, 'workspace entry', 'workspace entries')} ${total === 1 ? 'is' : 'are'} in neither workspace.tar nor workspace.patch.`;
+  const rows = list.map((e) => [name(e.path), CODE_LABEL[e.code] ?? text(String(e.code)), text(e.reason)]);
+  const rest = omitted.length ? `\n\nNot listed: ${omitted.map(([c, n]) => `${n} more (${CODE_LABEL[c] ?? text(c)})`).join(', ')}.` : '';
+  return ['## Not exported', '', head, '', markdownTable(['Path', 'Kind', 'Why'], ['l', 'l', 'l'], rows)].join('\n') + rest;
 }
 
 export function doneChecksSection(s: RunSummary): string {

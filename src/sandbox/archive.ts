@@ -39,36 +39,29 @@ export function normaliseWorkspacePath(input: string): string {
   return segs.join('/');
 }
 
-/** Reads an uncompressed tar: `strict` refuses any link/device entry; `skipLinks` drops them (export of a workspace the sandbox wrote). */
-export async function readCheckedTar(
-  buf: Buffer,
-  caps: ArchiveCaps = DEFAULT_ARCHIVE_CAPS,
-  mode: 'strict' | 'skipLinks' = 'strict',
-): Promise<{ entries: ArchiveEntry[]; skipped: string[] }> {
+/**
+ * Reads an uncompressed tar that a user sent (a seed): any link or device entry is refused. (The
+ * workspace export, which reads what a sandbox wrote, streams through workspace-export.ts instead.)
+ */
+export async function readCheckedTar(buf: Buffer, caps: ArchiveCaps = DEFAULT_ARCHIVE_CAPS): Promise<{ entries: ArchiveEntry[] }> {
   if (buf.length >= 2 && buf[0] === 0x1f && buf[1] === 0x8b) {
     throw new SandboxError('path_refused', 'archive refused: compressed archives are not accepted; send an uncompressed tar');
   }
   const entries: ArchiveEntry[] = [];
-  const skipped: string[] = [];
   let bytes = 0;
   const extract = tar.extract();
   Readable.from([buf]).pipe(extract);
   try {
     for await (const entry of extract) {
       const h = entry.header;
-      if (entries.length + skipped.length >= caps.maxEntries) {
+      if (entries.length >= caps.maxEntries) {
         throw new SandboxError('limit_exceeded', `archive refused: more than ${caps.maxEntries} entries`);
       }
       const name = h.name;
       if (name.startsWith('/')) throw new SandboxError('path_refused', `archive entry refused: "${name}" is an absolute name`);
       const path = normaliseWorkspacePath(name);
       if (h.type !== 'file' && h.type !== 'directory' && h.type !== 'contiguous-file') {
-        if (mode === 'strict') {
-          throw new SandboxError('path_refused', `archive entry refused: "${name}" is a ${h.type}${h.linkname ? ` to "${h.linkname}"` : ''}; only files and directories are accepted`);
-        }
-        skipped.push(path);
-        entry.resume();
-        continue;
+        throw new SandboxError('path_refused', `archive entry refused: "${name}" is a ${h.type}${h.linkname ? ` to "${h.linkname}"` : ''}; only files and directories are accepted`);
       }
       if (path === '') {
         entry.resume();
@@ -90,7 +83,7 @@ export async function readCheckedTar(
     if (err instanceof SandboxError) throw err;
     throw new SandboxError('path_refused', `archive refused: not a readable tar (${(err as Error).message})`, { cause: err });
   }
-  return { entries, skipped };
+  return { entries };
 }
 
 /** Packs checked entries into a clean uncompressed tar (no owners, normalised modes, no links). */

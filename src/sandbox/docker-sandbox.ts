@@ -13,17 +13,18 @@ import type Docker from 'dockerode';
 import type { Config } from '../config';
 import { CancelledError, SandboxError } from '../domain/errors';
 import type {
-  ExecRequest, ExecResult, FileContent, FileEntry, LeasedSandbox, SandboxProvider, SandboxRequest,
+  ExecRequest, ExecResult, ExportTarget, FileContent, FileEntry, LeasedSandbox, SandboxProvider, SandboxRequest, WorkspaceExport, WriteOptions,
 } from '../domain/sandbox';
 import { entriesFromFiles, packTar, readCheckedTar, type ArchiveEntry } from './archive';
 import { containerSpec, sandboxEnv, WORKSPACE_DIR } from './container-spec';
 import { toSandboxError } from './docker-error';
 import { EgressProxy, type EgressProxyOptions } from './egress-proxy';
 import { EXIT_SIGKILL, runExec, type ExecOutcome } from './exec';
-import { listWorkspace, readWorkspaceFile, writeWorkspaceFile, type InternalExec } from './files';
+import { CORRAL_FS, listWorkspace, readWorkspaceFile, removeWorkspaceFile, writeWorkspaceFile, type InternalExec } from './files';
 import { resolveLimits } from './limits';
 import { WarmPool } from './warm-pool';
-import { workspacePatch } from './workspace-patch';
+import { sideOf, type FileSide } from './workspace-diff';
+import { ExportWriter, type ExportCaps } from './workspace-export';
 
 export type SandboxLog = (msg: string, fields?: Record<string, unknown>) => void;
 
@@ -101,7 +102,7 @@ export class DockerSandboxProvider implements SandboxProvider {
     // Check the seed before creating anything.
     const seedEntries: ArchiveEntry[] = entriesFromFiles(req.files);
     if (req.seedTar) {
-      const { entries } = await readCheckedTar(req.seedTar, { maxBytes: Math.min(MAX_SEED_BYTES, req.limits.workspaceMb * 1024 * 1024), maxEntries: 50_000 }, 'strict');
+      const { entries } = await readCheckedTar(req.seedTar, { maxBytes: Math.min(MAX_SEED_BYTES, req.limits.workspaceMb * 1024 * 1024), maxEntries: 50_000 });
       seedEntries.unshift(...entries);
     }
 
@@ -177,11 +178,18 @@ export class DockerSandboxProvider implements SandboxProvider {
       }
       if (req.signal?.aborted) throw new CancelledError();
 
+      const mb = 1024 * 1024;
       const sandbox = new DockerSandbox(container, {
         env: sandboxEnv(egressDir !== undefined),
         maxOutputBytes: this.config.CORRAL_MAX_OUTPUT_BYTES,
-        workspaceMb: req.limits.workspaceMb,
-        seed: new Map(seedEntries.filter((e) => e.type === 'file').map((e) => [e.path, e.data ?? Buffer.alloc(0)])),
+        exportCaps: {
+          maxFileBytes: this.config.CORRAL_EXPORT_MAX_FILE_MB * mb,
+          maxTotalBytes: Math.min(this.config.CORRAL_EXPORT_MAX_TOTAL_MB, req.limits.workspaceMb) * mb,
+          maxEntries: this.config.CORRAL_EXPORT_MAX_ENTRIES,
+        },
+        exportTimeoutMs: this.config.CORRAL_EXPORT_TIMEOUT_S * 1000,
+        // Later entries win, as they do when the seed is extracted (inline files after the tar).
+        seed: new Map(seedEntries.filter((e) => e.type === 'file').map((e) => [e.path, sideOf(e.data ?? Buffer.alloc(0), e.mode)])),
         dispose: runCleanup,
       });
       if (seedEntries.length > 0) await sandbox.extract(await packTar(seedEntries), req.signal);
@@ -197,9 +205,10 @@ export class DockerSandboxProvider implements SandboxProvider {
 interface DockerSandboxOptions {
   env: string[];
   maxOutputBytes: number;
-  workspaceMb: number;
+  exportCaps: ExportCaps;
+  exportTimeoutMs: number;
   /** The seed's files, the baseline of exportWorkspace()'s patch; held by the worker, never in the sandbox. */
-  seed: Map<string, Buffer>;
+  seed: Map<string, FileSide>;
   dispose: () => Promise<void>;
 }
 
@@ -251,9 +260,14 @@ class DockerSandbox implements LeasedSandbox {
     return readWorkspaceFile(this.internal, path, opts?.maxBytes ?? 256 * 1024, opts?.signal);
   }
 
-  writeFile(path: string, content: string, opts?: { signal?: AbortSignal }): Promise<void> {
+  writeFile(path: string, content: string, opts?: WriteOptions): Promise<void> {
     this.assertLive();
-    return writeWorkspaceFile(this.internal, path, content, opts?.signal);
+    return writeWorkspaceFile(this.internal, path, content, opts);
+  }
+
+  removeFile(path: string, opts?: { expectSha256?: string; signal?: AbortSignal }): Promise<void> {
+    this.assertLive();
+    return removeWorkspaceFile(this.internal, path, opts);
   }
 
   listFiles(path: string, opts?: { maxEntries?: number; signal?: AbortSignal }): Promise<FileEntry[]> {
@@ -261,17 +275,41 @@ class DockerSandbox implements LeasedSandbox {
     return listWorkspace(this.internal, path, opts?.maxEntries ?? 500, opts?.signal);
   }
 
-  async exportWorkspace(opts?: { signal?: AbortSignal }): Promise<{ tar: Buffer; patch: string }> {
+  /**
+   * `corral-fs export` in the sandbox streams a sorted tar of the workspace (sizes checked before
+   * any content is read); the ExportWriter checks it entry by entry and writes the tar and the patch
+   * to disk as it goes. Memory: one file of at most 1 MiB plus stream buffers, whatever the size.
+   */
+  async exportWorkspace(opts: ExportTarget): Promise<WorkspaceExport> {
     this.assertLive();
-    const cap = (this.o.workspaceMb + 16) * 1024 * 1024;
-    const o = await this.internal(['tar', '-c', '-f', '-', '-C', WORKSPACE_DIR, '.'], { maxOutputBytes: cap, signal: opts?.signal });
-    if (o.stdout.truncated) throw new SandboxError('limit_exceeded', `export: the workspace archive exceeds ${cap} bytes`);
-    if (o.exitCode !== 0 && o.exitCode !== 1) {
-      throw new SandboxError('sandbox_failed', `export: tar failed (exit ${o.exitCode}): ${o.stderr.text().trim()}`);
+    const t0 = performance.now();
+    const caps = this.o.exportCaps;
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    const writer = new ExportWriter({ seed: this.o.seed, caps, tarPath: opts.tarPath, patchPath: opts.patchPath, onFatal: () => stop.abort() });
+    try {
+      const run = runExec(this.container, {
+        argv: [CORRAL_FS, 'export', String(caps.maxFileBytes), String(caps.maxTotalBytes), String(caps.maxEntries)],
+        env: this.o.env, timeoutMs: this.o.exportTimeoutMs, headOnly: true, maxOutputBytes: 64 * 1024,
+        stdoutSink: writer.input, signal: stop.signal,
+      });
+      const [exec, written] = await Promise.allSettled([run, writer.done]);
+      if (opts.signal?.aborted) throw new CancelledError('the export was cancelled');
+      if (written.status === 'rejected' && !(exec.status === 'fulfilled' && exec.value.exitCode !== 0)) throw written.reason;
+      if (exec.status === 'rejected') throw exec.reason;
+      const o = exec.value;
+      if (o.timedOut) throw new SandboxError('sandbox_failed', `export: timed out after ${Math.round(this.o.exportTimeoutMs / 1000)} s (CORRAL_EXPORT_TIMEOUT_S)`);
+      if (o.exitCode !== 0) {
+        if (written.status === 'fulfilled') await Promise.all([rm(opts.tarPath, { force: true }), rm(opts.patchPath, { force: true })]);
+        const why = o.exitCode === 126 || o.exitCode === 127 ? `the sandbox image has no ${CORRAL_FS}; rebuild it from sandbox.Dockerfile` : o.stderr.text().trim();
+        throw new SandboxError('sandbox_failed', `export: ${CORRAL_FS} failed (exit ${o.exitCode ?? 'none'}): ${why}`);
+      }
+      if (written.status === 'rejected') throw written.reason;
+      return { ...written.value, stats: { ...written.value.stats, ms: Math.round(performance.now() - t0) } };
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
     }
-    const { entries } = await readCheckedTar(o.stdout.headBuffer(), { maxBytes: cap, maxEntries: 100_000 }, 'skipLinks');
-    const current = new Map(entries.filter((e) => e.type === 'file').map((e) => [e.path, e.data ?? Buffer.alloc(0)]));
-    return { tar: await packTar(entries), patch: workspacePatch(this.o.seed, current) };
   }
 
   dispose(): Promise<void> {

@@ -35,6 +35,18 @@ export interface ExecOptions {
   stdin?: string | Buffer;
   signal?: AbortSignal;
   workingDir?: string;
+  /**
+   * Receives stdout instead of the capture, with backpressure (the exec's stream pauses until the
+   * sink drains); ended when the stream ends. For output too large to hold (the workspace export).
+   */
+  stdoutSink?: ByteSink;
+}
+
+/** The part of a Node or streamx Writable that runExec writes stdout to. */
+export interface ByteSink {
+  write(chunk: Buffer): boolean;
+  end(chunk?: undefined): unknown;
+  once(event: 'drain', listener: () => void): unknown;
 }
 
 export interface ExecOutcome {
@@ -111,8 +123,9 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
   const backstop = setTimeout(() => kill('backstop'), opts.timeoutMs + BACKSTOP_MS);
 
   try {
-    await pump(stream, stdout, stderr, hasStdin ? opts.stdin : undefined);
+    await pump(stream, opts.stdoutSink ?? stdout, stderr, hasStdin ? opts.stdin : undefined);
   } finally {
+    opts.stdoutSink?.end();
     clearTimeout(backstop);
     opts.signal?.removeEventListener('abort', onAbort);
   }
@@ -146,12 +159,27 @@ function runtimeStartFailed(stdout: OutputCapture, stderr: OutputCapture): boole
   return /^OCI runtime exec failed: /.test(head) || /^timeout: fork system call failed/.test(stderr.headBuffer().toString('utf8'));
 }
 
-/** Reads Docker's multiplexed stream (8-byte frame headers) into the two captures, without buffering frames. */
-function pump(stream: Duplex | Readable, stdout: OutputCapture, stderr: OutputCapture, stdin: string | Buffer | undefined): Promise<void> {
+/**
+ * Reads Docker's multiplexed stream (8-byte frame headers) into the two captures, without buffering
+ * frames; stdout may be a sink instead, whose backpressure pauses the stream.
+ */
+function pump(stream: Duplex | Readable, stdout: OutputCapture | ByteSink, stderr: OutputCapture, stdin: string | Buffer | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     let header = Buffer.alloc(0);
     let remaining = 0;
-    let target: OutputCapture | undefined;
+    let target: OutputCapture | ByteSink | undefined;
+    let paused = false;
+    const put = (t: OutputCapture | ByteSink, data: Buffer) => {
+      if (t instanceof OutputCapture) return t.push(data);
+      if (!t.write(data) && !paused) {
+        paused = true;
+        stream.pause();
+        t.once('drain', () => {
+          paused = false;
+          stream.resume();
+        });
+      }
+    };
     stream.on('data', (chunk: Buffer) => {
       let off = 0;
       while (off < chunk.length) {
@@ -166,7 +194,7 @@ function pump(stream: Duplex | Readable, stdout: OutputCapture, stderr: OutputCa
           continue;
         }
         const take = Math.min(remaining, chunk.length - off);
-        target?.push(chunk.subarray(off, off + take));
+        if (target) put(target, chunk.subarray(off, off + take));
         off += take;
         remaining -= take;
       }

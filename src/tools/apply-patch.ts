@@ -2,8 +2,10 @@
  * apply_patch: applies a unified diff to workspace files through the Sandbox port. All or nothing:
  * the patch is parsed, every path checked and every hunk of every file matched in memory before
  * anything is written; a rejected hunk names its file, its number and header, and the line that
- * differs. Deletions run `rm -- path` in the sandbox. If a write fails part-way (a symlink leading
- * out, a full disk), the files already changed are put back as they were.
+ * differs. Every write and deletion names the content it expects to replace (the sha256 read while
+ * planning, or "absent"), so a file another process in the sandbox changed meanwhile is not
+ * clobbered. If a write fails part-way (a symlink on the path, a full disk, such a conflict), the
+ * files already changed are put back as they were.
  */
 import { z } from 'zod';
 import { CorralError } from '../domain/errors';
@@ -14,8 +16,8 @@ import { checkWorkspacePath } from './workspace-path';
 
 const MAX_FILE_BYTES = 4 * 1024 * 1024;
 
-/** What the patch does to one path: its content before (null: absent) and after (null: deleted). */
-interface PathState { original: string | null; current: string | null }
+/** What the patch does to one path: its content before (null: absent) and after (null: deleted); the digest read. */
+interface PathState { original: string | null; current: string | null; sha256?: string }
 
 interface Change { mark: 'A' | 'M' | 'D' | 'R'; path: string; from?: string; added: number; removed: number }
 
@@ -31,15 +33,15 @@ function failure(message: string, unchanged = true): ToolOutcome {
 }
 
 function isExpected(err: unknown): err is CorralError {
-  return err instanceof CorralError && ['path_refused', 'not_found', 'invalid_input', 'limit_exceeded'].includes(err.code);
+  return err instanceof CorralError && ['path_refused', 'not_found', 'invalid_input', 'limit_exceeded', 'conflict'].includes(err.code);
 }
 
 /** Reads a workspace file for patching; null when it does not exist. */
-async function load(ctx: ToolContext, path: string): Promise<string | null> {
+async function load(ctx: ToolContext, path: string): Promise<{ content: string; sha256?: string } | null> {
   try {
     const f = await ctx.sandbox.readFile(path, { maxBytes: MAX_FILE_BYTES, signal: ctx.signal });
     if (f.truncated) throw new Rejected(`${path} is too large to patch (${f.size} bytes; the limit is ${MAX_FILE_BYTES})`);
-    return f.content;
+    return { content: f.content, ...(f.sha256 ? { sha256: f.sha256 } : {}) };
   } catch (err) {
     if (isExpected(err) && (err.code === 'not_found' || /^no such file/i.test(err.message))) return null;
     if (isExpected(err)) throw new Rejected(err.message);
@@ -60,8 +62,8 @@ async function plan(ctx: ToolContext, files: FilePatch[]): Promise<{ states: Map
   const state = async (path: string): Promise<PathState> => {
     let s = states.get(path);
     if (!s) {
-      const content = await load(ctx, path);
-      s = { original: content, current: content };
+      const loaded = await load(ctx, path);
+      s = { original: loaded?.content ?? null, current: loaded?.content ?? null, ...(loaded?.sha256 ? { sha256: loaded.sha256 } : {}) };
       states.set(path, s);
     }
     return s;
@@ -99,9 +101,10 @@ async function plan(ctx: ToolContext, files: FilePatch[]): Promise<{ states: Map
   return { states, changes };
 }
 
-async function remove(ctx: ToolContext, path: string): Promise<void> {
-  const e = await ctx.sandbox.exec({ argv: ['rm', '--', path], timeoutMs: ctx.execTimeoutMs, maxOutputBytes: 4096, signal: ctx.signal });
-  if (e.exitCode !== 0 || e.timedOut) throw new Rejected(`rm ${path} failed (${e.timedOut ? 'timed out' : `exit ${e.exitCode ?? 'none'}`}): ${e.stderr.trim()}`);
+/** What a write or deletion of a planned path expects to find there: the content read, or nothing. */
+function expected(s: PathState): { expectSha256?: string } {
+  if (s.original === null) return { expectSha256: 'absent' };
+  return s.sha256 ? { expectSha256: s.sha256 } : {};
 }
 
 /** Writes the planned contents, then deletes; on a failure puts back what was already changed. */
@@ -111,11 +114,11 @@ async function commit(ctx: ToolContext, states: Map<string, PathState>): Promise
   const done: Array<[string, PathState]> = [];
   try {
     for (const entry of writes) {
-      await ctx.sandbox.writeFile(entry[0], entry[1].current!, { signal: ctx.signal });
+      await ctx.sandbox.writeFile(entry[0], entry[1].current!, { signal: ctx.signal, ...expected(entry[1]) });
       done.push(entry);
     }
     for (const entry of deletes) {
-      await remove(ctx, entry[0]);
+      await ctx.sandbox.removeFile(entry[0], { signal: ctx.signal, ...expected(entry[1]) });
       done.push(entry);
     }
     return null;
@@ -125,7 +128,7 @@ async function commit(ctx: ToolContext, states: Map<string, PathState>): Promise
     const notRestored: string[] = [];
     for (const [path, s] of done.reverse()) {
       try {
-        if (s.original === null) await remove(ctx, path);
+        if (s.original === null) await ctx.sandbox.removeFile(path, { signal: ctx.signal });
         else await ctx.sandbox.writeFile(path, s.original, { signal: ctx.signal });
       } catch (e) {
         if (!(e instanceof Rejected) && !isExpected(e)) throw e;

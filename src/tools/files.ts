@@ -13,7 +13,7 @@ async function asOutcome(summary: string, fn: () => Promise<ToolOutcome>): Promi
   try {
     return await fn();
   } catch (err) {
-    if (err instanceof CorralError && (err.code === 'path_refused' || err.code === 'invalid_input' || err.code === 'limit_exceeded' || err.code === 'not_found')) {
+    if (err instanceof CorralError && (err.code === 'path_refused' || err.code === 'invalid_input' || err.code === 'limit_exceeded' || err.code === 'not_found' || err.code === 'conflict')) {
       return { ok: false, content: `error: ${err.message}`, summary: `${summary}: ${err.message}` };
     }
     throw err;
@@ -91,7 +91,8 @@ export const editFileTool = defineTool({
       }
       const idx = file.content.indexOf(args.old);
       const updated = file.content.slice(0, idx) + args.new + file.content.slice(idx + args.old.length);
-      await ctx.sandbox.writeFile(args.path, updated, { signal: ctx.signal });
+      // Refused (conflict) if something else in the sandbox changed the file since it was read.
+      await ctx.sandbox.writeFile(args.path, updated, { signal: ctx.signal, ...(file.sha256 ? { expectSha256: file.sha256 } : {}) });
       return { ok: true, content: `edited ${args.path}`, summary: `edited ${args.path}` };
     }),
 });

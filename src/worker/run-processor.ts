@@ -18,7 +18,7 @@ import { RunJob, type RunSpec } from '../domain/run-spec';
 import type { LeasedSandbox, SandboxProvider } from '../domain/sandbox';
 import type { ApprovalPort } from '../policy/approval-port';
 import type { RunMetrics } from '../queue/run-metrics';
-import { DEFAULT_TENANT, type RunArtifact, type RunStore } from '../queue/run-store';
+import { DEFAULT_TENANT, type RunArtifact, type RunStore, type RunWorkspace } from '../queue/run-store';
 import { EventRecorder } from '../report/event-recorder';
 import { JsonlSink } from '../report/jsonl-sink';
 import { buildReport } from '../report/report-markdown';
@@ -30,7 +30,7 @@ import { renderMemory } from '../run/memory';
 import { loadWorkspaceContext, renderWorkspaceContext } from '../run/workspace-context';
 import { TOOLS } from '../tools/registry';
 import { memoryPath, proposeMemory, readMemory } from './memory-store';
-import { patchChanges } from './patch-changes';
+import { runWorkspace, workspaceChanges } from './export-summary';
 import { RedisApprovalPort } from './redis-approval-port';
 
 export type WorkerLog = (msg: string, fields?: Record<string, unknown>) => void;
@@ -179,6 +179,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   let finalAnswer: string | null = null;
   let usage: RunUsage = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 };
   const artifacts: RunArtifact[] = [];
+  let exportSummary: RunWorkspace | undefined;
   let sandbox: LeasedSandbox | undefined;
   try {
     const limits = resolveLimits(spec.limits, config);
@@ -220,15 +221,14 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     }
 
     try {
-      const exported = await sandbox.exportWorkspace();
-      for (const [name, body] of [['workspace.tar', exported.tar], ['workspace.patch', exported.patch]] as const) {
-        const path = join(runDir, name);
-        writeFileSync(path, body);
-        const bytes = Buffer.byteLength(body);
-        artifacts.push({ name, path, bytes });
-        emit({ type: 'artifact', name, path, bytes });
+      // Streamed to disk by the sandbox adapter; the files appear under these names only when complete.
+      const exported = await sandbox.exportWorkspace({ tarPath: join(runDir, 'workspace.tar'), patchPath: join(runDir, 'workspace.patch') });
+      for (const [name, f] of [['workspace.tar', exported.tar], ['workspace.patch', exported.patch]] as const) {
+        artifacts.push({ name, path: f.path, bytes: f.bytes });
+        emit({ type: 'artifact', name, path: f.path, bytes: f.bytes });
       }
-      emit({ type: 'workspace.changes', files: patchChanges(exported.patch) });
+      emit({ type: 'workspace.changes', ...workspaceChanges(exported) });
+      exportSummary = runWorkspace(exported);
     } catch (err) {
       log('could not export the workspace', { runId, error: (err as Error).message });
       reason += ` (the workspace could not be exported: ${(err as Error).message})`;
@@ -252,7 +252,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   emit({ type: 'run.finished', outcome, finalAnswer, reason, usage });
   writeFileSync(reportPath, buildReport(recorder.events()));
   await Promise.all(redisWrites);
-  if (await update({ status: outcome, outcome, reason, finalAnswer, usage, artifacts, finishedAt: now().toISOString() })) {
+  if (await update({ status: outcome, outcome, reason, finalAnswer, usage, artifacts, ...(exportSummary ? { workspace: exportSummary } : {}), finishedAt: now().toISOString() })) {
     await store.expireFinished(runId);
   }
   log('run finished', { runId, outcome, reason, llmCalls: usage.llmCalls, toolCalls: usage.toolCalls });

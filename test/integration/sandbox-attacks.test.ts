@@ -7,7 +7,9 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import { networkInterfaces } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { networkInterfaces, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import Docker from 'dockerode';
 import * as tar from 'tar-stream';
 import { loadConfig } from '../../src/config';
@@ -15,13 +17,14 @@ import type { EgressAttempt, LeasedSandbox, SandboxRequest } from '../../src/dom
 import { DockerSandboxProvider } from '../../src/sandbox';
 import { isForbiddenAddress } from '../../src/sandbox/egress-address';
 import { makeTar } from '../support/make-tar';
+import { sandboxImageEnv } from '../support/sandbox-image';
 
 jest.setTimeout(60_000);
 
 const WORKER = `test-attacks-${randomBytes(3).toString('hex')}`;
 const SECRET = `corral-secret-${randomBytes(8).toString('hex')}`;
 const docker = new Docker();
-const config = loadConfig({});
+const config = loadConfig(sandboxImageEnv());
 let upstream: Server;
 let upstreamPort: number;
 let hostServer: Server;
@@ -253,14 +256,14 @@ test('disk fill of /tmp and /workspace is bounded and reported', async () => {
   await sh(peer, 'rm -f /tmp/fill /workspace/fill');
 });
 
-test('files: paths outside /workspace and symlinks leading out are refused', async () => {
+test('files: paths outside /workspace and symlinks on the path are refused', async () => {
   await main.writeFile('src/app.py', 'print("hi")\n');
-  expect(await main.readFile('src/app.py')).toEqual({ content: 'print("hi")\n', size: 12, truncated: false });
+  expect(await main.readFile('src/app.py')).toEqual({ content: 'print("hi")\n', size: 12, truncated: false, sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
   await sh(main, 'ln -sfn /etc /workspace/etc-link; ln -sfn /home/agent /workspace/home-link');
   for (const p of ['../etc/passwd', '/etc/passwd', 'etc-link/passwd', 'home-link/.bashrc']) {
     await expect(main.readFile(p)).rejects.toMatchObject({ code: 'path_refused' });
   }
-  await expect(main.writeFile('etc-link/evil', 'x')).rejects.toMatchObject({ code: 'path_refused', message: expect.stringMatching(/leads outside \/workspace/) });
+  await expect(main.writeFile('etc-link/evil', 'x')).rejects.toMatchObject({ code: 'path_refused', message: expect.stringMatching(/etc-link is a symbolic link \(to \/etc\)/) });
   await expect(main.writeFile('home-link/.bashrc', 'x')).rejects.toMatchObject({ code: 'path_refused' });
   const list = await main.listFiles('.');
   expect(list).toEqual(expect.arrayContaining([{ path: 'etc-link', type: 'symlink', size: expect.any(Number) }, { path: 'src/app.py', type: 'file', size: 12 }]));
@@ -269,7 +272,12 @@ test('files: paths outside /workspace and symlinks leading out are refused', asy
 
 test('export: an uncompressed tar without the symlinks, and a patch against the seed that git applies', async () => {
   await main.writeFile('README.md', '# seed\nchanged\n');
-  const { tar: buf, patch } = await main.exportWorkspace();
+  const dir = mkdtempSync(join(tmpdir(), 'corral-export-'));
+  const exported = await main.exportWorkspace({ tarPath: join(dir, 'workspace.tar'), patchPath: join(dir, 'workspace.patch') });
+  const buf = readFileSync(exported.tar.path);
+  const patch = readFileSync(exported.patch.path, 'utf8');
+  rmSync(dir, { recursive: true, force: true });
+  expect(exported.notExported).toEqual(expect.arrayContaining([expect.objectContaining({ path: 'etc-link', code: 'symlink' })]));
   expect(buf[0]).not.toBe(0x1f);
   const names: string[] = [];
   const ex = tar.extract();

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { loadConfig } from '../../src/config';
 import { DockerSandboxProvider, startReaper, sweepSandboxes } from '../../src/sandbox';
+import { sandboxImageEnv } from '../support/sandbox-image';
 
 jest.setTimeout(60_000);
 
@@ -43,7 +44,7 @@ test('after a worker is killed with SIGKILL mid-run, the next reaper sweep remov
   expect((await docker.getContainer(left!.Id).inspect()).State.Running).toBe(true); // nothing cleaned up by itself
 
   // A live run of the same worker, acquired by this process.
-  const provider = new DockerSandboxProvider({ docker, config: loadConfig({}) });
+  const provider = new DockerSandboxProvider({ docker, config: loadConfig(sandboxImageEnv()) });
   const live = await provider.acquire({
     runId: 'run_reaper_live', workerId: WORKER, deadline: new Date(Date.now() + 60_000), files: {},
     limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, egressAllow: [],
@@ -69,7 +70,7 @@ test('after a worker is killed with SIGKILL mid-run, the next reaper sweep remov
 });
 
 test('a reaper scoped to its queue leaves other deployments alone: their containers and their egress socket directories', async () => {
-  const other = new DockerSandboxProvider({ docker, config: loadConfig({ CORRAL_QUEUE: `other-${randomBytes(3).toString('hex')}` }) });
+  const other = new DockerSandboxProvider({ docker, config: loadConfig({ ...sandboxImageEnv(), CORRAL_QUEUE: `other-${randomBytes(3).toString('hex')}` }) });
   const sb = await other.acquire({
     runId: 'run_reaper_other', workerId: WORKER, deadline: new Date(Date.now() + 60_000), files: {},
     limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, egressAllow: ['allowed.test'],

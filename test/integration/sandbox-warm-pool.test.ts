@@ -9,12 +9,13 @@ import Docker from 'dockerode';
 import { loadConfig } from '../../src/config';
 import { resolveLimits } from '../../src/sandbox/limits';
 import { DockerSandboxProvider, POOL_PREFIX, sweepSandboxes } from '../../src/sandbox';
+import { sandboxImageEnv } from '../support/sandbox-image';
 
 jest.setTimeout(90_000);
 
 const docker = new Docker();
 const WORKER = `test-pool-${randomBytes(3).toString('hex')}`;
-const config = loadConfig({ CORRAL_QUEUE: `pool-${randomBytes(3).toString('hex')}` });
+const config = loadConfig({ ...sandboxImageEnv(), CORRAL_QUEUE: `pool-${randomBytes(3).toString('hex')}` });
 const { execTimeoutS: _t, ...defaults } = resolveLimits(undefined, config);
 const mine = () => docker.listContainers({ all: true, filters: { label: [`corral.worker-id=${WORKER}`] } });
 const poolIds = async () => (await mine()).map((c) => c.Labels['corral.run-id']!).filter((id) => id.startsWith(POOL_PREFIX)).sort();

@@ -7,9 +7,15 @@ import { CancelledError, SandboxError } from '../../src/domain/errors';
 import type { RunEventBody } from '../../src/domain/events';
 import type { Gate, GateContext, GateVerdict, ToolCallRequest } from '../../src/domain/gate';
 import type { ChatMessage, Model, ModelRequest, ModelToolCall, ModelTurn, ModelUsage } from '../../src/domain/model';
-import type { ExecRequest, ExecResult, FileContent, FileEntry, Sandbox } from '../../src/domain/sandbox';
-// The real sandbox's path rules (pure; no Docker), so the fake refuses exactly what the real one does.
+import { createHash } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import type { ExecRequest, ExecResult, ExportTarget, FileContent, FileEntry, Sandbox, WorkspaceExport, WriteOptions } from '../../src/domain/sandbox';
+// The real sandbox's path rules and diff model (pure; no Docker), so the fake refuses and reports exactly what the real one does.
 import { normaliseWorkspacePath } from '../../src/sandbox/archive';
+import { comparePaths } from '../../src/domain/export-names';
+import { diffFile, sideOf } from '../../src/sandbox/workspace-diff';
+
+const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
 /** Waits until `signal` aborts, then rejects with `make()`; never settles without a signal. */
 function untilAborted<T>(signal: AbortSignal | undefined, make: () => Error): Promise<T> {
@@ -104,7 +110,8 @@ export type ExecHandler = (argv: string[], req: ExecRequest) => ExecAnswer | Pro
 export type SandboxCall =
   | { op: 'exec'; argv: string[]; timeoutMs: number; maxOutputBytes?: number; signal?: AbortSignal }
   | { op: 'readFile'; path: string; maxBytes?: number }
-  | { op: 'writeFile'; path: string; content: string }
+  | { op: 'writeFile'; path: string; content: string; expectSha256?: string }
+  | { op: 'removeFile'; path: string; expectSha256?: string }
   | { op: 'listFiles'; path: string; maxEntries?: number }
   | { op: 'exportWorkspace' };
 
@@ -126,6 +133,8 @@ export class FakeSandbox implements Sandbox {
   readonly id = 'fake-sandbox';
   readonly files: Map<string, string>;
   readonly calls: SandboxCall[] = [];
+  /** The files as the sandbox started: exportWorkspace()'s baseline. */
+  private readonly seed: Map<string, string>;
 
   private readonly execHandler: ExecHandler;
   private readonly ignoresAbort: boolean;
@@ -133,6 +142,7 @@ export class FakeSandbox implements Sandbox {
   /** `ignoresAbort`: exec finishes even when the signal aborts meanwhile (the process had already exited). */
   constructor(opts: { files?: Record<string, string>; exec?: ExecHandler; ignoresAbort?: boolean } = {}) {
     this.files = new Map(Object.entries(opts.files ?? {}));
+    this.seed = new Map(this.files);
     this.execHandler = opts.exec ?? (() => ({}));
     this.ignoresAbort = opts.ignoresAbort ?? false;
   }
@@ -158,17 +168,39 @@ export class FakeSandbox implements Sandbox {
       if (content === undefined) throw new SandboxError('path_refused', `no such file: ${path}`);
       const max = opts?.maxBytes ?? Infinity;
       const size = Buffer.byteLength(content);
-      return { content: size > max ? Buffer.from(content).subarray(0, max).toString('utf8') : content, size, truncated: size > max };
+      return size > max
+        ? { content: Buffer.from(content).subarray(0, max).toString('utf8'), size, truncated: true }
+        : { content, size, truncated: false, sha256: sha(content) };
     }, 'the read was cancelled');
   }
 
-  async writeFile(path: string, content: string, opts?: { signal?: AbortSignal }): Promise<void> {
-    this.calls.push({ op: 'writeFile', path, content });
+  async writeFile(path: string, content: string, opts?: WriteOptions): Promise<void> {
+    this.calls.push({ op: 'writeFile', path, content, ...(opts?.expectSha256 ? { expectSha256: opts.expectSha256 } : {}) });
     return abortable(opts?.signal, () => {
       const rel = normaliseWorkspacePath(path);
       if (!rel) throw new SandboxError('path_refused', `path refused: "${path}" names the workspace itself, not a file`);
+      this.expect(rel, opts?.expectSha256);
       this.files.set(rel, content);
     }, 'the write was cancelled');
+  }
+
+  async removeFile(path: string, opts?: { expectSha256?: string; signal?: AbortSignal }): Promise<void> {
+    this.calls.push({ op: 'removeFile', path, ...(opts?.expectSha256 ? { expectSha256: opts.expectSha256 } : {}) });
+    return abortable(opts?.signal, () => {
+      const rel = normaliseWorkspacePath(path);
+      if (!this.files.has(rel)) throw new SandboxError('path_refused', `no such file: ${path}`);
+      this.expect(rel, opts?.expectSha256);
+      this.files.delete(rel);
+    }, 'the removal was cancelled');
+  }
+
+  /** The real helper's --expect: conflict unless the file is as the caller last saw it. */
+  private expect(rel: string, want: string | undefined): void {
+    if (want === undefined) return;
+    const cur = this.files.get(rel);
+    if (want === 'absent' ? cur !== undefined : cur === undefined || sha(cur) !== want) {
+      throw new SandboxError('conflict', `${rel} changed since it was read (another process in the sandbox wrote it)`);
+    }
   }
 
   async listFiles(path: string, opts?: { maxEntries?: number; signal?: AbortSignal }): Promise<FileEntry[]> {
@@ -184,9 +216,22 @@ export class FakeSandbox implements Sandbox {
     }, 'the listing was cancelled');
   }
 
-  async exportWorkspace(opts?: { signal?: AbortSignal }): Promise<{ tar: Buffer; patch: string }> {
+  /** Writes an empty tar and the real diff model's patch of the files against how they started. */
+  async exportWorkspace(opts: ExportTarget): Promise<WorkspaceExport> {
     this.calls.push({ op: 'exportWorkspace' });
-    return abortable(opts?.signal, () => ({ tar: Buffer.alloc(0), patch: '' }), 'the export was cancelled');
+    return abortable(opts.signal, () => {
+      const paths = [...new Set([...this.seed.keys(), ...this.files.keys()])].sort(comparePaths);
+      const side = (m: Map<string, string>, p: string) => (m.has(p) ? sideOf(Buffer.from(m.get(p)!), 0o644) : null);
+      const sections = paths.map((p) => diffFile(p, side(this.seed, p), side(this.files, p))).filter((d) => d !== null);
+      const patch = sections.map((d) => d.text).join('');
+      writeFileSync(opts.tarPath, Buffer.alloc(1024));
+      writeFileSync(opts.patchPath, patch);
+      return {
+        tar: { path: opts.tarPath, bytes: 1024 }, patch: { path: opts.patchPath, bytes: Buffer.byteLength(patch) },
+        files: sections.map((d) => d.change), gitFiles: [], notExported: [], notExportedOmitted: {}, needsReview: [], notes: [],
+        stats: { files: this.files.size, dirs: 0, bytes: 0, ms: 0 },
+      };
+    }, 'the export was cancelled');
   }
 }
 

@@ -254,13 +254,13 @@ describe('buildReport summary sections', () => {
 
   it('files changed: path, change, +/- per file and totals; "No files changed"; not recorded without the event', () => {
     const f = section(buildReport(run()), 'Files changed');
-    expect(f).toContain('3 files changed: 1 added, 1 modified, 1 deleted · +23 −6 lines.');
-    expect(f).toContain('| Path | Change | Added | Removed |');
-    expect(f).toContain('| `src/math.ts` | modified | +3 | −1 |');
+    expect(f).toContain('3 files changed: 1 added, 1 modified, 1 deleted · +23 −6 lines. These are exactly the files of workspace.patch.');
+    expect(f).toContain('| Path | Change | Added | Removed | Note |');
+    expect(f).toContain('| `src/math.ts` | modified | +3 | −1 |  |');
     const row = f.split('\n').find((l) => l.includes('new'))!;
-    expect(row).toBe('| `test/new\\|case.test.ts` | added | +20 | −0 |');
-    expect(cellBorders(row)).toBe(5);
-    expect(f).toContain('| `old.txt` | deleted | +0 | −5 |');
+    expect(row).toBe('| `test/new\\|case.test.ts` | added | +20 | −0 |  |');
+    expect(cellBorders(row)).toBe(6);
+    expect(f).toContain('| `old.txt` | deleted | +0 | −5 |  |');
     const empty = stamp([started, { type: 'workspace.changes', files: [] }, finished]);
     expect(section(buildReport(empty), 'Files changed')).toBe('## Files changed\n\nNo files changed.');
     expect(section(buildReport(without('workspace.changes')), 'Files changed')).toBe('## Files changed\n\n_Not recorded (the log has no workspace.changes)._');

@@ -2,7 +2,6 @@
 import * as tar from 'tar-stream';
 import { normaliseWorkspacePath, packTar, readCheckedTar } from '../../src/sandbox/archive';
 import { makeTar } from '../support/make-tar';
-import { workspacePatch } from '../../src/sandbox/workspace-patch';
 
 test('normal files and dirs pass, names normalised', async () => {
   const buf = await makeTar([{ name: './src/', type: 'directory' }, { name: './src/a.py', body: 'print(1)\n' }]);
@@ -21,13 +20,6 @@ test.each([
 ])('%s entries are refused', async (_n, entries, msg) => {
   const buf = await makeTar(entries as Array<Partial<tar.Header> & { name: string; body?: string }>);
   await expect(readCheckedTar(buf)).rejects.toMatchObject({ code: 'path_refused', message: expect.stringMatching(msg) });
-});
-
-test('symlinks are skipped, not followed, in skipLinks mode (export)', async () => {
-  const buf = await makeTar([{ name: 'link', type: 'symlink', linkname: '/etc' }, { name: 'ok.txt', body: 'y' }]);
-  const r = await readCheckedTar(buf, undefined, 'skipLinks');
-  expect(r.entries.map((e) => e.path)).toEqual(['ok.txt']);
-  expect(r.skipped).toEqual(['link']);
 });
 
 test('caps on bytes and entries', async () => {
@@ -52,14 +44,4 @@ test('normaliseWorkspacePath', () => {
   expect(normaliseWorkspacePath('.')).toBe('');
   expect(() => normaliseWorkspacePath('/etc/passwd')).toThrow(/absolute/);
   expect(() => normaliseWorkspacePath('a/../../b')).toThrow(/\.\./);
-});
-
-test('workspacePatch is a git-style diff against the seed', () => {
-  const seed = new Map([['a.txt', Buffer.from('one\ntwo\n')], ['gone.txt', Buffer.from('bye\n')]]);
-  const now = new Map([['a.txt', Buffer.from('one\nTWO\n')], ['new.txt', Buffer.from('hi\n')]]);
-  const p = workspacePatch(seed, now);
-  expect(p).toContain('diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n');
-  expect(p).toContain('diff --git a/gone.txt b/gone.txt\ndeleted file mode 100644\n--- a/gone.txt\n+++ /dev/null\n');
-  expect(p).toContain('diff --git a/new.txt b/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1,1 @@\n+hi\n');
-  expect(workspacePatch(seed, seed)).toBe('');
 });

@@ -1,5 +1,7 @@
 /** apply_patch over the in-memory FakeSandbox: git and plain diffs, creation, deletion, rename, all-or-nothing. */
+import { createHash } from 'node:crypto';
 import { SandboxError } from '../../src/domain/errors';
+import type { WriteOptions } from '../../src/domain/sandbox';
 import { applyPatchTool } from '../../src/tools/apply-patch';
 import { findTool } from '../../src/tools/registry';
 import { parseUnifiedDiff, patchPaths } from '../../src/tools/unified-diff';
@@ -7,16 +9,10 @@ import { FakeSandbox } from '../support/fake-ports';
 
 const EXEC_TIMEOUT = 7_000;
 
-/** A FakeSandbox whose `rm` removes the file from its map, as the real one does. */
+const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+
 function workspace(files: Record<string, string>): FakeSandbox {
-  const sb: FakeSandbox = new FakeSandbox({
-    files,
-    exec: (argv) => {
-      if (argv[0] === 'rm' && argv[1] === '--' && argv[2] && sb.files.delete(argv[2])) return { exitCode: 0 };
-      return { exitCode: 1, stderr: `rm: cannot remove '${argv[2]}': No such file or directory` };
-    },
-  });
-  return sb;
+  return new FakeSandbox({ files });
 }
 
 function apply(sandbox: FakeSandbox, patch: string) {
@@ -24,7 +20,7 @@ function apply(sandbox: FakeSandbox, patch: string) {
 }
 
 function mutations(sb: FakeSandbox) {
-  return sb.calls.filter((c) => c.op === 'writeFile' || c.op === 'exec');
+  return sb.calls.filter((c) => c.op === 'writeFile' || c.op === 'removeFile' || c.op === 'exec');
 }
 
 const TWELVE = 'one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\neleven\ntwelve\n';
@@ -121,11 +117,17 @@ describe('apply_patch', () => {
       'R ren.txt -> renamed.txt (+1 -1)',
     ].join('\n'));
     expect(out.summary).toBe('patched 6 files (+6 -6): a.txt, new.txt, newempty, nonl.txt, old.txt, renamed.txt');
-    // Deletions are `rm -- path` in the sandbox, with the run's exec timeout.
-    expect(sb.execs.map((e) => [e.argv, e.timeoutMs])).toEqual([
-      [['rm', '--', 'empty.txt'], EXEC_TIMEOUT],
-      [['rm', '--', 'old.txt'], EXEC_TIMEOUT],
-      [['rm', '--', 'ren.txt'], EXEC_TIMEOUT],
+    // Every write and deletion names what it expects to replace: the content read, or nothing.
+    expect(sb.execs).toEqual([]);
+    expect(mutations(sb).map((c) => [c.op, 'path' in c ? c.path : '', 'expectSha256' in c ? c.expectSha256 : undefined])).toEqual([
+      ['writeFile', 'a.txt', sha(TWELVE)],
+      ['writeFile', 'new.txt', 'absent'],
+      ['writeFile', 'newempty', 'absent'],
+      ['writeFile', 'nonl.txt', sha('x\ny')],
+      ['writeFile', 'renamed.txt', 'absent'],
+      ['removeFile', 'empty.txt', sha('')],
+      ['removeFile', 'old.txt', sha('gone\nbye\n')],
+      ['removeFile', 'ren.txt', sha('r1\nr2\nr3\n')],
     ]);
   });
 
@@ -172,7 +174,7 @@ describe('apply_patch', () => {
     const out = await apply(sb, '--- a/a.txt\n+++ /dev/null\n@@ -1,3 +0,0 @@\n-a\n-b\n-c\n');
     expect(out).toMatchObject({ ok: true, content: 'applied the patch: 1 file changed, +0 -3 lines\nD a.txt (+0 -3)' });
     expect(sb.files.has('a.txt')).toBe(false);
-    expect(sb.execs.map((e) => e.argv)).toEqual([['rm', '--', 'a.txt']]);
+    expect(mutations(sb)).toEqual([{ op: 'removeFile', path: 'a.txt', expectSha256: sha('a\nb\nc\n') }]);
   });
 
   it('rejects a hunk that does not apply, naming the file, the hunk and the line, and writes nothing', async () => {
@@ -271,19 +273,31 @@ describe('apply_patch', () => {
 
   it('puts back the files already written when a later write is refused by the sandbox', async () => {
     class RefusingSandbox extends FakeSandbox {
-      override async writeFile(path: string, content: string, opts?: { signal?: AbortSignal }): Promise<void> {
+      override async writeFile(path: string, content: string, opts?: WriteOptions): Promise<void> {
         if (path === 'link/b.txt') throw new SandboxError('path_refused', 'path refused: link/b.txt leads outside /workspace (to /etc/b.txt)');
         return super.writeFile(path, content, opts);
       }
     }
-    const sb: FakeSandbox = new RefusingSandbox({
-      files: { 'a.txt': 'a\n' },
-      exec: (argv) => (argv[0] === 'rm' && sb.files.delete(argv[2]!) ? { exitCode: 0 } : { exitCode: 1 }),
-    });
+    const sb: FakeSandbox = new RefusingSandbox({ files: { 'a.txt': 'a\n' } });
     const out = await apply(sb, '--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+A\n--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1 @@\n+n\n--- /dev/null\n+++ b/link/b.txt\n@@ -0,0 +1 @@\n+b\n');
     expect(out.ok).toBe(false);
     expect(out.content).toBe('error: path refused: link/b.txt leads outside /workspace (to /etc/b.txt)\nNo file was changed.');
     expect(Object.fromEntries(sb.files)).toEqual({ 'a.txt': 'a\n' });
+  });
+
+  it('refuses to clobber a file another process changed between the read and the write, and puts back what it wrote', async () => {
+    // A background process in the sandbox rewrites b.txt after apply_patch read it.
+    class RacingSandbox extends FakeSandbox {
+      override async writeFile(path: string, content: string, opts?: WriteOptions): Promise<void> {
+        if (path === 'b.txt') this.files.set('b.txt', 'rewritten by a background job\n');
+        return super.writeFile(path, content, opts);
+      }
+    }
+    const sb = new RacingSandbox({ files: { 'a.txt': 'a\n', 'b.txt': 'b\n' } });
+    const out = await apply(sb, '--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+A\n--- a/b.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-b\n+B\n');
+    expect(out.ok).toBe(false);
+    expect(out.content).toBe('error: b.txt changed since it was read (another process in the sandbox wrote it)\nNo file was changed.');
+    expect(Object.fromEntries(sb.files)).toEqual({ 'a.txt': 'a\n', 'b.txt': 'rewritten by a background job\n' });
   });
 });
 

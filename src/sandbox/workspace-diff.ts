@@ -1,0 +1,96 @@
+/**
+ * The one diff model of a run's workspace: for each path, its seed side and its exported side give
+ * one FileChange (what the report's "Files changed" shows) and the git-style section of
+ * workspace.patch, computed together from the same hunks (the `diff` package's structuredPatch), so
+ * the report and the patch cannot disagree. Text files up to MAX_DIFF_BYTES are diffed line by line;
+ * binary, larger, or too costly files appear as `Binary files … differ`. Executable bits are git
+ * modes (100644 / 100755); other permission bits (setuid, setgid) are kept in the FileChange, which
+ * git cannot express. Names reach here already checked (export-names.ts): no control characters.
+ */
+import { createHash } from 'node:crypto';
+import { formatPatch, OMIT_HEADERS, structuredPatch } from 'diff';
+import type { FileChange } from '../domain/sandbox';
+
+export const MAX_DIFF_BYTES = 1024 * 1024;
+/** Per-file budget of the line diff; a file that takes longer is reported as differing, not diffed. */
+const DIFF_TIMEOUT_MS = 1000;
+
+/** One side of a path: its content (when small enough to diff), its digest, size and permission bits. */
+export interface FileSide {
+  /** Present when size <= MAX_DIFF_BYTES. */
+  data?: Buffer;
+  sha256: string;
+  size: number;
+  mode: number;
+}
+
+export function sideOf(data: Buffer, mode: number): FileSide {
+  return { ...(data.length <= MAX_DIFF_BYTES ? { data } : {}), sha256: createHash('sha256').update(data).digest('hex'), size: data.length, mode: mode & 0o7777 };
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The text of a side, or null when it is binary (a NUL early on, not UTF-8) or was not kept. */
+function textOf(side: FileSide): string | null {
+  if (!side.data || side.data.subarray(0, 8000).includes(0)) return null;
+  try {
+    return utf8.decode(side.data);
+  } catch {
+    return null;
+  }
+}
+
+const gitMode = (mode: number) => (mode & 0o111 ? '100755' : '100644');
+
+/** A name as git writes it in headers: C-quoted when it holds `"` or `\` or starts or ends with a space. */
+export function gitName(prefix: string, path: string): string {
+  const p = `${prefix}${path}`;
+  if (!/["\\]|^ | $/.test(path)) return p;
+  return `"${p.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+}
+
+export interface DiffSection {
+  change: FileChange;
+  /** The git-style section of the patch (ends with a newline), '' when git has nothing to say (only setuid-like bits changed). */
+  text: string;
+}
+
+/** The change of one path between its seed and exported sides; null when it did not change. */
+export function diffFile(path: string, before: FileSide | null, after: FileSide | null): DiffSection | null {
+  if (!before && !after) return null;
+  if (before && after && before.sha256 === after.sha256 && before.mode === after.mode) return null;
+  const change: FileChange = { path, change: !before ? 'added' : !after ? 'deleted' : 'modified', added: 0, removed: 0 };
+  if (before && after && before.mode !== after.mode) {
+    change.modeBefore = before.mode;
+    change.modeAfter = after.mode;
+  } else if (!before && after && after.mode !== 0o644) {
+    change.modeAfter = after.mode;
+  }
+  const head = [`diff --git ${gitName('a/', path)} ${gitName('b/', path)}`];
+  if (!before) head.push(`new file mode ${gitMode(after!.mode)}`);
+  else if (!after) head.push(`deleted file mode ${gitMode(before.mode)}`);
+  else if (gitMode(before.mode) !== gitMode(after.mode)) head.push(`old mode ${gitMode(before.mode)}`, `new mode ${gitMode(after.mode)}`);
+  const contentSame = before !== null && after !== null && before.sha256 === after.sha256;
+  if (contentSame) return { change, text: head.length > 1 ? `${head.join('\n')}\n` : '' };
+
+  const a = before ? gitName('a/', path) : '/dev/null';
+  const b = after ? gitName('b/', path) : '/dev/null';
+  const oldText = before ? textOf(before) : '';
+  const newText = after ? textOf(after) : '';
+  const patch = oldText !== null && newText !== null
+    ? structuredPatch(a, b, oldText, newText, undefined, undefined, { context: 3, timeout: DIFF_TIMEOUT_MS })
+    : undefined;
+  if (!patch) {
+    change.binary = true;
+    return { change, text: `${[...head, `Binary files ${a} and ${b} differ`].join('\n')}\n` };
+  }
+  for (const h of patch.hunks) {
+    for (const l of h.lines) {
+      if (l.startsWith('+')) change.added += 1;
+      else if (l.startsWith('-')) change.removed += 1;
+    }
+  }
+  if (patch.hunks.length === 0) return { change, text: head.length > 1 ? `${head.join('\n')}\n` : '' };
+  const hunks = formatPatch(patch, OMIT_HEADERS);
+  return { change, text: `${[...head, `--- ${a}`, `+++ ${b}`].join('\n')}\n${hunks.endsWith('\n') ? hunks : `${hunks}\n`}` };
+}
