@@ -6,6 +6,8 @@
  *   3. runs per minute          one worker process at concurrency 1, 4, 8, a 5-tool-call task (bench/runs-per-minute.ts);
  *                               then a soak of the concurrency-8 worker (its RSS once settled)
  *   4. load                     the 200-run burst onto 3 workers through the API (bench/load-burst.ts)
+ *   5. artifacts                workspace export (300 MB, 20 GB sparse) and file-tool calls, beside the
+ *                               pre-streaming baseline commit (bench/artifacts.ts; BENCH_EXPORT_MB, BENCH_FILE_OPS)
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
  *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
@@ -19,6 +21,7 @@ import { startFakeDecisionsServer } from '../test/support/fake-decisions-server'
 import { loadAgent } from '../test/support/load-agent';
 import { startRssSampler } from '../test/support/load-rss';
 import { startLoadStack } from '../test/support/load-stack';
+import { benchArtifacts } from './artifacts';
 import { benchBareBullmq, benchCorralEnqueue } from './enqueue-to-start';
 import { benchLoadBurst } from './load-burst';
 import { benchRedis } from './redis';
@@ -89,6 +92,9 @@ async function main(): Promise<void> {
       runs: loadRuns, tools: envInt('BENCH_LOAD_TOOLS', 3),
     });
 
+    note('stage 5: artifacts — export and file tools beside the baseline');
+    const artifacts = benchArtifacts();
+
     const enq = corralEnqueue!;
     const rssPeak = Math.max(...Object.values(rssByConcurrency));
     const coldRatio = round(sandbox.acquire_ms.cold.p50 / sandbox.acquire_ms.raw_create_start.p50, 2);
@@ -127,6 +133,7 @@ async function main(): Promise<void> {
       worker_rss_mb_peak_by_concurrency: rssByConcurrency,
       worker_rss_soak: soaked,
       load,
+      artifacts,
       targets,
       notes: {
         acquire_ms_warm: sandbox.warm_note ?? 'DockerSandboxProvider.startPool (2 sandboxes of the default class, refilled between samples); only acquisitions the provider logged as pooled count; cold uses 256 MB/1 CPU/128 pids/64 MB limits, warm the configured defaults (the pool\'s class); both seed one file',

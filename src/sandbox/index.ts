@@ -10,7 +10,7 @@
  *   const limits = resolveLimits(spec.limits, config);                        // api/ calls it too → 400
  *   const sb = await sandboxes.acquire({ runId, workerId, deadline, files: spec.workspace.files,
  *     limits, egressAllow: spec.egress.allow, onEgress: (a) => emit(...), signal });
- *   try { ... sb.exec({ argv, timeoutMs: limits.execTimeoutS * 1000, signal }) ... sb.exportWorkspace() }
+ *   try { ... sb.exec({ argv, timeoutMs: limits.execTimeoutS * 1000, signal }) ... sb.exportWorkspace({ tarPath, patchPath }) }
  *   finally { await sb.dispose(); }
  * The egress proxy runs inside acquire() when egressAllow is non-empty; onEgress gets one record per
  * attempt (stamp the current tool call id there: a run's tool calls are sequential).

@@ -1,0 +1,546 @@
+"""corral-fs: the file tools' and the workspace export's hands inside the sandbox.
+
+Installed as /usr/local/lib/corral/corral_fs.py, byte-compiled when the image is built, and run by
+the /usr/local/bin/corral-fs launcher (a script run directly would be compiled again on every call).
+
+Every path is walked from an fd of /workspace one component at a time with O_NOFOLLOW (openat with
+dir_fd), so no symlink is followed at any component, whatever the agent swaps in meanwhile: a
+directory fd, once open, is an inode on the workspace filesystem, and everything done through it
+stays there. Files are opened O_NONBLOCK and refused unless fstat says they are regular, so a fifo,
+socket or device never blocks. Writes go to a fresh name in the same directory (O_CREAT|O_EXCL) and
+are renamed over the target with directory fds; an existing symlink, fifo or directory at the target
+is refused before anything is written.
+
+    corral-fs read REL MAXBYTES               stdout: "<size> <sha256 or ->\\n" then at most MAXBYTES bytes
+    corral-fs write REL [--expect SHA|absent] content on stdin; parent directories are created
+    corral-fs remove REL [--expect SHA]       unlinks a regular file
+    corral-fs list REL MAXENTRIES             stdout: "<type>\\t<size>\\t<path>\\0" records (.git is not descended)
+    corral-fs export MAXFILE MAXTOTAL MAXENTRIES
+        stdout: an uncompressed PAX tar of /workspace, sorted by path bytes, regular files and
+        directories only (hard links as content), apparent sizes checked before any byte is read;
+        a first entry named "\\x01corral-export-manifest" and a last one "\\x01corral-export-trailer"
+        (JSON) list what was left out and why.
+
+Exit status: 0 ok, 90 refused (symlink, bad path), 91 missing, 92 wrong type, 93 the file changed
+(--expect failed), 94 no space left, 2 usage, 1 anything else. The message is one line on stderr.
+The host checks everything it receives again; this helper only keeps honest runs fast and exact.
+"""
+import errno
+import os
+import stat
+import sys
+
+try:  # the builtin module imports in a fraction of hashlib's time (OpenSSL); every call pays the import
+    from _sha256 import sha256
+except ImportError:
+    from hashlib import sha256
+# json and tarfile are imported by the calls that need them (startup time is most of a call's cost).
+
+ROOT = '/workspace'
+REFUSED, MISSING, WRONG_TYPE, CONFLICT, NOSPACE = 90, 91, 92, 93, 94
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+CHUNK = 1 << 20
+MANIFEST = '\x01corral-export-manifest'
+TRAILER = '\x01corral-export-trailer'
+MAX_LISTED_SKIPS = 1000
+# Characters a name may not contain (the host refuses the same set, src/sandbox/export-names.ts):
+# C0 controls, DEL, C1 controls, line/paragraph separators, bidi marks, embeddings and isolates.
+BAD_CHARS = set(range(0x00, 0x20)) | {0x7F} | set(range(0x80, 0xA0)) | {0x2028, 0x2029, 0x200E, 0x200F, 0x061C} \
+    | set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A))
+
+
+class Fail(Exception):
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+def kind_of(mode):
+    if stat.S_ISREG(mode):
+        return 'a regular file'
+    if stat.S_ISDIR(mode):
+        return 'a directory'
+    if stat.S_ISLNK(mode):
+        return 'a symbolic link'
+    if stat.S_ISFIFO(mode):
+        return 'a fifo (named pipe)'
+    if stat.S_ISSOCK(mode):
+        return 'a socket'
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return 'a device'
+    return 'a special file'
+
+
+def shown(rel):
+    if not any(ord(c) in BAD_CHARS for c in rel):
+        return rel
+    import json
+    return json.dumps(rel, ensure_ascii=False)
+
+
+def split(rel):
+    parts = rel.split('/')
+    if rel == '' or rel.startswith('/') or any(p in ('', '.', '..') for p in parts) or '\0' in rel:
+        raise Fail(REFUSED, 'path refused: %s is not a plain path relative to %s' % (shown(rel), ROOT))
+    return parts
+
+
+# Errors that, once the path was walked, mean another process renamed or removed part of it meanwhile.
+RACED = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENOTEMPTY, errno.EISDIR)
+
+
+def os_fail(err, rel, what):
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return Fail(NOSPACE, '%s %s: no space left on device (the workspace is full)' % (what, shown(rel)))
+    if err.errno in RACED:
+        return Fail(CONFLICT, '%s %s: part of the path changed meanwhile (%s; another process in the sandbox is '
+                    'renaming or removing it)' % (what, shown(rel), err.strerror))
+    return Fail(1, '%s %s failed: %s' % (what, shown(rel), err.strerror))
+
+
+def refuse_link(dfd, name, rel, shown_part, wanted=None):
+    """Called when opening `name` without following failed: says what it is instead. `wanted` is
+    the type test the open needed; if `name` passes it now, it was swapped while it was opened."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        raise Fail(MISSING, 'no such file or directory: %s' % shown(rel))
+    if wanted is not None and wanted(st.st_mode):
+        raise Fail(CONFLICT, '%s changed while it was opened (another process in the sandbox is swapping it)' % shown(shown_part))
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(name, dir_fd=dfd)
+        except OSError:
+            target = '?'
+        raise Fail(REFUSED, 'path refused: %s is a symbolic link (to %s); file tools do not follow symlinks, '
+                   'use the path it points to' % (shown(shown_part), shown(target)))
+    raise Fail(WRONG_TYPE, 'not usable: %s is %s' % (shown(shown_part), kind_of(st.st_mode)))
+
+
+def open_dirs(parts, rel, create=False):
+    """An fd of the directory parts[0]/…/parts[-1] under /workspace, walked without following links."""
+    fd = os.open(ROOT, DIR_FLAGS)
+    for i, name in enumerate(parts):
+        here = '/'.join(parts[:i + 1])
+        try:
+            nfd = os.open(name, DIR_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            if not create:
+                os.close(fd)
+                raise Fail(MISSING, 'no such file or directory: %s (%s does not exist)' % (shown(rel), shown(here)))
+            try:
+                os.mkdir(name, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            except OSError as e:
+                os.close(fd)
+                raise os_fail(e, rel, 'mkdir for')
+            try:
+                nfd = os.open(name, DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                try:
+                    refuse_link(fd, name, rel, here, stat.S_ISDIR)
+                finally:
+                    os.close(fd)
+                raise
+        except OSError as e:
+            if e.errno in (errno.ENOTDIR, errno.ELOOP):
+                try:
+                    refuse_link(fd, name, rel, here, stat.S_ISDIR)
+                finally:
+                    os.close(fd)
+            os.close(fd)
+            raise os_fail(e, rel, 'open')
+        os.close(fd)
+        fd = nfd
+    return fd
+
+
+def open_regular(dfd, name, rel):
+    """An fd of the regular file `name` in dfd, opened without following a link or blocking."""
+    try:
+        fd = os.open(name, FILE_FLAGS, dir_fd=dfd)
+    except FileNotFoundError:
+        raise Fail(MISSING, 'no such file: %s' % shown(rel))
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENOTDIR):
+            refuse_link(dfd, name, rel, rel, stat.S_ISREG if e.errno == errno.ELOOP else None)
+        raise os_fail(e, rel, 'open')
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise Fail(WRONG_TYPE, 'not a regular file: %s is %s' % (shown(rel), kind_of(st.st_mode)))
+    return fd, st
+
+
+def read_all(fd, limit):
+    out = []
+    n = 0
+    while n < limit:
+        b = os.read(fd, min(CHUNK, limit - n))
+        if not b:
+            break
+        out.append(b)
+        n += len(b)
+    return b''.join(out)
+
+
+def sha_of(fd):
+    h = sha256()
+    os.lseek(fd, 0, os.SEEK_SET)
+    while True:
+        b = os.read(fd, CHUNK)
+        if not b:
+            return h.hexdigest()
+        h.update(b)
+
+
+def cmd_read(rel, maxbytes):
+    parts = split(rel)
+    dfd = open_dirs(parts[:-1], rel)
+    fd, st = open_regular(dfd, parts[-1], rel)
+    data = read_all(fd, maxbytes + 1)
+    whole = len(data) <= maxbytes
+    data = data[:maxbytes]
+    digest = sha256(data).hexdigest() if whole else '-'
+    size = max(st.st_size, len(data))
+    sys.stdout.buffer.write(b'%d %s\n' % (size, digest.encode()))
+    sys.stdout.buffer.write(data)
+
+
+def check_expect(dfd, name, rel, expect):
+    """Refuses unless the target is as the caller last saw it (sha256 of its content, or absent)."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        if stat.S_ISLNK(st.st_mode):
+            refuse_link(dfd, name, rel, rel)
+        raise Fail(WRONG_TYPE, 'not a regular file: %s is %s' % (shown(rel), kind_of(st.st_mode)))
+    if expect is None:
+        return st
+    if expect == 'absent':
+        if st is not None:
+            raise Fail(CONFLICT, '%s was created meanwhile (by another process in the sandbox)' % shown(rel))
+        return st
+    if st is None:
+        raise Fail(CONFLICT, '%s was removed meanwhile (by another process in the sandbox)' % shown(rel))
+    fd, _ = open_regular(dfd, name, rel)
+    try:
+        if sha_of(fd) != expect:
+            raise Fail(CONFLICT, '%s changed since it was read (another process in the sandbox wrote it)' % shown(rel))
+    finally:
+        os.close(fd)
+    return st
+
+
+def cmd_write(rel, expect):
+    parts = split(rel)
+    dfd = open_dirs(parts[:-1], rel, create=True)
+    name = parts[-1]
+    st = check_expect(dfd, name, rel, expect)
+    mode = (st.st_mode & 0o777) if st is not None else 0o644
+    tmp = '.corral-tmp-%s' % os.urandom(8).hex()
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+    except OSError as e:
+        raise os_fail(e, rel, 'write')
+    try:
+        try:
+            while True:
+                b = sys.stdin.buffer.read(CHUNK)
+                if not b:
+                    break
+                view = memoryview(b)
+                while view:
+                    view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except OSError as e:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        if e.errno == errno.EISDIR:
+            raise Fail(WRONG_TYPE, 'is a directory: %s' % shown(rel))
+        raise os_fail(e, rel, 'write')
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        raise
+
+
+def cmd_remove(rel, expect):
+    parts = split(rel)
+    dfd = open_dirs(parts[:-1], rel)
+    name = parts[-1]
+    st = check_expect(dfd, name, rel, expect)
+    if st is None:
+        raise Fail(MISSING, 'no such file: %s' % shown(rel))
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except OSError as e:
+        raise os_fail(e, rel, 'remove')
+
+
+TYPE_CHARS = ((stat.S_ISREG, 'f'), (stat.S_ISDIR, 'd'), (stat.S_ISLNK, 'l'), (stat.S_ISFIFO, 'p'),
+              (stat.S_ISSOCK, 's'), (stat.S_ISCHR, 'c'), (stat.S_ISBLK, 'b'))
+
+
+def type_char(mode):
+    for test, c in TYPE_CHARS:
+        if test(mode):
+            return c
+    return '?'
+
+
+def cmd_list(rel, maxentries):
+    if rel in ('', '.'):
+        fd, prefix = os.open(ROOT, DIR_FLAGS), ''
+    else:
+        parts = split(rel)
+        fd, prefix = open_dirs(parts, rel), rel + '/'
+    out = sys.stdout.buffer
+    count = 0
+    stack = [(fd, prefix)]
+    while stack and count < maxentries:
+        dfd, pre = stack.pop()
+        try:
+            with os.scandir(dfd) as it:
+                items = sorted(it, key=lambda e: e.name, reverse=True)
+        except OSError:
+            items = []
+        subdirs = []
+        for e in reversed(items):
+            if count >= maxentries:
+                break
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            path = pre + e.name
+            out.write(b'%s\t%d\t%s\0' % (type_char(st.st_mode).encode(), st.st_size, os.fsencode(path)))
+            count += 1
+            if stat.S_ISDIR(st.st_mode) and e.name != '.git':
+                subdirs.append((e.name, path))
+        for name, path in reversed(subdirs):
+            try:
+                stack.append((os.open(name, DIR_FLAGS, dir_fd=dfd), path + '/'))
+            except OSError:
+                pass
+        os.close(dfd)
+
+
+# ---------------------------------------------------------------- export
+
+def name_problem(raw):
+    """Why a name (bytes) cannot be exported, or None."""
+    try:
+        s = raw.decode('utf-8')
+    except UnicodeDecodeError:
+        return None, 'its name is not valid UTF-8'
+    for c in s:
+        if ord(c) in BAD_CHARS:
+            return s, 'its name contains the control or bidi character U+%04X' % ord(c)
+    return s, None
+
+
+class Exporter:
+    def __init__(self, max_file, max_total, max_entries):
+        self.max_file, self.max_total, self.max_entries = max_file, max_total, max_entries
+        self.out = os.fdopen(1, 'wb', buffering=CHUNK, closefd=False)
+        self.skipped = []
+        self.omitted = {}
+        self.notes = []
+
+    def skip(self, path, reason, code, size=None):
+        if len(self.skipped) < MAX_LISTED_SKIPS:
+            rec = {'path': path, 'reason': reason, 'code': code}
+            if size is not None:
+                rec['size'] = size
+            self.skipped.append(rec)
+        else:
+            self.omitted[code] = self.omitted.get(code, 0) + 1
+
+    def scan(self):
+        """Lists /workspace (lstat only): (path, is_dir, st) for what will be exported, skips recorded."""
+        picked = []
+        total = 0
+        root = os.open(ROOT, DIR_FLAGS)
+        stack = [(root, '')]
+        seen = 0
+        while stack:
+            dfd, pre = stack.pop()
+            try:
+                with os.scandir(dfd) as it:
+                    items = sorted(it, key=lambda e: os.fsencode(e.name))
+            except OSError as e:
+                self.skip(pre.rstrip('/') or '.', 'its directory could not be read (%s)' % e.strerror, 'unreadable')
+                items = []
+            subdirs = []
+            for e in items:
+                raw = os.fsencode(e.name)
+                text, problem = name_problem(raw)
+                path = pre + (text if text is not None else raw.decode('utf-8', 'backslashreplace'))
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                is_dir = stat.S_ISDIR(st.st_mode)
+                if problem:
+                    self.skip(path, problem + ('; nothing inside it is exported either' if is_dir else ''), 'bad-name')
+                    continue
+                seen += 1
+                if seen > self.max_entries:
+                    self.skip(path, 'more than %d entries in the workspace' % self.max_entries, 'entry-cap')
+                    continue
+                if is_dir:
+                    picked.append((path, True, st))
+                    subdirs.append((e.name, path))
+                elif stat.S_ISREG(st.st_mode):
+                    if st.st_size > self.max_file:
+                        self.skip(path, 'its size (%d bytes) is over the per-file cap (%d bytes)' % (st.st_size, self.max_file), 'too-large', st.st_size)
+                    elif total + st.st_size > self.max_total:
+                        self.skip(path, 'the export reached its total cap (%d bytes)' % self.max_total, 'total-cap', st.st_size)
+                    else:
+                        total += st.st_size
+                        picked.append((path, False, st))
+                elif stat.S_ISLNK(st.st_mode):
+                    try:
+                        target = os.readlink(e.name, dir_fd=dfd)
+                    except OSError:
+                        target = '?'
+                    self.skip(path, 'a symbolic link (to %s); links are not exported' % shown(target)[:300], 'symlink')
+                else:
+                    self.skip(path, '%s; only regular files and directories are exported' % kind_of(st.st_mode), 'special')
+            for name, path in reversed(subdirs):
+                try:
+                    stack.append((os.open(name, DIR_FLAGS, dir_fd=dfd), path + '/'))
+                except OSError as err:
+                    self.skip(path, 'it could not be opened (%s)' % err.strerror, 'unreadable')
+            os.close(dfd)
+        picked.sort(key=lambda p: p[0].encode('utf-8'))
+        return picked
+
+    def write_json_entry(self, name, obj):
+        import json
+        data = json.dumps(obj, ensure_ascii=True).encode()
+        import tarfile
+        ti = tarfile.TarInfo(name)
+        ti.size = len(data)
+        ti.mode = 0o600
+        self.out.write(ti.tobuf(tarfile.PAX_FORMAT, 'utf-8', 'strict'))
+        self.out.write(data)
+        self.out.write(b'\0' * (-len(data) % 512))
+
+    def header(self, path, st, is_dir, size):
+        import tarfile
+        ti = tarfile.TarInfo(path)
+        ti.type = tarfile.DIRTYPE if is_dir else tarfile.REGTYPE
+        ti.mode = st.st_mode & 0o7777
+        ti.mtime = max(0, int(st.st_mtime))
+        ti.size = 0 if is_dir else size
+        return ti.tobuf(tarfile.PAX_FORMAT, 'utf-8', 'strict')
+
+    def run(self):
+        picked = self.scan()
+        self.root = os.open(ROOT, DIR_FLAGS)
+        self.write_json_entry(MANIFEST, {'skipped': self.skipped, 'omitted': self.omitted})
+        self.skipped = []
+        self.omitted = {}
+        dirs = []  # (path, fd) of the directories open along the current path
+        written = 0
+        for path, is_dir, st in picked:
+            if is_dir:
+                self.out.write(self.header(path, st, True, 0))
+                continue
+            parent, _, name = path.rpartition('/')
+            dfd = self.enter(dirs, parent)
+            if dfd is None:
+                self.skip(path, 'its directory changed during the export', 'changed')
+                continue
+            try:
+                fd, st2 = open_regular(dfd, name, path)
+            except Fail as f:
+                self.skip(path, 'it changed during the export (%s)' % f, 'changed')
+                continue
+            try:
+                size = st2.st_size
+                if st2.st_ino != st.st_ino:
+                    self.skip(path, 'it was replaced during the export', 'changed')
+                    continue
+                if size > self.max_file or written + size > self.max_total:
+                    self.skip(path, 'it grew past the caps during the export (%d bytes)' % size, 'changed', size)
+                    continue
+                self.out.write(self.header(path, st2, False, size))
+                left = size
+                while left > 0:
+                    b = os.read(fd, min(CHUNK, left))
+                    if not b:
+                        self.notes.append('%s shrank while it was exported; padded with zeros' % path)
+                        self.out.write(b'\0' * left)
+                        break
+                    self.out.write(b)
+                    left -= len(b)
+                self.out.write(b'\0' * (-size % 512))
+                written += size
+            finally:
+                os.close(fd)
+        self.write_json_entry(TRAILER, {'skipped': self.skipped, 'omitted': self.omitted, 'notes': self.notes[:100]})
+        self.out.write(b'\0' * 1024)
+        self.out.flush()
+
+    def enter(self, dirs, parent):
+        """The fd of directory `parent`, reusing the fds open along the previous file's path."""
+        parts = parent.split('/') if parent else []
+        keep = 0
+        while keep < len(dirs) and keep < len(parts) and dirs[keep][0] == parts[keep]:
+            keep += 1
+        for _, fd in dirs[keep:]:
+            os.close(fd)
+        del dirs[keep:]
+        for part in parts[keep:]:
+            base = dirs[-1][1] if dirs else self.root
+            try:
+                nfd = os.open(part, DIR_FLAGS, dir_fd=base)
+            except OSError:
+                return None
+            dirs.append((part, nfd))
+        return dirs[-1][1] if dirs else self.root
+
+
+def main(argv):
+    try:
+        op = argv[1] if len(argv) > 1 else ''
+        if op == 'read' and len(argv) == 4:
+            cmd_read(argv[2], int(argv[3]))
+        elif op in ('write', 'remove') and len(argv) in (3, 5) and (len(argv) == 3 or argv[3] == '--expect'):
+            expect = argv[4] if len(argv) == 5 else None
+            (cmd_write if op == 'write' else cmd_remove)(argv[2], expect)
+        elif op == 'list' and len(argv) == 4:
+            cmd_list(argv[2], int(argv[3]))
+        elif op == 'export' and len(argv) == 5:
+            Exporter(int(argv[2]), int(argv[3]), int(argv[4])).run()
+        else:
+            sys.stderr.write('usage: corral-fs read|write|remove|list|export ... (see the header of this file)\n')
+            return 2
+        sys.stdout.flush()
+        return 0
+    except Fail as f:
+        sys.stderr.write('%s\n' % f)
+        return f.code
+    except BrokenPipeError:
+        return 1
+    except OSError as e:
+        sys.stderr.write('corral-fs %s: %s\n' % (argv[1] if len(argv) > 1 else '', e))
+        return 94 if e.errno in (errno.ENOSPC, errno.EDQUOT) else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))
