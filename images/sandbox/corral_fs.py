@@ -50,6 +50,39 @@ BAD_CHARS = set(range(0x00, 0x20)) | {0x7F} | set(range(0x80, 0xA0)) | {0x2028, 
     | set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A))
 
 
+_root_dev = None
+
+
+def root_dev():
+    """st_dev of the workspace filesystem: every directory and file used must be on it."""
+    global _root_dev
+    if _root_dev is None:
+        _root_dev = os.stat(ROOT).st_dev
+    return _root_dev
+
+
+def verified(dfd, name, fd, want):
+    """Checks that `fd`, just opened as `name` in dfd, is that entry itself and not what a link
+    points to: same device and inode as lstat(name), of type `want`, on the workspace filesystem.
+    (Needed: gVisor 2022's openat follows a final symlink under O_DIRECTORY|O_NOFOLLOW.) Raises
+    OSError(ELOOP) otherwise, which the callers turn into a refusal or a conflict."""
+    try:
+        st = os.fstat(fd)
+        lst = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        os.close(fd)
+        raise
+    if st.st_dev != root_dev() or (lst.st_dev, lst.st_ino) != (st.st_dev, st.st_ino) or not want(lst.st_mode):
+        os.close(fd)
+        raise OSError(errno.ELOOP, 'not the entry that was opened')
+    return fd
+
+
+def open_dir_at(dfd, name):
+    """A verified fd of the subdirectory `name` of dfd, never through a symlink."""
+    return verified(dfd, name, os.open(name, DIR_FLAGS, dir_fd=dfd), stat.S_ISDIR)
+
+
 class Fail(Exception):
     def __init__(self, code, message):
         super().__init__(message)
@@ -124,7 +157,7 @@ def open_dirs(parts, rel, create=False):
     for i, name in enumerate(parts):
         here = '/'.join(parts[:i + 1])
         try:
-            nfd = os.open(name, DIR_FLAGS, dir_fd=fd)
+            nfd = open_dir_at(fd, name)
         except FileNotFoundError:
             if not create:
                 os.close(fd)
@@ -137,7 +170,7 @@ def open_dirs(parts, rel, create=False):
                 os.close(fd)
                 raise os_fail(e, rel, 'mkdir for')
             try:
-                nfd = os.open(name, DIR_FLAGS, dir_fd=fd)
+                nfd = open_dir_at(fd, name)
             except OSError:
                 try:
                     refuse_link(fd, name, rel, here, stat.S_ISDIR)
@@ -171,6 +204,13 @@ def open_regular(dfd, name, rel):
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise Fail(WRONG_TYPE, 'not a regular file: %s is %s' % (shown(rel), kind_of(st.st_mode)))
+    try:
+        verified(dfd, name, fd, stat.S_ISREG)
+    except FileNotFoundError:
+        raise Fail(CONFLICT, '%s was removed while it was opened (by another process in the sandbox)' % shown(rel))
+    except OSError:
+        refuse_link(dfd, name, rel, rel, stat.S_ISREG)
+        raise Fail(CONFLICT, '%s changed while it was opened (another process in the sandbox is swapping it)' % shown(rel))
     return fd, st
 
 
@@ -331,7 +371,7 @@ def cmd_list(rel, maxentries):
                 subdirs.append((e.name, path))
         for name, path in reversed(subdirs):
             try:
-                stack.append((os.open(name, DIR_FLAGS, dir_fd=dfd), path + '/'))
+                stack.append((open_dir_at(dfd, name), path + '/'))
             except OSError:
                 pass
         os.close(dfd)
@@ -421,7 +461,7 @@ class Exporter:
                     self.skip(path, '%s; only regular files and directories are exported' % kind_of(st.st_mode), 'special')
             for name, path in reversed(subdirs):
                 try:
-                    stack.append((os.open(name, DIR_FLAGS, dir_fd=dfd), path + '/'))
+                    stack.append((open_dir_at(dfd, name), path + '/'))
                 except OSError as err:
                     self.skip(path, 'it could not be opened (%s)' % err.strerror, 'unreadable')
             os.close(dfd)
@@ -508,7 +548,7 @@ class Exporter:
         for part in parts[keep:]:
             base = dirs[-1][1] if dirs else self.root
             try:
-                nfd = os.open(part, DIR_FLAGS, dir_fd=base)
+                nfd = open_dir_at(base, part)
             except OSError:
                 return None
             dirs.append((part, nfd))

@@ -55,7 +55,7 @@ test('a run goes from the REST API through the queue into its own container and 
     'artifact', 'artifact', 'workspace.changes', 'sandbox.removed', 'run.finished',
   ]);
   expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
-  expect(events.find((e) => e.type === 'sandbox.ready')).toMatchObject({ containerId, image: 'corral/sandbox:latest' });
+  expect(events.find((e) => e.type === 'sandbox.ready')).toMatchObject({ containerId, image: process.env.CORRAL_SANDBOX_IMAGE ?? 'corral/sandbox:latest' });
   expect(events.find((e) => e.type === 'tool.result')).toMatchObject({ ok: true, blocked: false, exec: { exitCode: 0, timedOut: false }, output: expect.stringContaining('10001') });
   expect(events.find((e) => e.type === 'workspace.changes')).toMatchObject({ files: [{ path: 'count.txt', change: 'added', added: 1, removed: 0 }] });
   const decision = events.find((e) => e.type === 'policy.decision') as { verdict: { decision: string; static: { rule: string } } };
