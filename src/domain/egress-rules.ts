@@ -92,12 +92,12 @@ export function parseEgressEntry(raw: string, wildcardProblem: (suffix: string) 
   const wildcard = host.startsWith('*.');
   const name = wildcard ? host.slice(2) : host;
   if (host === '*' || (host.includes('*') && !wildcard) || name.includes('*')) return `"${raw}": only exact names or a leading "*." are allowed, never "*" alone`;
-  const problem = nameProblem(name);
-  if (problem) return `"${raw}" ${problem}`;
-  if (wildcard) {
+  if (wildcard && name.length > 0 && ipLiteral(name) === undefined) {
     const w = wildcardProblem(name);
     if (w) return `"${raw}": ${w}`;
   }
+  const problem = nameProblem(name);
+  if (problem) return `"${raw}" ${problem}`;
   return { name, wildcard, port, text: `${wildcard ? '*.' : ''}${name}${port === null ? '' : `:${port}`}` };
 }
 

@@ -7,7 +7,7 @@
  * (userinfo, percent-encoding, backslashes, a query before the path) is refused, so the name that
  * is checked is the name that is connected to and the one the upstream sees.
  */
-import { MAX_NAME_LENGTH } from '../domain/egress-rules';
+import { ipLiteral, MAX_NAME_LENGTH } from '../domain/egress-rules';
 
 export interface Target {
   /** Lower case, as written (an IP literal keeps its spelling; the caller refuses it). */
@@ -77,6 +77,8 @@ export function parseAbsoluteTarget(raw: string): Parsed<Target & { path: string
   }
   const urlPort = url.port === '' ? 80 : Number(url.port);
   const { host, port } = authority.value;
+  // An IP literal in any spelling is refused by name later (WHATWG URL would rewrite 2130706433 first).
+  if (ipLiteral(host) !== undefined) return { ok: true, value: { host, port, path: '/' } };
   if (url.username !== '' || url.password !== '') return { ok: false, reason: 'credentials in the URL' };
   if (url.hostname !== host || urlPort !== port) return { ok: false, reason: `the URL's host is ambiguous (read as ${host}:${port} and as ${url.hostname}:${urlPort})` };
   if (url.hash !== '') return { ok: false, reason: 'a fragment in the request target' };
