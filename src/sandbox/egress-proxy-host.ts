@@ -146,7 +146,10 @@ export async function startEgressProxy(o: EgressProxyHostOptions): Promise<Egres
   readMessages(pipe, FromProxy, (m) => {
     if (m.t === 'ready') ready(m);
     else if (m.t === 'attempt') o.onAttempt({ host: m.host, port: m.port, method: m.method, decision: m.decision, reason: m.reason, code: m.code, callId: call(m.callId) });
-    else if (m.t === 'aggregate') o.onSummary({ kind: 'aggregate', ...m, callId: call(m.callId) });
+    else if (m.t === 'aggregate') {
+      const { t: _t, ...rest } = m;
+      o.onSummary({ ...rest, kind: 'aggregate', callId: call(m.callId) });
+    }
     else stats = m.stats;
   }, (reason) => {
     notReady(new Error(`protocol violation: ${reason}`));
