@@ -5,6 +5,7 @@
  * secrets (its environment is empty), no Docker socket, and runs under its own heap and fd limits;
  * when fd 3 closes (the worker stopped or died) it exits.
  */
+/* eslint-disable no-restricted-properties -- the entry point of its own process (as main.ts is of the worker's): it ends that process */
 import { chmodSync, readFileSync } from 'node:fs';
 import { lookup } from 'node:dns/promises';
 import { Resolver as DnsResolver } from 'node:dns/promises';
