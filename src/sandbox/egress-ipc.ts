@@ -1,13 +1,13 @@
 /**
- * The pipe between the worker and a run's egress proxy process: newline-delimited JSON, each line at
- * most MAX_LINE bytes, each message checked against a zod schema on arrival (both ways). A line that
- * is too long or does not parse is a protocol violation: the reader stops and says why (the worker
- * then ends that proxy). Strings in messages have length caps, so one message is bounded.
+ * The messages between the worker and a run's egress proxy process, as zod schemas: the worker checks
+ * every message from the proxy against FromProxy (strings have length caps, so one message is
+ * bounded). Framing is egress-ipc-lines.ts. The proxy process checks what the worker sends with a
+ * small hand check instead (egress-proxy-process.ts), so it starts without loading zod.
  */
-import type { Readable } from 'node:stream';
 import { z } from 'zod';
+import type { Parsed } from './egress-ipc-lines';
 
-export const MAX_LINE = 64 * 1024;
+export { encode, MAX_LINE, readMessages } from './egress-ipc-lines';
 
 const Str = (max: number) => z.string().max(max);
 const Code = z.enum([
@@ -70,53 +70,10 @@ export const FromProxy = z.discriminatedUnion('t', [
 ]);
 export type FromProxy = z.infer<typeof FromProxy>;
 
-/**
- * Reads newline-delimited messages of `schema` from `stream`: `onMessage` for each valid one,
- * `onViolation` once (and nothing after) for a line over MAX_LINE bytes, bad JSON or a bad shape.
- */
-export function readMessages<T>(stream: Readable, schema: z.ZodType<T>, onMessage: (m: T) => void, onViolation: (reason: string) => void): void {
-  let buf: Buffer[] = [];
-  let size = 0;
-  let dead = false;
-  const fail = (reason: string) => {
-    if (dead) return;
-    dead = true;
-    buf = [];
-    stream.removeAllListeners('data');
-    stream.resume();
-    onViolation(reason);
+/** A line parser for readMessages from a zod schema (the worker's side: everything the proxy sends is checked). */
+export function zodParser<T>(schema: z.ZodType<T>): (v: unknown) => Parsed<T> {
+  return (v) => {
+    const r = schema.safeParse(v);
+    return r.success ? { ok: true, value: r.data } : { ok: false, reason: `a malformed message: ${r.error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` };
   };
-  const line = (raw: Buffer) => {
-    let value: unknown;
-    try {
-      value = JSON.parse(raw.toString('utf8'));
-    } catch {
-      return fail('a message that is not JSON');
-    }
-    const r = schema.safeParse(value);
-    if (!r.success) return fail(`a malformed message: ${r.error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-    onMessage(r.data);
-  };
-  stream.on('data', (chunk: Buffer) => {
-    let start = 0;
-    for (;;) {
-      if (dead) return;
-      const nl = chunk.indexOf(10, start);
-      const part = chunk.subarray(start, nl < 0 ? chunk.length : nl);
-      size += part.length;
-      if (size > MAX_LINE) return fail(`a message longer than ${MAX_LINE} bytes`);
-      buf.push(part);
-      if (nl < 0) return;
-      const whole = Buffer.concat(buf);
-      buf = [];
-      size = 0;
-      start = nl + 1;
-      if (whole.length > 0) line(whole);
-    }
-  });
-}
-
-/** One message as a line. */
-export function encode(m: ToProxy | FromProxy): string {
-  return `${JSON.stringify(m)}\n`;
 }

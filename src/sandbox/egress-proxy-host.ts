@@ -23,7 +23,7 @@ import type { Socket } from 'node:net';
 import type { Config } from '../config';
 import { SandboxError } from '../domain/errors';
 import type { EgressAttempt, EgressSummary } from '../domain/sandbox';
-import { encode, FromProxy, readMessages, type ToProxy } from './egress-ipc';
+import { encode, FromProxy, readMessages, zodParser, type ToProxy } from './egress-ipc';
 import type { EgressCaps } from './egress-proxy';
 import type { EgressTestHooks } from './egress-test-hooks';
 
@@ -143,7 +143,7 @@ export async function startEgressProxy(o: EgressProxyHostOptions): Promise<Egres
     o.onSummary({ kind: 'proxy', state: 'failed', detail: `${detail}; this run has no egress from now on` });
     if (stats) o.onSummary({ kind: 'stats', stats });
   };
-  readMessages(pipe, FromProxy, (m) => {
+  readMessages(pipe, zodParser(FromProxy), (m) => {
     if (m.t === 'ready') ready(m);
     else if (m.t === 'attempt') o.onAttempt({ host: m.host, port: m.port, method: m.method, decision: m.decision, reason: m.reason, code: m.code, callId: call(m.callId) });
     else if (m.t === 'aggregate') {
@@ -157,7 +157,9 @@ export async function startEgressProxy(o: EgressProxyHostOptions): Promise<Egres
   });
   pipe.on('error', () => undefined);
   child.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
-    const tail = stderr.trim().split('\n').slice(-3).join(' | ').slice(0, 500);
+    // The line that says what went wrong (an Error, a FATAL ERROR from V8), else the last one.
+    const lines = stderr.trim().split('\n').map((l) => l.trim()).filter(Boolean);
+    const tail = (lines.find((l) => /error|denied|EACCES/i.test(l) && !/^\s*at /.test(l)) ?? lines.at(-1) ?? '').slice(0, 500);
     const how = signal ? `was killed by ${signal}` : `exited with status ${code}`;
     notReady(new Error(`the egress proxy ${how} before it was ready${tail ? `: ${tail}` : ''}`));
     fail(`the egress proxy process ${how}${/heap/i.test(tail) ? ' (out of memory)' : ''}${tail ? `: ${tail}` : ''}`);

@@ -13,7 +13,8 @@ import { Socket } from 'node:net';
 import { getHeapStatistics } from 'node:v8';
 import { parseEgressEntry, type EgressEntry } from '../domain/egress-rules';
 import { forbiddenRangeChecker, hostAddressRanges } from './egress-address';
-import { encode, FromProxy, readMessages, ToProxy } from './egress-ipc';
+import type { FromProxy, ToProxy } from './egress-ipc';
+import { encode, readMessages, type Parsed } from './egress-ipc-lines';
 import { EgressProxy, type Resolver } from './egress-proxy';
 import type { TallyOut } from './egress-tally';
 
@@ -88,8 +89,16 @@ async function start(init: Extract<ToProxy, { t: 'init' }>): Promise<void> {
   });
 }
 
+/** The worker is trusted; this only refuses what is not a message at all (the worker sends from the ToProxy schema). */
+function parseToProxy(v: unknown): Parsed<ToProxy> {
+  const t = (v as { t?: unknown } | null)?.t;
+  if (t === 'stop' || (t === 'call' && ['string', 'object'].includes(typeof (v as { callId?: unknown }).callId))) return { ok: true, value: v as ToProxy };
+  if (t === 'init' && typeof (v as { socketPath?: unknown }).socketPath === 'string' && Array.isArray((v as { allow?: unknown }).allow)) return { ok: true, value: v as ToProxy };
+  return { ok: false, reason: 'a message that is not init, call or stop' };
+}
+
 let started = false;
-readMessages(pipe, ToProxy, (m) => {
+readMessages(pipe, parseToProxy, (m) => {
   if (m.t === 'init') {
     if (started) return;
     started = true;
