@@ -278,3 +278,44 @@ test('the proxy runs unprivileged; when it dies, that run\'s egress fails with t
     await Promise.all([victim.sb.dispose(), other.sb.dispose()]);
   }
 });
+
+test('a worker that dies takes its proxy processes with it (their pipe closes)', async () => {
+  const { spawn } = await import('node:child_process');
+  const { mkdtempSync, chmodSync, existsSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { tmpdir } = await import('node:os');
+  const root = mkdtempSync(join(tmpdir(), 'corral-orphan-'));
+  chmodSync(root, 0o711);
+  const dir = mkdtempSync(join(root, 'r-'));
+  const worker = spawn(process.execPath, ['--import', require.resolve('tsx'), join(__dirname, '../support/egress-proxy-orphan.ts'), dir, root], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const pid = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    worker.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /\{"pid":(\d+)\}/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    worker.once('exit', (c) => reject(new Error(`the stand-in worker exited (${c}) first`)));
+  });
+  expect(existsSync(`/proc/${pid}`)).toBe(true);
+  worker.kill('SIGKILL');
+  const end = Date.now() + 5000;
+  while (existsSync(`/proc/${pid}`) && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+  expect(existsSync(`/proc/${pid}`)).toBe(false);
+  (await import('node:fs')).rmSync(root, { recursive: true, force: true });
+});
+
+test('attribution: each connection carries the tool call the worker named when it came in', async () => {
+  const run = await acquire([`allowed.test:${up.port}`]);
+  try {
+    run.sb.noteToolCall!('call_7');
+    await sh(run.sb, `curl -s -m 5 http://allowed.test:${up.port}/a; curl -s -m 5 http://nope.test/`);
+    run.sb.noteToolCall!(null);
+    await sh(run.sb, `curl -s -m 5 http://allowed.test:${up.port}/b`);
+    expect(run.attempts.map((a) => [a.host, a.decision, a.callId])).toEqual([
+      ['allowed.test', 'allow', 'call_7'], ['nope.test', 'deny', 'call_7'], ['allowed.test', 'allow', null],
+    ]);
+  } finally {
+    await run.sb.dispose();
+  }
+});
