@@ -66,6 +66,8 @@ export class EgressProxy {
   private readonly nameBucket: TokenBucket;
   private readonly wildcardSeen = new Set<string>();
   private open = 0;
+  /** Upstream connections open now (a client may pipeline requests; each gets its own upstream). */
+  private upstreams = 0;
   private callId: string | null = null;
 
   constructor(private readonly o: EgressProxyOptions) {
@@ -174,6 +176,16 @@ export class EgressProxy {
     s.on('error', () => s.destroy());
   }
 
+  private trackUpstream(s: Duplex): void {
+    this.upstreams += 1;
+    this.track(s, () => (this.upstreams -= 1));
+  }
+
+  private upstreamCapReached(): { code: EgressCode; reason: string } | null {
+    if (this.upstreams < this.o.caps.maxConnections) return null;
+    return { code: 'cap_connections', reason: `the run already has ${this.o.caps.maxConnections} upstream connections open (CORRAL_EGRESS_MAX_CONNECTIONS)` };
+  }
+
   private onClientError(err: Error & { code?: string; reason?: string }, s: Duplex): void {
     const overflow = err.code === 'HPE_HEADER_OVERFLOW';
     const code: EgressCode = overflow ? 'invalid_target' : 'framing';
@@ -183,6 +195,19 @@ export class EgressProxy {
   }
 
   private async onConnect(req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
+    // Read (and hold, up to 64 KiB) what the client sends while the name resolves, so a client that
+    // leaves is noticed and never gets an upstream connection.
+    const early: Buffer[] = [head];
+    let earlyBytes = head.length;
+    let gone = false;
+    const onEarly = (c: Buffer) => {
+      early.push(c);
+      earlyBytes += c.length;
+      if (earlyBytes > 64 * 1024) client.pause();
+    };
+    client.on('data', onEarly);
+    client.once('end', () => (gone = true));
+    client.once('close', () => (gone = true));
     const target = parseAuthority(req.url ?? '', null);
     const host = target.ok ? target.value.host : shown(req.url ?? '');
     const port = target.ok ? target.value.port : 0;
@@ -195,14 +220,16 @@ export class EgressProxy {
       client.end(`HTTP/1.1 ${d.status} ${d.status === 429 ? 'Too Many Requests' : 'Forbidden'}\r\nContent-Type: text/plain\r\nX-Corral-Egress: denied\r\nConnection: close\r\n\r\ncorral egress denied: ${d.reason}\n`);
       return;
     }
-    const capped = this.byteCapReached();
+    if (gone || client.destroyed) return; // gone while the name was resolved: no upstream for nobody
+    const capped = this.byteCapReached() ?? this.upstreamCapReached();
     if (capped) {
       this.refuse(host, port, 'CONNECT', capped.code, capped.reason);
       client.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\n\r\ncorral egress denied: ${capped.reason}\n`);
       return;
     }
+    let established = false;
     const upstream = connect({ host: d.address, port, timeout: this.o.connectTimeoutMs ?? 10_000 });
-    this.track(upstream);
+    this.trackUpstream(upstream);
     client.once('close', () => upstream.destroy());
     upstream.once('timeout', () => upstream.destroy(new Error('connect timeout')));
     upstream.on('error', (err) => {
@@ -212,7 +239,6 @@ export class EgressProxy {
       }
       client.destroy();
     });
-    let established = false;
     upstream.once('connect', () => {
       const peer = upstream.remoteAddress ?? '';
       const r = peer === d.address ? this.o.forbidden(peer) : { cidr: peer, name: 'not the checked address' };
@@ -226,8 +252,11 @@ export class EgressProxy {
       upstream.setTimeout(this.o.caps.idleTimeoutMs, () => upstream.destroy());
       this.tally.record(this.callId, { host, port, method: 'CONNECT', decision: 'allow', code: 'allowed', reason: `allowed; tunnel to ${d.address}` });
       client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      if (head.length && this.countOut(head.length)) upstream.write(head);
+      client.off('data', onEarly);
+      const first = Buffer.concat(early);
+      if (first.length && this.countOut(first.length)) upstream.write(first);
       this.pump(client, upstream, (n) => this.countOut(n), host, port);
+      client.resume();
       this.pump(upstream, client, (n) => this.countIn(n), host, port);
     });
   }
@@ -247,7 +276,7 @@ export class EgressProxy {
       const h = parseAuthority(hostHeader.value, 80);
       if (!h.ok || h.value.host !== host || h.value.port !== port) d = deny(400, 'host_mismatch', `the Host header (${shown(hostHeader.value)}) is not the URL's host (${host}:${port})`);
       else {
-        const capped = this.byteCapReached();
+        const capped = this.byteCapReached() ?? this.upstreamCapReached();
         d = capped ? deny(403, capped.code, capped.reason) : await this.decide(host, port, 'http');
       }
     }
@@ -259,6 +288,7 @@ export class EgressProxy {
       res.end(`corral egress denied: ${fail.reason}\n`);
       return;
     }
+    if (res.destroyed || req.socket.destroyed) return;
     this.tally.stats.requests += 1;
     this.tally.record(this.callId, { host, port, method, decision: 'allow', code: 'allowed', reason: `allowed; request to ${d.address}` });
     this.forward(req, res, { host, port, path: target.value.path, address: d.address });
@@ -277,8 +307,9 @@ export class EgressProxy {
     headers.push('Host', t.port === 80 ? t.host : `${t.host}:${t.port}`);
     if (req.headers['transfer-encoding'] !== undefined) headers.push('Transfer-Encoding', 'chunked');
     const up = httpRequest({ host: t.address, port: t.port, method: req.method, path: t.path, headers, agent: false, setHost: false, timeout: this.o.caps.idleTimeoutMs });
+    res.once('close', () => up.destroy());
     up.on('socket', (s) => {
-      this.track(s);
+      this.trackUpstream(s);
       s.once('connect', () => {
         const peer = (s as Socket).remoteAddress ?? '';
         if (peer !== t.address || this.o.forbidden(peer)) s.destroy(new Error(`connected peer ${peer} is not the checked address`));

@@ -276,6 +276,18 @@ describe('names and addresses', () => {
     }
   });
 
+  test('a client that leaves while its name resolves gets no upstream connection', async () => {
+    const p = await startProxy({ allow: [`allowed.test:${up.port}`], resolve: () => new Promise((r) => setTimeout(() => r(['127.0.0.1']), 200)) });
+    up.reset();
+    try {
+      await Promise.all(Array.from({ length: 20 }, () => raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 20)));
+      await new Promise((r) => setTimeout(r, 500));
+      expect(up.raw).toEqual([]);
+    } finally {
+      await p.proxy.close();
+    }
+  });
+
   test('one forbidden address among several refuses the name', async () => {
     const p = await startProxy({ allow: [`allowed.test:${up.port}`], resolve: async () => ['127.0.0.1', '64:ff9b:1::a00:1'] });
     try {
