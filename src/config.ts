@@ -97,7 +97,7 @@ export const ConfigSchema = z.object({
   /** The egress proxy process (one per run with an allowlist): V8 heap cap in MB. */
   CORRAL_EGRESS_PROXY_HEAP_MB: int(64),
   /** uid:gid the proxy process runs as when the worker runs as root (another uid cannot switch). */
-  CORRAL_EGRESS_PROXY_USER: z.string().regex(/^\d+:\d+$/, 'must be uid:gid, e.g. 65534:65534').default('65534:65534'),
+  CORRAL_EGRESS_PROXY_USER: z.string().regex(/^\d+:\d+$/, 'must be uid:gid, e.g. 65534:65534').refine((s) => !s.startsWith('0:') && !s.endsWith(':0'), 'must not be root (uid or gid 0)').default('65534:65534'),
   /** Per run: events kept in the JSONL log, the Redis stream and the report; past either cap a `log.truncated` marker, then only the run's end. */
   CORRAL_LOG_MAX_EVENTS: int(20_000),
   CORRAL_LOG_MAX_BYTES: int(16 * 1024 * 1024),

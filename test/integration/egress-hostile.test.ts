@@ -155,14 +155,19 @@ test('fd flood (3,000 idle connections): the proxy holds at its connection cap a
 import socket, time
 held = []
 for i in range(3000):
-    try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(2)
-        s.connect('/run/corral/egress.sock'); held.append(s)
-    except Exception:
-        pass
+    # Blocking connects: when the proxy's backlog is full, a unix connect waits for room (EAGAIN is retried).
+    for attempt in range(500):
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect('/run/corral/egress.sock'); held.append(s)
+            break
+        except BlockingIOError:
+            s.close(); time.sleep(0.01)
+        except Exception:
+            s.close(); break
 open('/tmp/held', 'w').write(str(len(held)))
-time.sleep(40)
-" >/dev/null 2>&1 & for i in $(seq 100); do [ -s /tmp/held ] && break; sleep 0.1; done; cat /tmp/held`);
+time.sleep(60)
+" >/dev/null 2>&1 & for i in $(seq 600); do [ -s /tmp/held ] && break; sleep 0.1; done; cat /tmp/held`, 90_000);
     expect(Number(hold.stdout)).toBeGreaterThan(500);
     await new Promise((res) => setTimeout(res, 1000));
     expect(fdCount(pid)).toBeLessThanOrEqual(limit);
@@ -317,5 +322,40 @@ test('attribution: each connection carries the tool call the worker named when i
     ]);
   } finally {
     await run.sb.dispose();
+  }
+});
+
+test('a worker that is not root (as in compose): the proxy keeps its uid, with no_new_privs, an empty environment and its own fd limit', async () => {
+  const { spawn } = await import('node:child_process');
+  const { mkdtempSync, chownSync, chmodSync, rmSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { tmpdir } = await import('node:os');
+  const root = mkdtempSync(join(tmpdir(), 'corral-nonroot-'));
+  chmodSync(root, 0o711);
+  const dir = mkdtempSync(join(root, 'r-'));
+  chownSync(root, 10100, 10100);
+  chownSync(dir, 10100, 10100);
+  const worker = spawn('setpriv', ['--reuid', '10100', '--regid', '10100', '--clear-groups', '--', process.execPath, '--import', require.resolve('tsx'), join(__dirname, '../support/egress-proxy-orphan.ts'), dir, root], {
+    stdio: ['ignore', 'pipe', 'inherit'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SECRET_OF_THE_WORKER: 'must-not-leak' },
+  });
+  try {
+    const pid = await new Promise<number>((resolve, reject) => {
+      let out = '';
+      worker.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /\{"pid":(\d+)\}/.exec(out);
+        if (m) resolve(Number(m[1]));
+      });
+      worker.once('exit', (c) => reject(new Error(`the stand-in worker exited (${c}) first`)));
+    });
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    expect(status).toMatch(/^Uid:\s+10100\s+10100\s+10100\s+10100$/m);
+    expect(status).toMatch(/^NoNewPrivs:\s+1$/m);
+    expect(readFileSync(`/proc/${pid}/environ`, 'utf8')).toBe('');
+    expect(readFileSync(`/proc/${pid}/limits`, 'utf8')).toMatch(/^Max open files\s+576\s+576/m);
+  } finally {
+    worker.kill('SIGKILL');
+    await new Promise((r) => setTimeout(r, 500));
+    rmSync(root, { recursive: true, force: true });
   }
 });
