@@ -1,7 +1,7 @@
 /**
  * Done means of the egress issue, measured for real: `corral serve` with 2 slots; one run floods its
- * egress proxy (12,000 CONNECTs with 15,000-character names from 8 threads; the bench runs 36,000) while another run works.
- * The service stays up, the other run succeeds, the serve process's peak RSS stays under 400 MB and
+ * egress proxy (12,000 CONNECTs with 15,000-character names from 8 threads; the bench runs 36,000)
+ * while another run works. The service stays up, the other run succeeds, the serve process's peak RSS stays under 400 MB and
  * the attacker's events.jsonl under 20 MB (correctness bounds, not timings). The figures are printed
  * by `npm run bench` (stage egress).
  */
