@@ -150,11 +150,11 @@ export async function benchEgress(o: { redisUrl: string | null }): Promise<Egres
   const up = await startUpstream();
   const dns = await startTestDns((h) => (h === 'bench.test' ? ['127.0.0.1'] : undefined));
   const dir = mkdtempSync(join(tmpdir(), 'corral-bench-egress-'));
-  chmodSync(dir, 0o711); // the proxy's uid reads its bundle here, as under the worker's egress root
+  chmodSync(dir, 0o711); // the proxy's uid reaches its socket directory through here
   // Caps out of the way: this measures the proxy's cost, not its limits.
   const config = loadConfig({ CORRAL_EGRESS_CONNECTIONS_PER_S: '100000', CORRAL_EGRESS_REQUESTS_PER_S: '100000' });
   const start = (i: number) => startEgressProxy({
-    runId: `run_bench_${i}`, dir: mkdtempSync(join(dir, 'r-')), bundleDir: dir, allow: [`bench.test:${up.port}`], config,
+    runId: `run_bench_${i}`, dir: mkdtempSync(join(dir, 'r-')), allow: [`bench.test:${up.port}`], config,
     hooks: egressTestHooks({ dnsServers: [dns.server], exempt: ['127.0.0.1'] }), onAttempt: () => undefined, onSummary: () => undefined, log: () => undefined,
   });
   try {

@@ -126,7 +126,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         await chmod(dir, 0o755);
         // The proxy process starts while the container is created; acquire() waits for both.
         const starting = startEgressProxy({
-          runId: req.runId, dir, bundleDir: this.egressRoot, allow: req.egressAllow, config: this.config,
+          runId: req.runId, dir, allow: req.egressAllow, config: this.config,
           ...(this.opts.egressTestHooks ? { hooks: this.opts.egressTestHooks } : {}),
           log: this.log,
           onAttempt: (a) => {

@@ -1,6 +1,7 @@
 /**
  * The worker's side of a run's egress proxy: one process per run (egress-proxy-process.ts, bundled
- * once per worker process into plain JavaScript by esbuild so it starts in ~50 ms without tsx).
+ * once per worker process into plain JavaScript by esbuild and handed to `node -` on stdin, so it
+ * starts without tsx and no file has to be readable by the proxy's uid or outlive a reaper sweep).
  *
  * The process is started through `setpriv` and `prlimit` (util-linux): when the worker is root it
  * runs as CORRAL_EGRESS_PROXY_USER with no supplementary groups (so no Docker socket) and an empty
@@ -14,8 +15,7 @@
  * run's egress ends with the reason (a `failed` summary); nothing else on the worker is touched.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, writeFileSync, renameSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { chown } from 'node:fs/promises';
 import { setPriority } from 'node:os';
 import { join } from 'node:path';
@@ -31,8 +31,6 @@ export interface EgressProxyHostOptions {
   runId: string;
   /** The run's socket directory (exists; bind-mounted into the sandbox). */
   dir: string;
-  /** Where the proxy bundle is written (readable by the proxy's uid). */
-  bundleDir: string;
   allow: string[];
   config: Config;
   hooks?: EgressTestHooks;
@@ -66,33 +64,20 @@ export function capsFromConfig(config: Config): EgressCaps {
   };
 }
 
-let bundles = new Map<string, Promise<string>>();
+let bundle: Promise<Uint8Array> | undefined;
 
-/** The proxy process as one plain JavaScript file in `dir` (built once per directory and worker process). */
-export function proxyBundle(dir: string): Promise<string> {
-  let p = bundles.get(dir);
-  if (!p) {
-    p = (async () => {
+/** The proxy process as one plain JavaScript program (built once per worker process). */
+export function proxyBundle(): Promise<Uint8Array> {
+  if (!bundle) {
+    const p = (async () => {
       const { build } = await import('esbuild');
       const r = await build({ entryPoints: [join(__dirname, 'egress-proxy-process.ts')], bundle: true, platform: 'node', format: 'cjs', target: 'node22', write: false, logLevel: 'silent' });
-      const code = r.outputFiles[0]!.contents;
-      const file = join(dir, `.egress-proxy-${createHash('sha256').update(code).digest('hex').slice(0, 12)}.cjs`);
-      if (!existsSync(file)) {
-        const tmp = `${file}.${process.pid}.tmp`;
-        writeFileSync(tmp, code, { mode: 0o644 });
-        renameSync(tmp, file);
-      }
-      return file;
+      return r.outputFiles[0]!.contents;
     })();
-    p.catch(() => bundles.delete(dir));
-    bundles.set(dir, p);
+    p.catch(() => (bundle = undefined));
+    bundle = p;
   }
-  return p;
-}
-
-/** For tests: forget built bundles. */
-export function resetProxyBundles(): void {
-  bundles = new Map();
+  return bundle;
 }
 
 function findTool(name: string): string {
@@ -103,7 +88,7 @@ function findTool(name: string): string {
 export async function startEgressProxy(o: EgressProxyHostOptions): Promise<EgressProxyHandle> {
   const { config } = o;
   const caps = capsFromConfig(config);
-  const bundle = await proxyBundle(o.bundleDir);
+  const code = await proxyBundle();
   const socketPath = join(o.dir, 'egress.sock');
   const root = process.getuid?.() === 0;
   const [uid, gid] = config.CORRAL_EGRESS_PROXY_USER.split(':').map(Number) as [number, number];
@@ -113,9 +98,11 @@ export async function startEgressProxy(o: EgressProxyHostOptions): Promise<Egres
   const argv = [
     ...(root ? ['--reuid', String(uid), '--regid', String(gid), '--clear-groups', '--inh-caps=-all', '--bounding-set=-all'] : []),
     '--no-new-privs', '--', findTool('prlimit'), `--nofile=${nofile}:${nofile}`, '--core=0', '--',
-    process.execPath, `--max-old-space-size=${heapMb}`, '--max-semi-space-size=4', '--stack-size=512', bundle,
+    process.execPath, `--max-old-space-size=${heapMb}`, '--max-semi-space-size=4', '--stack-size=512', '-',
   ];
-  const child: ChildProcess = spawn(findTool('setpriv'), argv, { env: {}, cwd: '/', stdio: ['ignore', 'ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(findTool('setpriv'), argv, { env: {}, cwd: '/', stdio: ['pipe', 'ignore', 'pipe', 'pipe'] });
+  child.stdin!.on('error', () => undefined);
+  child.stdin!.end(code); // the program; the proxy never reads stdin otherwise
   if (child.pid) setPriority(child.pid, 10);
   const pipe = child.stdio[3] as Socket;
   let stderr = '';

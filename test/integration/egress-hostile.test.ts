@@ -272,6 +272,11 @@ test('the proxy runs unprivileged; when it dies, that run\'s egress fails with t
     expect(status).toMatch(/^NoNewPrivs:\s+1$/m);
     expect(status).toMatch(/^CapBnd:\s+0000000000000000$/m);
     expect(readFileSync(`/proc/${pid}/environ`, 'utf8')).toBe('');
+    // Those credentials cannot reach the Docker socket (the same setpriv switch the host uses).
+    const { execFileSync } = await import('node:child_process');
+    const probe = execFileSync('setpriv', ['--reuid', '65534', '--regid', '65534', '--clear-groups', '--', process.execPath, '-e',
+      "require('net').connect('/var/run/docker.sock').on('error', (e) => console.log(e.code)).on('connect', () => { console.log('CONNECTED'); process.exit(); })"]).toString().trim();
+    expect(probe).toBe('EACCES');
     process.kill(pid, 'SIGKILL');
     await new Promise((res) => setTimeout(res, 500));
     const failed = victim.summaries.find((s) => s.kind === 'proxy' && s.state === 'failed');
