@@ -176,8 +176,32 @@ function witnesses(p: Pred, q: Pred): string[] {
   return [...out];
 }
 
-/** Does some path match both globs? `a` may be a shell glob (`aShell`), `b` is a policy glob. */
-export function globsOverlap(a: string, b: string, aShell = false, maxStates = 200_000): boolean {
+const overlaps = new Map<string, boolean>();
+
+/** Does some path match both globs? `a` may be a shell glob (`aShell`), `b` is a policy glob. Memoised. */
+export function globsOverlap(a: string, b: string, aShell = false): boolean {
+  const key = `${aShell ? 1 : 0}\u0000${a}\u0000${b}`;
+  let v = overlaps.get(key);
+  if (v === undefined) {
+    if (overlaps.size > 100_000) overlaps.clear();
+    v = literalPrefixesAgree(a, b) && overlapNfa(a, b, aShell);
+    overlaps.set(key, v);
+  }
+  return v;
+}
+
+/** Two globs whose literal beginnings differ cannot overlap (a cheap test before the automaton). */
+function literalPrefixesAgree(a: string, b: string): boolean {
+  for (let i = 0; i < a.length && i < b.length; i++) {
+    const x = a[i]!;
+    const y = b[i]!;
+    if ('*?[\\'.includes(x) || '*?[\\'.includes(y)) return true;
+    if (x !== y) return false;
+  }
+  return true;
+}
+
+function overlapNfa(a: string, b: string, aShell: boolean, maxStates = 200_000): boolean {
   const ta = tokenize(a, { shell: aShell });
   const tb = tokenize(b);
   const endA = at(ta.length);

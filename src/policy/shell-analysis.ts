@@ -70,6 +70,8 @@ export interface AnalyzeOptions { home: string; workspace: string; maxCommands: 
 const MAX_DEPTH = 120;
 const MAX_SCRIPT_NESTING = 4;
 const MAX_REDIRECTS = 32;
+/** Separators, pipes, substitutions and here-docs beyond which a command is not analysed at all (no parse). */
+const MAX_PARTS = 1_500;
 const SAFE_DECLARE_FLAGS = /^[-+][xrgaAlupfFt]+$/;
 
 class TooDeep extends Error {}
@@ -598,6 +600,11 @@ export function analyzeShell(command: string, opts: AnalyzeOptions): ShellAnalys
   const w = new Walker(opts);
   if (command.length > opts.maxLength) {
     w.finding('deny', 'shell:too-long', `the command is longer than ${opts.maxLength} characters`);
+    return w.out;
+  }
+  const parts = command.match(/[|;&(`\n]|<</g)?.length ?? 0;
+  if (parts > MAX_PARTS) {
+    w.finding('deny', 'shell:too-many-parts', `the command has more than ${MAX_PARTS} separators, pipes, substitutions and here-docs`);
     return w.out;
   }
   try {
