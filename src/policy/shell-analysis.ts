@@ -475,7 +475,7 @@ class Walker {
       const tail = inner.dynamicTail || inner.argv.includes(XARGS_SLOT) ? this.tailFor(ctx) : undefined;
       if (tail) inner.argv = inner.argv.map((a) => (a === XARGS_SLOT ? tail : a));
       if (inner.cwd !== undefined) this.cwds = inner.cwd === null || !this.cwds ? null : this.cwds.map((d) => resolvePathIn(this.opts.workspace, inner.cwd!.value, d));
-      const extra: ShellRedirect[] = (inner.writes ?? []).map((target) => ({ op: '>', target, access: 'write' }));
+      const extra: ShellRedirect[] = [...(inner.writes ?? []).map((target): ShellRedirect => ({ op: '>', target, access: 'write' })), ...(inner.reads ?? []).map((target): ShellRedirect => ({ op: '<', target, access: 'read' }))];
       this.pushCommand({
         argv: inner.argv, assigns: [...assigns, ...inner.assigns], wrappers: [...ctx.wrappers, ...inner.wrappers],
         dynamicTail: inner.dynamicTail, ...(tail && inner.dynamicTail ? { tail } : {}), redirects: [...redirects, ...extra], wrapperEffects: inner.effects, ...(inner.placeholder ? { placeholder: inner.placeholder } : {}),

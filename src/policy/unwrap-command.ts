@@ -25,6 +25,8 @@ export interface UnwrappedCommand {
   placeholder?: ShellWord;
   /** Files its wrappers write (`time -o FILE`). */
   writes?: ShellWord[];
+  /** Files its wrappers read (`xargs -a FILE`). */
+  reads?: ShellWord[];
 }
 export interface UnwrapResult {
   commands: UnwrappedCommand[];
@@ -95,6 +97,7 @@ export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
   let dynamicTail = false;
   let cwd: ShellWord | null | undefined;
   const writes: ShellWord[] = [];
+  const reads: ShellWord[] = [];
   const ask = (name: string, why: string) => res.findings.push({ decision: 'ask', rule: `shell:wrapper-${name}`, reason: `${name}: ${why}` });
 
   for (let guard = 0; guard < 16 && argv.length > 0; guard++) {
@@ -129,6 +132,7 @@ export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
       if (p.problems.length) { ask(name, p.problems[0]!); return res; }
       if (p.has('-p', '-o')) { ask(name, 'reads answers from a terminal'); return res; }
       if (p.has('--process-slot-var')) { ask(name, '--process-slot-var sets an environment variable'); return res; }
+      reads.push(...p.values('-a'));
       const repl = p.values('-I', '-i')[0]?.value ?? (p.has('-i') ? '{}' : undefined);
       wrappers.push('xargs');
       dynamicTail = !repl;
@@ -189,7 +193,7 @@ export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
     wrappers.push(name);
     argv = argv.slice(start);
   }
-  res.commands.push({ argv, assigns, wrappers, dynamicTail, effects, ...(cwd !== undefined ? { cwd } : {}), ...(writes.length ? { writes } : {}) });
+  res.commands.push({ argv, assigns, wrappers, dynamicTail, effects, ...(cwd !== undefined ? { cwd } : {}), ...(writes.length ? { writes } : {}), ...(reads.length ? { reads } : {}) });
   return res;
 }
 

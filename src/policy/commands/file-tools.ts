@@ -29,7 +29,9 @@ function intoDir(dest: ShellWord, src: ShellWord): ShellWord | undefined {
   return literalWord(v);
 }
 
-function copyLike(name: string, p: ParsedArgs, b: UseBuilder, srcAccess: 'read' | 'delete' | 'link'): void {
+function copyLike(name: string, p: ParsedArgs, b: UseBuilder, access: 'read' | 'delete' | 'link'): void {
+  // cp -l / -s make links: a later write to the copy is a write to the source
+  const srcAccess = name === 'cp' && p.has('-l', '-s') ? 'link' : access;
   const target = p.values('-t')[0];
   const ops = p.operands;
   let sources = ops;
@@ -41,6 +43,7 @@ function copyLike(name: string, p: ParsedArgs, b: UseBuilder, srcAccess: 'read' 
   const symbolic = name === 'ln' && p.has('-s') && !p.has('-r');
   if (sources.some((s) => !s.dynamic && /^\/dev\/(null|zero)$/.test(s.value)) && dest) b.effect('delete', `${name} from ${sources[0]!.value} empties "${dest.value || 'a computed path'}"`);
   if (name === 'ln' && p.has('-f')) b.effect('delete', 'ln -f replaces whatever the link name already is');
+  if (name === 'mv' && dest && (dest.dynamic || (dest.value.startsWith('/') && !dest.value.startsWith('/workspace')) || dest.value.startsWith('..') || dest.value.startsWith('~'))) b.effect('delete', 'mv takes files out of the workspace');
   if ((name === 'cp' || name === 'mv') && p.has('-r', '-a') && dest && !dest.dynamic && /^(\.|\.\/|\/workspace\/?)$/.test(dest.value) && sources.some((s) => s.dynamic || s.value.startsWith('/') || s.value.startsWith('..'))) b.effect('delete', `${name} -r over the whole workspace overwrites its files`);
   if (name === 'cp' && p.has('-a', '-p', '--preserve') && sources.some((s) => s.dynamic || s.value.startsWith('/'))) b.problem('cp keeps the modes (setuid bits included) of files from outside the workspace');
   for (const s of sources) {

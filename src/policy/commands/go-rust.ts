@@ -99,15 +99,20 @@ const CARGO_NET = new Set(['search', 'fetch', 'update', 'generate-lockfile', 've
 const CARGO_INSTALL = new Set(['install', 'uninstall', 'add', 'remove', 'rm', 'upgrade', 'binstall']);
 const CARGO_PUBLISH = new Set(['publish', 'yank', 'owner', 'login', 'logout']);
 
+/** `--config KEY=VALUE` can set wrappers, runners, linkers, aliases and registries: those run programs. */
+function cargoConfig(p: ParsedArgs, b: UseBuilder): void {
+  for (const c of p.values('--config')) {
+    if (c.dynamic || /runner|wrapper|linker|rustc|alias\.|credential|registry|build\.|target\.|env\./.test(c.value)) b.effect('exec-hidden', `cargo --config ${c.value || '(computed)'} names a program, an alias or a registry cargo uses`);
+    else b.problem('cargo --config changes build settings that are not modelled');
+  }
+}
+
 function cargoUse(args: ShellWord[], name: string): CommandUse {
   const b = new UseBuilder(name);
   const rest0 = args[0] && !args[0].dynamic && args[0].value.startsWith('+') ? args.slice(1) : args; // +toolchain
   const gp = parseArgs(grammar(CARGO_GLOBAL, { stopAtOperand: true, abbrev: false }), rest0);
   b.options(gp);
-  for (const c of gp.values('--config')) {
-    if (c.dynamic || /runner|wrapper|linker|rustc|alias\.|credential|registry|build\.|target\.|env\./.test(c.value)) b.effect('exec-hidden', `cargo --config ${c.value || '(computed)'} names a program, an alias or a registry cargo uses`);
-    else b.problem('cargo --config changes build settings that are not modelled');
-  }
+  cargoConfig(gp, b);
   if (gp.has('-Z')) b.problem('cargo -Z enables unstable features that are not modelled');
   const [sub, ...rest] = gp.operands;
   if (!sub) return b.use;
@@ -120,6 +125,7 @@ function cargoUse(args: ShellWord[], name: string): CommandUse {
     const opts = `${CARGO_GLOBAL} ${CARGO_BUILD} --no-run --no-fail-fast --doc --open --document-private-items --no-deps --fix --allow-dirty --allow-staged --allow-no-vcs --broken-code --edition --edition-idioms`;
     const p = parseArgs(grammar(opts, { abbrev: false, lenient: s === 'clippy' || s === 'nextest' || s === 'llvm-cov' }), own);
     b.options(p);
+    cargoConfig(p, b);
     if (p.has('--open')) b.effect('interactive', `${label} --open starts a browser`);
     if (p.has('--fix') || s === 'fix') b.write(literalWord('.'));
     for (const o of p.operands) if (!['test', 't', 'bench', 'nextest', 'expand', 'run', 'r'].includes(s)) b.problem(`${label}: operand ${o.value || '(computed)'} is not modelled`);

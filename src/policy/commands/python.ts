@@ -29,6 +29,9 @@ const RISKY_MODULES: Record<string, [string, string]> = {
   mimetypes: ['', ''], zipapp: ['', ''],
 };
 
+/** The standard library's top-level modules (Python 3.11 `sys.stdlib_module_names`): their command lines are not the project's code. */
+const STDLIB = new Set('abc aifc antigravity argparse array ast asynchat asyncio asyncore atexit audioop base64 bdb binascii bisect builtins bz2 cProfile calendar cgi cgitb chunk cmath cmd code codecs codeop collections colorsys compileall concurrent configparser contextlib contextvars copy copyreg crypt csv ctypes curses dataclasses datetime dbm decimal difflib dis distutils doctest email encodings ensurepip enum errno faulthandler fcntl filecmp fileinput fnmatch fractions ftplib functools gc genericpath getopt getpass gettext glob graphlib grp gzip hashlib heapq hmac html http idlelib imaplib imghdr imp importlib inspect io ipaddress itertools json keyword lib2to3 linecache locale logging lzma mailbox mailcap marshal math mimetypes mmap modulefinder msilib msvcrt multiprocessing netrc nis nntplib nt ntpath nturl2path numbers opcode operator optparse os ossaudiodev pathlib pdb pickle pickletools pipes pkgutil platform plistlib poplib posix posixpath pprint profile pstats pty pwd py_compile pyclbr pydoc pydoc_data pyexpat queue quopri random re readline reprlib resource rlcompleter runpy sched secrets select selectors shelve shlex shutil signal site smtpd smtplib sndhdr socket socketserver spwd sqlite3 sre_compile sre_constants sre_parse ssl stat statistics string stringprep struct subprocess sunau symtable sys sysconfig syslog tabnanny tarfile telnetlib tempfile termios textwrap this threading time timeit tkinter token tokenize tomllib trace traceback tracemalloc tty turtle turtledemo types typing unicodedata unittest urllib uu uuid venv warnings wave weakref webbrowser winreg winsound wsgiref xdrlib xml xmlrpc zipapp zipfile zipimport zlib zoneinfo'.split(' '));
+
 /** Splits python's own options from what follows `-c CODE`, `-m MOD` or the script (the program's arguments). */
 function splitPythonArgs(args: ShellWord[]): { own: ShellWord[]; rest: ShellWord[] } {
   for (let i = 0; i < args.length; i++) {
@@ -65,6 +68,7 @@ export function pythonUse(args: ShellWord[], name: string): CommandUse {
     const risky = RISKY_MODULES[mod.value] ?? RISKY_MODULES[mod.value.split('.')[0]!];
     if (risky && risky[0]) return b.effect(risky[0] as 'server', `${name} -m ${mod.value} ${risky[1]}`).use;
     if (!/^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/.test(mod.value)) return b.problem(`${name} -m ${mod.value}: not a module name`).use;
+    if (STDLIB.has(mod.value.split('.')[0]!)) return b.problem(`${name} -m ${mod.value}: the standard library module's command line is not modelled`).use;
     return b.project().use; // a module of the project (or an installed package) runs like a script
   }
   const script = p.operands[0];
