@@ -274,14 +274,14 @@ describe('apply_patch', () => {
   it('puts back the files already written when a later write is refused by the sandbox', async () => {
     class RefusingSandbox extends FakeSandbox {
       override async writeFile(path: string, content: string, opts?: WriteOptions): Promise<void> {
-        if (path === 'link/b.txt') throw new SandboxError('path_refused', 'path refused: link/b.txt leads outside /workspace (to /etc/b.txt)');
+        if (path === 'link/b.txt') throw new SandboxError('path_refused', 'path refused: link is a symbolic link (to /etc); file tools do not follow symlinks, use the path it points to');
         return super.writeFile(path, content, opts);
       }
     }
     const sb: FakeSandbox = new RefusingSandbox({ files: { 'a.txt': 'a\n' } });
     const out = await apply(sb, '--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+A\n--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1 @@\n+n\n--- /dev/null\n+++ b/link/b.txt\n@@ -0,0 +1 @@\n+b\n');
     expect(out.ok).toBe(false);
-    expect(out.content).toBe('error: path refused: link/b.txt leads outside /workspace (to /etc/b.txt)\nNo file was changed.');
+    expect(out.content).toBe('error: path refused: link is a symbolic link (to /etc); file tools do not follow symlinks, use the path it points to\nNo file was changed.');
     expect(Object.fromEntries(sb.files)).toEqual({ 'a.txt': 'a\n' });
   });
 
