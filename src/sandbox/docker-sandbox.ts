@@ -306,6 +306,8 @@ class DockerSandbox implements LeasedSandbox {
         env: this.o.env, timeoutMs: this.o.exportTimeoutMs, headOnly: true, maxOutputBytes: 64 * 1024,
         stdoutSink: writer.input, signal: stop.signal,
       });
+      // An exec that never started (the container is gone) never ends the writer's input.
+      run.catch((err: Error) => writer.abort(err));
       const [exec, written] = await Promise.allSettled([run, writer.done]);
       if (opts.signal?.aborted) throw new CancelledError('the export was cancelled');
       if (written.status === 'rejected' && !(exec.status === 'fulfilled' && exec.value.exitCode !== 0)) throw written.reason;

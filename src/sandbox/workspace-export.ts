@@ -96,6 +96,7 @@ export class ExportWriter {
   private failed: Error | null = null;
   private readonly skippedPaths = new Set<string>();
   private readonly r: Result;
+  private fail: (err: Error) => void = () => {};
 
   constructor(private readonly o: ExportWriterOptions) {
     const suffix = `.${process.pid}.${Date.now().toString(36)}.tmp`;
@@ -127,6 +128,7 @@ export class ExportWriter {
         this.tarOut.destroy();
         this.patchOut.destroy();
       };
+      this.fail = fail;
       for (const s of [this.tarOut, this.patchOut]) s.on('error', (e: Error) => fail(new SandboxError('sandbox_failed', `export: writing ${s.path as string} failed: ${e.message}`)));
       this.extract.on('entry', (header, stream, next) => {
         this.onEntry(header, stream).then(() => next(), (err: Error) => fail(err));
@@ -137,6 +139,11 @@ export class ExportWriter {
       });
     });
     this.done.catch(() => {});
+  }
+
+  /** Fails the export from outside (the producer died before or while streaming): removes what was written. */
+  abort(err: Error): void {
+    this.fail(err);
   }
 
   private async onEntry(h: tar.Header, stream: Source): Promise<void> {

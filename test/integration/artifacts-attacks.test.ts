@@ -7,7 +7,7 @@
  * patch" is checked the way a user would be hurt.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
@@ -176,6 +176,16 @@ test('a file growing while it is exported: the tar stays consistent and within t
       expect(entries.every((e) => e.type !== 'file' || e.body.length <= 32 * 1024 * 1024)).toBe(true);
       expect(x.stats.files).toBeLessThanOrEqual(1);
     }
+  });
+});
+
+test('exporting a sandbox whose container was killed fails at once with a clear error and leaves no files', async () => {
+  await withSandbox({}, async (sb) => {
+    await docker.getContainer(sb.id).kill();
+    const dir = mkdtempSync(join(tmpdir(), 'corral-artifacts-'));
+    dirs.push(dir);
+    await expect(sb.exportWorkspace({ tarPath: join(dir, 'workspace.tar'), patchPath: join(dir, 'workspace.patch') })).rejects.toMatchObject({ code: 'sandbox_failed', message: expect.stringMatching(/not running/) });
+    expect(readdirSync(dir)).toEqual([]);
   });
 });
 

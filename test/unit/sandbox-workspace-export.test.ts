@@ -208,6 +208,13 @@ describe('ExportWriter against streams a tampered helper could send', () => {
     expect(leftovers()).toEqual([]);
   });
 
+  test('abort() (the exec never started: the container is gone) fails the export and removes what it began', async () => {
+    const w = new ExportWriter({ seed: new Map(), caps, tarPath: join(dir, 'workspace.tar'), patchPath: join(dir, 'workspace.patch'), onFatal: () => {} });
+    w.abort(new Error('exec: container is not running'));
+    await expect(w.done).rejects.toThrow('exec: container is not running');
+    expect(leftovers()).toEqual([]);
+  });
+
   test('too many entries fail the export', async () => {
     const many: TarEntry[] = Array.from({ length: 12 }, (_, i) => ({ name: `f${String(i).padStart(2, '0')}`, body: '' }));
     const r = await run(await makeTar([manifest(), ...many, trailer()]), {}, { ...caps, maxEntries: 10 });
