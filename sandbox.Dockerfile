@@ -14,9 +14,9 @@ RUN groupadd --gid 10001 agent && useradd --uid 10001 --gid 10001 --home-dir /ho
  && mkdir -p /workspace /home/agent /run/corral && chown agent:agent /workspace /home/agent
 COPY corral-egress /usr/local/bin/corral-egress
 COPY corral-fs /usr/local/bin/corral-fs
-COPY corral_fs.py /usr/local/lib/corral/corral_fs.py
+COPY corral_fs.py corral_export.py /usr/local/lib/corral/
 RUN chmod 0755 /usr/local/bin/corral-fs /usr/local/bin/corral-egress \
- && chmod 0644 /usr/local/lib/corral/corral_fs.py \
+ && chmod 0644 /usr/local/lib/corral/corral_fs.py /usr/local/lib/corral/corral_export.py \
  && python3 -m compileall -q /usr/local/lib/corral
 ENV HOME=/home/agent LANG=C.UTF-8
 USER 10001:10001
