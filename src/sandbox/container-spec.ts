@@ -30,6 +30,13 @@ export const TMP_MB = 64;
 export const HOME_MB = 16;
 export const SHM_MB = 16;
 export const NOFILE = 4096;
+/**
+ * Under gVisor (ptrace platform) the container's pids cgroup counts the Sentry's and the gofer's host
+ * threads (≈40 idle) and ≈7–13 host threads per sandbox process (measured: 507 at 64 sleeping processes, ≈830 under a fork bomb at RLIMIT_NPROC 64; when the cgroup refuses the Sentry a thread, the whole sandbox dies), so the cgroup gets room for
+ * those; the sandbox's own process limit is then RLIMIT_NPROC, which the Sentry enforces.
+ */
+export const GVISOR_HOST_PIDS_PER_PROCESS = 24;
+export const GVISOR_HOST_PIDS_BASE = 256;
 
 export const LABELS = {
   corral: 'corral',
@@ -148,13 +155,14 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     PidMode: '',
     UTSMode: '',
     UsernsMode: '',
-    PidsLimit: limits.pids,
+    PidsLimit: gvisor ? limits.pids * GVISOR_HOST_PIDS_PER_PROCESS + GVISOR_HOST_PIDS_BASE : limits.pids,
     Memory: memoryBytes,
     MemorySwap: memoryBytes,
     NanoCpus: Math.round(limits.cpus * 1e9),
     Ulimits: [
       { Name: 'nofile', Soft: NOFILE, Hard: NOFILE },
-      // Per uid, and the uids are this sandbox's own: the same bound as the pids cgroup.
+      // Per uid, and the uids are this sandbox's own: the same bound as the pids cgroup (under gVisor the
+      // process limit itself, enforced by the Sentry).
       { Name: 'nproc', Soft: limits.pids, Hard: limits.pids },
     ],
     // docker-init (tini) as PID 1, as the init uid: it reaps orphans and forwards signals.

@@ -26,7 +26,7 @@ const PRELUDE = `inside() { case "$1/" in ${WORKSPACE_DIR}/*) return 0;; esac; e
 const READ = `${PRELUDE}r=$(realpath -e -- "$1" 2>/dev/null) || { echo "no such file: $2" >&2; exit ${MISSING}; }
 inside "$r" "$2"
 [ -f "$r" ] || { echo "not a regular file: $2" >&2; exit ${WRONG_TYPE}; }
-stat -c %s -- "$r" && head -c "$3" -- "$r"`;
+find "$r" -maxdepth 0 -printf '%s\\n' && head -c "$3" -- "$r"`;
 
 const WRITE = `${PRELUDE}r=$(realpath -m -- "$1") || exit 1
 inside "$r" "$2"

@@ -78,6 +78,10 @@ describe('containerSpec', () => {
   });
   test('pids, memory (= memory+swap, covering tmpfs), CPU limits', () => {
     expect(hc.PidsLimit).toBe(256);
+    // under gVisor the cgroup also holds the Sentry's host threads; the process limit is RLIMIT_NPROC
+    const g = containerSpec({ ...base, isolation: 'gvisor' }).HostConfig!;
+    expect(g.PidsLimit).toBe(256 * 24 + 256);
+    expect(g.Ulimits!.find((u) => u.Name === 'nproc')).toEqual({ Name: 'nproc', Soft: 256, Hard: 256 });
     const mb = 1024 * 1024;
     expect(hc.Memory).toBe((512 + 128 + TMP_MB + HOME_MB + SHM_MB) * mb);
     expect(hc.MemorySwap).toBe(hc.Memory);
