@@ -337,24 +337,25 @@ class DockerSandbox implements LeasedSandbox {
   }
 
   /**
-   * After a call that ended by a signal: if the container itself stopped (killed from outside, its
-   * init died), that is broken infrastructure, not a command result the model should reason about.
+   * After a call that ended by a signal: if the container itself stopped (killed from outside, at its
+   * deadline, its init died), that is broken infrastructure, not a command result the model should
+   * reason about. The watch knows at once; a container being killed may still report Running for a
+   * moment, so it gets a short grace.
    */
   private async assertRunning(): Promise<void> {
-    let state: { Running?: boolean; Status?: string; ExitCode?: number; OOMKilled?: boolean } | undefined;
-    // A container being killed still reports Running for a moment after its processes died.
-    for (let i = 0; i < 4; i++) {
+    const grace = (ms: number) => Promise.race([this.o.watch.died, new Promise<undefined>((r) => setTimeout(() => r(undefined), ms).unref())]);
+    let d = this.o.watch.dead ?? (await grace(300));
+    if (!d) {
+      let running: boolean;
       try {
-        state = (await this.container.inspect()).State;
+        running = (await this.container.inspect()).State.Running;
       } catch (err) {
         throw new SandboxError('sandbox_failed', `the sandbox container ${this.id.slice(0, 12)} is gone (${(err as Error).message})`, { cause: err });
       }
-      if (!state?.Running) break;
-      await new Promise((r) => setTimeout(r, 100));
+      if (running) return;
+      d = (await grace(2000)) ?? { status: 'exited', exitCode: null, oomKilled: false, cause: 'died' };
     }
-    if (state && !state.Running) {
-      throw new SandboxError('sandbox_failed', `the sandbox container ${this.id.slice(0, 12)} stopped during the call (status ${state.Status ?? '?'}, exit ${state.ExitCode ?? '?'}${state.OOMKilled ? ', out of memory' : ''}): it was killed from outside or its init died`);
-    }
+    throw new SandboxError('sandbox_failed', `${describeDeath(d, this.id)} during the call`, { details: { oomKilled: d.oomKilled, exitCode: d.exitCode, status: d.status, cause: d.cause } });
   }
 
   private assertLive(): void {
