@@ -174,6 +174,14 @@ test('an allowed name reaches the test upstream through the proxy, over HTTP and
   expect(attempts.filter((a) => a.decision === 'allow').map((a) => a.method)).toEqual(expect.arrayContaining(['GET', 'CONNECT']));
 });
 
+test('the agent cannot kill or replace the egress relay (it runs as PID 1\'s uid)', async () => {
+  const r = await sh(main, 'for p in $(pgrep -x socat); do kill -9 $p 2>/dev/null; echo "kill $p rc=$?"; done; kill -STOP -1; kill -CONT -1; ' +
+    `curl -sS -m 5 http://allowed.test:${upstreamPort}/still-there`);
+  expect(r.stdout).toMatch(/kill \d+ rc=1/);
+  expect(r.stdout).not.toMatch(/kill \d+ rc=0/);
+  expect(r.stdout).toMatch(/upstream-ok GET \/still-there$/);
+});
+
 test('a denied name, an IP literal, a decimal IP and a name resolving to a private address are refused with a clear error', async () => {
   const raw = (target: string) =>
     `python3 -c "import socket;s=socket.create_connection(('127.0.0.1',3128));s.sendall(b'CONNECT ${target} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n');print(s.recv(400).decode())"`;
