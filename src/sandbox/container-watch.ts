@@ -25,10 +25,17 @@ export interface ContainerDeath {
 /** Node timers take at most 2^31-1 ms; later deadlines are re-armed. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-export class ContainerWatch {
+/** What an exec needs of a watch: to hear of the death while it runs, and to stop listening after. */
+export interface DeathSignal {
+  /** Calls `cb` once when the container dies (at once if it already has); returns the unsubscribe. */
+  onDeath(cb: (d: ContainerDeath) => void): () => void;
+}
+
+export class ContainerWatch implements DeathSignal {
   readonly died: Promise<ContainerDeath>;
   private resolveDied!: (d: ContainerDeath) => void;
   private death: ContainerDeath | undefined;
+  private readonly listeners = new Set<(d: ContainerDeath) => void>();
   private readonly ac = new AbortController();
   private timer: NodeJS.Timeout | undefined;
   private killedAtDeadline = false;
@@ -48,10 +55,21 @@ export class ContainerWatch {
     return this.death;
   }
 
+  onDeath(cb: (d: ContainerDeath) => void): () => void {
+    if (this.death) {
+      const d = this.death;
+      queueMicrotask(() => cb(d));
+      return () => {};
+    }
+    this.listeners.add(cb);
+    return () => this.listeners.delete(cb);
+  }
+
   /** Stops watching (the owner is removing the container). */
   stop(): void {
     this.stopped = true;
     clearTimeout(this.timer);
+    this.listeners.clear();
     this.ac.abort();
   }
 
@@ -106,6 +124,8 @@ export class ContainerWatch {
     this.death = d;
     clearTimeout(this.timer);
     this.resolveDied(d);
+    for (const cb of this.listeners) cb(d);
+    this.listeners.clear();
     return true;
   }
 }

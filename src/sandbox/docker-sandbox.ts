@@ -241,7 +241,7 @@ class DockerSandbox implements LeasedSandbox {
     this.id = container.id;
     this.isolation = o.isolation;
     this.internal = (argv, opts) =>
-      runExec(this.container, { argv, env: this.o.env, user: this.o.user, died: this.o.watch.died, timeoutMs: INTERNAL_TIMEOUT_MS, headOnly: true, ...opts });
+      runExec(this.container, { argv, env: this.o.env, user: this.o.user, died: this.o.watch, timeoutMs: INTERNAL_TIMEOUT_MS, headOnly: true, ...opts });
   }
 
   async exec(req: ExecRequest): Promise<ExecResult> {
@@ -253,7 +253,7 @@ class DockerSandbox implements LeasedSandbox {
       argv: req.argv,
       env: this.o.env,
       user: this.o.user,
-      died: this.o.watch.died,
+      died: this.o.watch,
       timeoutMs: Math.max(1, req.timeoutMs),
       maxOutputBytes: req.maxOutputBytes ?? this.o.maxOutputBytes,
       stdin: req.stdin,

@@ -17,7 +17,7 @@ import type { Duplex, Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import { CancelledError, SandboxError } from '../domain/errors';
 import { killCall } from './call-kill';
-import { describeDeath, type ContainerDeath } from './container-watch';
+import { describeDeath, type ContainerDeath, type DeathSignal } from './container-watch';
 import { toSandboxError } from './docker-error';
 import { OutputCapture } from './output-capture';
 import { WORKSPACE_DIR } from './container-spec';
@@ -42,8 +42,8 @@ export interface ExecOptions {
   stdin?: string | Buffer;
   signal?: AbortSignal;
   workingDir?: string;
-  /** Resolves when the container stops (ContainerWatch): the call then ends at once. */
-  died?: Promise<ContainerDeath>;
+  /** Tells of the container's death (ContainerWatch): the call then ends at once. */
+  died?: DeathSignal;
 }
 
 export interface ExecOutcome {
@@ -113,9 +113,7 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
   const onAbort = () => kill('abort');
   opts.signal?.addEventListener('abort', onAbort, { once: true });
   const backstop = setTimeout(() => kill('backstop'), opts.timeoutMs + BACKSTOP_MS);
-  let watching = true;
-  void opts.died?.then((d) => {
-    if (!watching) return;
+  const unwatch = opts.died?.onDeath((d) => {
     death = d;
     killed ??= 'died';
     stream.destroy();
@@ -124,7 +122,7 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
   try {
     await pump(stream, stdout, stderr, hasStdin ? opts.stdin : undefined);
   } finally {
-    watching = false;
+    unwatch?.();
     clearTimeout(backstop);
     opts.signal?.removeEventListener('abort', onAbort);
   }

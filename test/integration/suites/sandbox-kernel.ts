@@ -257,8 +257,8 @@ export function sandboxKernel(isolation: IsolationClass): void {
     });
 
     test('one sandbox takes every inotify instance its uid may have; the other still gets its own', async () => {
-      const hog = sb.exec({ argv: ['python3', '-c', PY_ERRNO + 'fds = []\nwhile True:\n    r = libc.inotify_init()\n    if r < 0: break\n    fds.append(r)\nprint(len(fds), errno.errorcode[ctypes.get_errno()], flush=True)\nimport time; time.sleep(8)'], timeoutMs: 20_000 });
-      await new Promise((r) => setTimeout(r, 2500));
+      const hog = sb.exec({ argv: ['python3', '-c', PY_ERRNO + 'fds = []\nwhile True:\n    r = libc.inotify_init()\n    if r < 0: break\n    fds.append(r)\nprint(len(fds), errno.errorcode[ctypes.get_errno()], flush=True)\nimport time; time.sleep(5)'], timeoutMs: 20_000 });
+      await new Promise((r) => setTimeout(r, 2000));
       const other10 = await py(other, 'n = 0\nfor i in range(10):\n    if libc.inotify_init() >= 0: n += 1\nprint(n)');
       const hogged = await hog;
       expect(hogged.stdout).toMatch(/^\d+ EMFILE\n$/);
@@ -268,8 +268,8 @@ export function sandboxKernel(isolation: IsolationClass): void {
 
     test('one sandbox holds its uid\'s whole pipe-buffer allowance; the other\'s new pipes keep full size', async () => {
       // pipe-user-pages-soft is per uid, host-wide: past it, every new pipe of that uid gets one page
-      const hog = sb.exec({ argv: ['python3', '-c', PY_ERRNO + 'import fcntl, time\nps = []\nfor i in range(200):\n    r, w = os.pipe(); ps.append((r, w))\n    try: fcntl.fcntl(w, 1031, 1 << 20)\n    except OSError: pass\nr, w = os.pipe()\nprint(fcntl.fcntl(w, 1032), flush=True)\ntime.sleep(8)'], timeoutMs: 20_000 });
-      await new Promise((r) => setTimeout(r, 2500));
+      const hog = sb.exec({ argv: ['python3', '-c', PY_ERRNO + 'import fcntl, time\nps = []\nfor i in range(200):\n    r, w = os.pipe(); ps.append((r, w))\n    try: fcntl.fcntl(w, 1031, 1 << 20)\n    except OSError: pass\nr, w = os.pipe()\nprint(fcntl.fcntl(w, 1032), flush=True)\ntime.sleep(5)'], timeoutMs: 20_000 });
+      await new Promise((r) => setTimeout(r, 2000));
       const mine = await py(other, 'import fcntl\nr, w = os.pipe()\nprint(fcntl.fcntl(w, 1032))');
       const hogged = await hog;
       if (!gvisor) expect(Number(hogged.stdout.trim())).toBeLessThan(65536); // the hog itself is squeezed: the allowance is gone
@@ -280,8 +280,8 @@ export function sandboxKernel(isolation: IsolationClass): void {
       const limits = { memoryMb: 512, cpus: 1, pids: 96, workspaceMb: 8 };
       const [a, b] = await Promise.all([provider.acquire(request({ limits })), provider.acquire(request({ limits }))]);
       try {
-        const hog = a.exec({ argv: ['python3', '-c', 'import os, time\nn = 0\nwhile True:\n    try: pid = os.fork()\n    except OSError: break\n    if pid == 0:\n        time.sleep(8); os._exit(0)\n    n += 1\nprint(n, flush=True)\ntime.sleep(8)'], timeoutMs: 20_000 });
-        await new Promise((r) => setTimeout(r, 3000));
+        const hog = a.exec({ argv: ['python3', '-c', 'import os, time\nn = 0\nwhile True:\n    try: pid = os.fork()\n    except OSError: break\n    if pid == 0:\n        time.sleep(5); os._exit(0)\n    n += 1\nprint(n, flush=True)\ntime.sleep(5)'], timeoutMs: 20_000 });
+        await new Promise((r) => setTimeout(r, 2500));
         const forks = await b.exec({ argv: ['python3', '-c', 'import os\nn = 0\nfor i in range(40):\n    pid = os.fork()\n    if pid == 0: os._exit(0)\n    os.waitpid(pid, 0); n += 1\nprint(n)'], timeoutMs: 10_000 });
         expect(forks).toMatchObject({ exitCode: 0, stdout: '40\n' });
         expect(Number((await hog).stdout.trim())).toBeGreaterThan(60);
