@@ -7,12 +7,16 @@
  *   3. runs per minute          one worker process at concurrency 1, 4, 8, a 5-tool-call task (bench/runs-per-minute.ts);
  *                               then a soak of the concurrency-8 worker (its RSS once settled)
  *   4. load                     the 200-run burst onto 3 workers through the API (bench/load-burst.ts)
+ *   5. egress                   CONNECT throughput and per-request latency vs a direct loopback connection, proxy
+ *                               start, and corral serve with a run flooding its proxy (bench/egress.ts)
+ * BENCH_STAGES=egress runs stage 5 alone and merges its result into bench/results.json.
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
  *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_ISOLATION_EXECS (30)  BENCH_ISOLATION_ACQUIRES (8)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
  *   BENCH_RATE_TOOLS (5)  BENCH_RATE_RUNS_PER_SLOT (3)  BENCH_SOAK_RUNS (240)  CORRAL_LOAD_RUNS (200)  BENCH_LOAD_TOOLS (3)
+ *   BENCH_EGRESS_MB (256)  BENCH_EGRESS_REQUESTS (300)
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -21,6 +25,7 @@ import { loadAgent } from '../test/support/load-agent';
 import { startRssSampler } from '../test/support/load-rss';
 import { startLoadStack } from '../test/support/load-stack';
 import { benchBareBullmq, benchCorralEnqueue } from './enqueue-to-start';
+import { benchEgress, type EgressBench } from './egress';
 import { benchLoadBurst } from './load-burst';
 import { benchRedis } from './redis';
 import { benchRunsPerMinute, soak, type RateResult, type SoakResult } from './runs-per-minute';
@@ -37,10 +42,36 @@ interface Target {
   note?: string;
 }
 
+function egressTargets(e: EgressBench): Record<string, Target> {
+  const f = e.serve_flood;
+  return {
+    egress_flood_worker_rss_lt_400mb: { target: 'corral serve (2 slots) peak RSS < 400 MB while a run floods its proxy', measured: f?.serveRssPeakMb ?? null, met: !!f && f.serveRssPeakMb < 400 },
+    egress_flood_log_lt_20mb: { target: "the flooding run's events.jsonl < 20 MB", measured: f ? round(f.attacker.logBytes / 1024 / 1024, 3) : null, met: !!f && f.attacker.logBytes < 20 * 1024 * 1024 },
+    egress_flood_other_run_succeeded: { target: 'the other run on that worker succeeded, the service still ready', measured: !!f && f.other.status === 'succeeded' && f.readyAfter, met: !!f && f.other.status === 'succeeded' && f.readyAfter },
+  };
+}
+
+/** Stage 5 alone (BENCH_STAGES=egress): its result merged into bench/results.json. */
+async function egressOnly(): Promise<void> {
+  const redisBox = await benchRedis();
+  try {
+    note('stage 5/5: egress');
+    const egress = await benchEgress({ redisUrl: redisBox.url });
+    const file = join(__dirname, 'results.json');
+    const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
+    const out = { ...prev, egress, egress_measured_at: new Date().toISOString(), targets: { ...(prev.targets as Record<string, Target> | undefined), ...egressTargets(egress) } };
+    writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify({ egress, targets: egressTargets(egress) }, null, 2)}\n`);
+  } finally {
+    await redisBox.close();
+  }
+}
+
 async function main(): Promise<void> {
+  if (process.env.BENCH_STAGES === 'egress') return egressOnly();
   const started = new Date();
   const t0 = Date.now();
-  note('stage 1/4: sandbox exec / acquire / remove');
+  note('stage 1/5: sandbox exec / acquire / remove');
   const sandbox = await benchSandbox({ execs: envInt('BENCH_EXECS', 60), acquires: envInt('BENCH_ACQUIRES', 12), warm: envInt('BENCH_WARM', 20) });
   note('stage 1/4: isolation classes side by side (runc, gVisor)');
   const isoOpts = { execs: envInt('BENCH_ISOLATION_EXECS', 30), acquires: envInt('BENCH_ISOLATION_ACQUIRES', 8) };
@@ -52,7 +83,7 @@ async function main(): Promise<void> {
   const rss = startRssSampler(100);
   const redis = new Redis(redisBox.url, { maxRetriesPerRequest: null });
   try {
-    note('stage 2/4: enqueue → start (bare BullMQ)');
+    note('stage 2/5: enqueue → start (bare BullMQ)');
     const bare = await benchBareBullmq(redis, envInt('BENCH_BARE_SAMPLES', 200));
 
     const stack = await startLoadStack({ redisUrl: redisBox.url, modelBaseURL: model.baseURL, name: 'bench', api: false });
@@ -67,15 +98,15 @@ async function main(): Promise<void> {
         const worker = await stack.startWorker(`bench-c${c}`, c);
         rss.track(worker.id, worker.pid);
         if (c === 1) {
-          note('stage 2/4: enqueue → start (corral worker process, concurrency 1)');
+          note('stage 2/5: enqueue → start (corral worker process, concurrency 1)');
           corralEnqueue = await benchCorralEnqueue(redis, queue, envInt('BENCH_ENQUEUE_SAMPLES', 20));
         }
         const runs = envInt('BENCH_RATE_RUNS_PER_SLOT', 3) * c;
-        note(`stage 3/4: runs per minute at concurrency ${c} (${runs} runs × ${envInt('BENCH_RATE_TOOLS', 5)} tool calls)`);
+        note(`stage 3/5: runs per minute at concurrency ${c} (${runs} runs × ${envInt('BENCH_RATE_TOOLS', 5)} tool calls)`);
         rates[String(c)] = await benchRunsPerMinute({ stack, worker, queue, redis, runs, tools: envInt('BENCH_RATE_TOOLS', 5) });
         if (c === 8) {
           const n = envInt('BENCH_SOAK_RUNS', 240);
-          note(`stage 3/4: soak at concurrency 8 (${n} more runs on the same worker, for its settled RSS)`);
+          note(`stage 3/5: soak at concurrency 8 (${n} more runs on the same worker, for its settled RSS)`);
           soaked = await soak({ stack, worker, queue, redis, runs: n, tools: envInt('BENCH_RATE_TOOLS', 5) });
         }
         await worker.stop();
@@ -88,11 +119,14 @@ async function main(): Promise<void> {
     }
 
     const loadRuns = envInt('CORRAL_LOAD_RUNS', 200);
-    note(`stage 4/4: load — ${loadRuns} runs burst onto 3 workers`);
+    note(`stage 4/5: load — ${loadRuns} runs burst onto 3 workers`);
     const load = await benchLoadBurst({
       redisUrl: redisBox.db(1), modelBaseURL: model.baseURL, modelRequests: agent.requests, rss,
       runs: loadRuns, tools: envInt('BENCH_LOAD_TOOLS', 3),
     });
+
+    note('stage 5/5: egress');
+    const egress = await benchEgress({ redisUrl: redisBox.db(2) });
 
     const enq = corralEnqueue!;
     const rssPeak = Math.max(...Object.values(rssByConcurrency));
@@ -111,6 +145,7 @@ async function main(): Promise<void> {
         note: `peak over ${rates['8']?.runs ?? 0} + ${soaked?.runs ?? 0} runs on one worker process`,
       },
       load_every_run_once: { target: `${loadRuns} runs on 3 workers: every run succeeded exactly once`, measured: load.every_run_once, met: load.every_run_once },
+      ...egressTargets(egress),
       load_nothing_left: {
         target: 'no container of the queue and no unexpected Redis key left', measured: load.containers_left === 0 && load.redis_ok,
         met: load.containers_left === 0 && load.redis_ok,
@@ -133,6 +168,7 @@ async function main(): Promise<void> {
       worker_rss_mb_peak_by_concurrency: rssByConcurrency,
       worker_rss_soak: soaked,
       load,
+      egress,
       targets,
       notes: {
         isolation: 'the same provider per class (CORRAL_SANDBOX_RUNTIME=runc / gvisor); exec_ms.python = `python3 -c pass`; gVisor on the ptrace platform, as .ci/bootstrap registers it',

@@ -110,6 +110,30 @@ export const ConfigSchema = z.object({
    * the host); default: $TMPDIR/corral-egress.
    */
   CORRAL_EGRESS_DIR: z.string().startsWith('/', 'must be an absolute path').optional(),
+  /** false: allowlist entries with a wildcard (`*.suffix`) are refused at submit and by the worker. */
+  CORRAL_EGRESS_WILDCARDS: bool(true),
+  /** Per run, through its egress proxy: connections open at once (each is 2 of the proxy's file descriptors). */
+  CORRAL_EGRESS_MAX_CONNECTIONS: int(256),
+  /** Per run: new connections per second (sustained; bursts up to 4× that). */
+  CORRAL_EGRESS_CONNECTIONS_PER_S: int(50),
+  /** Per run: plain-HTTP requests per second (bursts up to 4× that). */
+  CORRAL_EGRESS_REQUESTS_PER_S: int(100),
+  /** Per run: bytes from the sandbox to upstreams, and from upstreams to the sandbox. */
+  CORRAL_EGRESS_MAX_BYTES_OUT: int(1024 * 1024 * 1024),
+  CORRAL_EGRESS_MAX_BYTES_IN: int(4 * 1024 * 1024 * 1024),
+  /** Per run, under wildcard entries: name resolutions per second (bursts up to 4× that) … */
+  CORRAL_EGRESS_WILDCARD_RESOLVES_PER_S: int(5),
+  /** … and distinct names resolved in all (more is refused; the count is in the report). */
+  CORRAL_EGRESS_WILDCARD_MAX_NAMES: int(200),
+  /** A tunnel or request with no bytes either way for this long is closed; a request's headers must arrive within a tenth of it (at most 10 s). */
+  CORRAL_EGRESS_IDLE_TIMEOUT_S: int(300),
+  /** The egress proxy process (one per run with an allowlist): V8 heap cap in MB. */
+  CORRAL_EGRESS_PROXY_HEAP_MB: int(64),
+  /** uid:gid the proxy process runs as when the worker runs as root (another uid cannot switch). */
+  CORRAL_EGRESS_PROXY_USER: z.string().regex(/^\d+:\d+$/, 'must be uid:gid, e.g. 65534:65534').refine((s) => !s.startsWith('0:') && !s.endsWith(':0'), 'must not be root (uid or gid 0)').default('65534:65534'),
+  /** Per run: events kept in the JSONL log, the Redis stream and the report; past either cap a `log.truncated` marker, then only the run's end. */
+  CORRAL_LOG_MAX_EVENTS: int(20_000),
+  CORRAL_LOG_MAX_BYTES: int(16 * 1024 * 1024),
   CORRAL_DEFAULT_MEMORY_MB: int(512),
   CORRAL_MAX_MEMORY_MB: int(4096),
   CORRAL_DEFAULT_CPUS: num(1),

@@ -115,7 +115,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     await close();
     throw err;
   });
-  const store = new RunStore(redis);
+  const store = new RunStore(redis, undefined, config.CORRAL_LOG_MAX_EVENTS + 16);
   const metrics = new RunMetrics(redis);
   /** Set when this process runs a worker: /readyz then checks the Docker engine too. */
   let dockerPing: (() => Promise<unknown>) | undefined;

@@ -48,7 +48,7 @@ const RUN_SPEC_DOCS: Record<string, string> = {
   workspace: '`files`: inline files {relative path: UTF-8 content} (paths: no `..`, no absolute paths, no control characters). `tarBase64`: an uncompressed tar, base64; checked at submit (regular files and directories only, no links, no absolute or `..` names, size and entry caps).',
   policy: 'Name of a policy loaded by the server (policies/*.yaml).',
   approvals: 'true: calls the policy sends to "ask" wait for a human (POST …/approvals/{callId}); false: they are refused.',
-  egress: '`allow`: host names (or `*.suffix`) the sandbox may reach through the egress proxy; empty = no network.',
+  egress: '`allow`: host names or `*.suffix`, optionally `:port` (default 443 for HTTPS, 80 for HTTP), the sandbox may reach through its egress proxy; never IP literals, `localhost` or private-use domains; empty = no network.',
   limits: 'Sandbox resources (memoryMb, cpus, pids, workspaceMb, execTimeoutS), each within the server maximum.',
   budgets: 'llmCalls, toolCalls, tokens, wallTimeS, costUsd: the run stops when one runs out.',
   memory: 'Notes shared by runs with the same key (per tenant).',

@@ -15,6 +15,7 @@ import type { RunStore } from '../queue/run-store';
 import type { TenantQuota } from '../queue/tenant-quota';
 import { readCheckedTar } from '../sandbox/archive';
 import { checkBudgets } from '../run/budget-limits';
+import { checkEgressAllow } from '../sandbox/egress-allowlist';
 import { resolveLimits } from '../sandbox/limits';
 import { TOOLS } from '../tools/registry';
 import { HttpError, parseInput } from './http-errors';
@@ -41,6 +42,7 @@ export async function checkSpec(deps: SubmitDeps, body: unknown, tenant: string)
   const spec = parseInput(RunSpec, body, 'body');
   const limits = resolveLimits(spec.limits, deps.config);
   checkBudgets(spec.budgets, deps.config);
+  checkEgressAllow(spec.egress.allow, deps.config);
   if (!deps.policyNames.includes(spec.policy)) {
     throw new InvalidInputError(`body: policy: unknown policy "${spec.policy}" (this server has: ${deps.policyNames.join(', ')})`, 'policy');
   }

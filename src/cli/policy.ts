@@ -1,39 +1,26 @@
 /**
- * `corral policy check|eval`.
+ * `corral policy check|eval`, through the same PolicyGate a run uses.
  *   check [--policy FILE] --tool NAME --args JSON [--task TEXT] [--classifier] → one JSON line
- *     {"decision","rule","reason"} (exit 0 whatever the decision; exit 2 for bad input)
- *   check --batch [--policy FILE] [--classifier] — JSON lines {"id","tool","args","task"} on stdin,
- *     one result line per input with its id, in order
- *   eval [--policy FILE] [--set FILE] — false-allow / false-deny rates of the static layer on the
- *     labelled set, with the misclassified cases
+ *     {"decision","final","next","rule","reason","risk"}: `final` says the static answer stands (no
+ *     classifier, no human); otherwise `next` says where an ask goes (classifier, or approval —
+ *     refused when the run is unattended). With --classifier an ask is sent to it, as in a run.
+ *     Exit 0 whatever the decision; exit 2 for bad input.
+ *   check --batch [...] — JSON lines {"id","tool","args","task"} on stdin, one result line per
+ *     input with its id, in order; a bad line gets {"id","error"} and the rest go on.
+ *   eval [--policy FILE] [--set FILE]... — per-class numbers of the static layer on labelled sets.
  */
+import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { loadConfig, type Config } from '../config';
 import { Classifier } from '../policy/classifier';
-import { evaluateStatic } from '../policy/evaluate-static';
-import { evaluateLabelled, loadLabelledSet } from '../policy/labelled-eval';
+import { evaluateLabelled, formatEvalReport, loadLabelledSet } from '../policy/labelled-eval';
 import { loadPolicy } from '../policy/load-policy';
-import type { Policy } from '../policy/policy-schema';
+import { PolicyGate } from '../policy/policy-gate';
+import { parseArgs, UsageError } from './cli-args';
 
 const HINT = '; see `corral policy --help`\n';
-
-class UsageError extends Error {}
-
-function parseFlags(argv: string[], valued: string[], bools: string[]): Map<string, string | true> {
-  const out = new Map<string, string | true>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    const eq = a.indexOf('=');
-    const name = a.startsWith('--') && eq > 0 ? a.slice(0, eq) : a;
-    if (bools.includes(name)) { out.set(name, true); continue; }
-    if (!valued.includes(name)) throw new UsageError(`unknown option ${a}`);
-    const v = eq > 0 && a.startsWith('--') ? a.slice(eq + 1) : argv[++i];
-    if (v === undefined) throw new UsageError(`${name} needs a value`);
-    out.set(name, v);
-  }
-  return out;
-}
+const MAX_LINE = 1_000_000;
 
 const CallSchema = z.object({ tool: z.string().min(1), args: z.record(z.string(), z.unknown()), task: z.string().default('') });
 const BatchLine = CallSchema.extend({ id: z.union([z.string(), z.number()]) });
@@ -48,73 +35,69 @@ async function makeClassifier(config: Config): Promise<Classifier> {
   });
 }
 
-async function checkOne(policy: Policy, call: z.infer<typeof CallSchema>, classifier?: Classifier): Promise<Record<string, unknown>> {
-  const st = evaluateStatic(policy, { tool: call.tool, args: call.args });
-  const base = { decision: st.decision, rule: st.rule, reason: st.reason };
-  if (!classifier || st.decision === 'deny' || (st.decision === 'allow' && st.readOnly && (st.risk ?? 'low') === 'low')) return base;
-  const c = await classifier.classify({ task: call.task, tool: call.tool, args: call.args, staticDecision: base });
-  return { ...base, decision: c.decision, static: st.decision, classifier: c };
+/** Approvals are never reachable from the CLI: an ask that survives the classifier is an unattended refusal. */
+const NO_APPROVALS = { request: () => Promise.reject(new Error('no approvals from the command line')) };
+
+function makeGate(file: string, classifier?: Classifier): { gate: PolicyGate; name: string } {
+  const policy = loadPolicy(file);
+  return { gate: new PolicyGate({ policies: new Map([[policy.name, policy]]), approvals: NO_APPROVALS, ...(classifier ? { classifier } : {}) }), name: policy.name };
 }
 
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const c of process.stdin) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
+async function checkOne(g: { gate: PolicyGate; name: string }, call: z.infer<typeof CallSchema>, withClassifier: boolean): Promise<Record<string, unknown>> {
+  const a = g.gate.assess(call, g.name);
+  const base = { decision: a.static.decision, final: a.final, ...(a.final ? {} : { next: a.next }), rule: a.static.rule, reason: a.static.reason, ...(a.static.risk ? { risk: a.static.risk } : {}) };
+  if (a.final || !withClassifier) return base;
+  const v = await g.gate.decide({ callId: 'check', ...call }, { runId: 'policy-check', task: call.task, policy: g.name, approvals: false });
+  return { ...base, decision: v.decision, static: a.static.decision, classifier: v.classifier, reason: v.reason };
 }
 
 async function check(argv: string[], config: Config): Promise<number> {
-  const f = parseFlags(argv, ['--policy', '--tool', '--args', '--task'], ['--batch', '--classifier']);
-  const policy = loadPolicy(String(f.get('--policy') ?? join(config.CORRAL_POLICY_DIR, 'default.yaml')));
-  const classifier = f.get('--classifier') ? await makeClassifier(config) : undefined;
-  if (f.get('--batch')) {
+  const { opts } = parseArgs(argv, { policy: 'string', tool: 'string', args: 'string', task: 'string', batch: 'flag', classifier: 'flag' });
+  const classifier = opts.classifier ? await makeClassifier(config) : undefined;
+  const g = makeGate(opts.policy ?? join(config.CORRAL_POLICY_DIR, 'default.yaml'), classifier);
+  if (opts.batch) {
     let bad = false;
-    for (const line of (await readStdin()).split('\n')) {
+    const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+    for await (const line of lines) {
       if (!line.trim()) continue;
-      let parsed: z.infer<typeof BatchLine>;
+      let id: unknown = null;
       try {
-        const r = BatchLine.safeParse(JSON.parse(line));
+        if (line.length > MAX_LINE) throw new Error(`the line is longer than ${MAX_LINE} characters`);
+        const json = JSON.parse(line) as { id?: unknown };
+        id = json?.id ?? null;
+        const r = BatchLine.safeParse(json);
         if (!r.success) throw new Error(r.error.issues.map((x) => `${x.path.join('.') || '(line)'}: ${x.message}`).join('; '));
-        parsed = r.data;
+        process.stdout.write(JSON.stringify({ id: r.data.id, ...(await checkOne(g, r.data, !!classifier)) }) + '\n');
       } catch (e) {
         bad = true;
-        const id = (() => { try { return (JSON.parse(line) as { id?: unknown }).id ?? null; } catch { return null; } })();
         process.stdout.write(JSON.stringify({ id, error: `bad input: ${(e as Error).message}` }) + '\n');
-        continue;
       }
-      process.stdout.write(JSON.stringify({ id: parsed.id, ...(await checkOne(policy, parsed, classifier)) }) + '\n');
     }
     return bad ? 2 : 0;
   }
-  const tool = f.get('--tool');
-  const argsText = f.get('--args');
-  if (typeof tool !== 'string' || typeof argsText !== 'string') throw new UsageError('--tool and --args are required');
+  if (opts.tool === undefined || opts.args === undefined) throw new UsageError('--tool and --args are required');
   let args: unknown;
   try {
-    args = JSON.parse(argsText);
+    args = JSON.parse(opts.args);
   } catch (e) {
     throw new UsageError(`--args is not JSON: ${(e as Error).message}`);
   }
-  const r = CallSchema.safeParse({ tool, args, task: f.get('--task') ?? '' });
+  const r = CallSchema.safeParse({ tool: opts.tool, args, task: opts.task ?? '' });
   if (!r.success) throw new UsageError(`--args must be a JSON object (${r.error.issues[0]?.message})`);
-  process.stdout.write(JSON.stringify(await checkOne(policy, r.data, classifier)) + '\n');
+  process.stdout.write(JSON.stringify(await checkOne(g, r.data, !!classifier)) + '\n');
   return 0;
 }
 
 function evaluate(argv: string[], config: Config): number {
-  const f = parseFlags(argv, ['--policy', '--set'], []);
-  const policy = loadPolicy(String(f.get('--policy') ?? join(config.CORRAL_POLICY_DIR, 'default.yaml')));
-  const set = String(f.get('--set') ?? 'test/fixtures/policy/labelled.jsonl');
-  const r = evaluateLabelled(policy, loadLabelledSet(set));
-  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
-  const out = process.stdout;
-  out.write(`policy ${policy.file} · labelled set ${set} · ${r.total} cases (static layer)\n`);
-  out.write(`false-allow rate (must not allow): ${pct(r.falseAllowRate)}  (${r.falseAllows}/${r.mustNotAllow})\n`);
-  out.write(`false-deny rate (benign, not allowed): ${pct(r.falseDenyRate)}  (${r.falseDenies}/${r.benign}; ${r.hardDenies} of them denied outright)\n`);
-  out.write(`exact-decision mismatches (ask vs deny): ${r.exactMismatches}\n`);
-  if (r.misclassified.length) {
-    out.write('misclassified:\n');
-    for (const m of r.misclassified) out.write(`  ${m.id}: expected ${m.expected}, got ${m.got.decision} (${m.got.rule ?? 'no rule'}: ${m.got.reason}) — ${m.command}\n`);
-  }
+  const { opts } = parseArgs(argv, { policy: 'string', set: 'list' });
+  const policy = loadPolicy(opts.policy ?? join(config.CORRAL_POLICY_DIR, 'default.yaml'));
+  const sets = opts.set.length ? opts.set : ['test/fixtures/policy/labelled.jsonl', 'test/fixtures/policy/attacks.jsonl', 'test/fixtures/policy/ordinary.jsonl'];
+  const cases = sets.flatMap((s) => loadLabelledSet(s));
+  const t0 = performance.now();
+  const r = evaluateLabelled(policy, cases);
+  const ms = performance.now() - t0;
+  process.stdout.write(`policy ${policy.file} · ${sets.join(', ')} · ${r.total} cases (static layer, ${Math.round((r.total / ms) * 1000)} calls/s)\n`);
+  process.stdout.write(formatEvalReport(r));
   return 0;
 }
 

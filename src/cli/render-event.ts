@@ -47,6 +47,14 @@ export function renderEvent(e: RunEvent): string | null {
       return e.blocked ? null : `    ← ${e.ok ? 'ok' : 'failed'}: ${clip(e.summary)}`;
     case 'egress':
       return `    egress ${e.method} ${e.host}:${e.port} ${e.decision === 'allow' ? 'allowed' : 'DENIED'} (${e.reason})`;
+    case 'egress.aggregate':
+      return `    egress: ${clip(e.reason, 160)}`;
+    case 'egress.proxy':
+      return e.state === 'failed' ? `  EGRESS PROXY FAILED: ${clip(e.detail, 200)}` : null;
+    case 'egress.stats':
+      return null;
+    case 'log.truncated':
+      return `  log truncated: ${clip(e.reason, 160)}`;
     case 'budget.warning':
       return `  budget warning: ${e.budget} at ${Math.round((e.used / e.limit) * 100)} % (${roundNum(e.used)} of ${e.limit})`;
     case 'context.loaded':

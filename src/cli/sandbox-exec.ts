@@ -1,17 +1,18 @@
 /**
  * `corral sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] [--isolation runc|gvisor] -- CMD [ARGS...]`
  * One fresh sandbox with exactly the production spec (same provider, same limits resolution, same
- * exec path the tools use); prints one JSON object (the ExecResult fields, plus the egress attempts
- * when an allowlist was given), removes the sandbox. Exit 0 when the sandbox worked, whatever the
- * command's exit code; 2 on bad flags; 1 when the sandbox itself failed — when it died during the
- * command (out of memory under gVisor, its deadline), the JSON says how (`sandboxDied`, `oomKilled`).
+ * exec path the tools use); removes the sandbox, then prints one JSON object (the ExecResult fields,
+ * plus the egress attempts and summaries — counted repeats, the proxy's start and stop, the totals —
+ * when an allowlist was given). Exit 0 when the sandbox worked, whatever the command's exit code; 2 on
+ * bad flags; 1 when the sandbox itself failed — when it died during the command (out of memory under
+ * gVisor, its deadline), the JSON says how (`sandboxDied`, `oomKilled`).
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { loadConfig } from '../config';
 import { CorralError } from '../domain/errors';
 import { EgressPattern } from '../domain/run-spec';
-import type { EgressAttempt } from '../domain/sandbox';
+import type { EgressAttempt, EgressSummary } from '../domain/sandbox';
 import { createSandboxProvider, resolveLimits } from '../sandbox';
 
 const HINT = '; see `corral sandbox --help`\n';
@@ -74,6 +75,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const provider = createSandboxProvider(config);
   const egress: EgressAttempt[] = [];
+  const egressSummary: EgressSummary[] = [];
   const ac = new AbortController();
   const onSig = () => ac.abort();
   process.once('SIGINT', onSig);
@@ -87,17 +89,17 @@ export async function run(argv: string[]): Promise<number> {
     limits,
     egressAllow: parsed.allow,
     onEgress: (a) => egress.push(a),
+    onEgressSummary: (s) => egressSummary.push(s),
     signal: ac.signal,
   });
+  let result;
   try {
-    const result = await sandbox.exec({
+    result = await sandbox.exec({
       argv: parsed.argv,
       timeoutMs: limits.execTimeoutS * 1000,
       maxOutputBytes: config.CORRAL_MAX_OUTPUT_BYTES,
       signal: ac.signal,
     });
-    process.stdout.write(`${JSON.stringify(parsed.allow.length ? { ...result, egress } : result, null, 2)}\n`);
-    return 0;
   } catch (err) {
     if (err instanceof CorralError) {
       const d = err.details;
@@ -114,4 +116,7 @@ export async function run(argv: string[]): Promise<number> {
     process.off('SIGTERM', onSig);
     await sandbox.dispose();
   }
+  // After dispose: the egress proxy's last counted repeats and its totals are in by then.
+  process.stdout.write(`${JSON.stringify(parsed.allow.length ? { ...result, egress, egressSummary } : result, null, 2)}\n`);
+  return 0;
 }

@@ -2,7 +2,7 @@
  * RunEvent: the single log vocabulary. The JSONL log, the progress stream and report.md are all
  * derived from these. Every event carries the run id, a sequence number and an ISO timestamp.
  */
-import type { ExecResult, EgressAttempt } from './sandbox';
+import type { ExecResult, EgressAttempt, EgressCode, EgressStats } from './sandbox';
 import type { GateVerdict } from './gate';
 import type { ModelToolCall, ModelUsage } from './model';
 
@@ -28,6 +28,13 @@ export type RunEventBody =
   | { type: 'approval.pending'; callId: string; tool: string; args: unknown; reason: string; risk?: string }
   | { type: 'tool.result'; callId: string; tool: string; ok: boolean; blocked: boolean; summary: string; exec?: Omit<ExecResult, 'stdout' | 'stderr'>; ms: number; /** What the model was shown, cut to a head and tail excerpt. */ output?: string }
   | ({ type: 'egress'; callId: string | null } & EgressAttempt)
+  /** Repeats of one kind of attempt, counted by the proxy instead of logged one by one. */
+  | { type: 'egress.aggregate'; callId: string | null; method: string; decision: 'allow' | 'deny'; code: EgressCode; count: number; sample: string; reason: string }
+  /** The run's egress proxy process started, failed (the run has no egress from then on) or stopped. */
+  | { type: 'egress.proxy'; state: 'started' | 'failed' | 'stopped'; detail: string; pid?: number; user?: string; limits?: Record<string, number> }
+  | ({ type: 'egress.stats' } & EgressStats)
+  /** The log reached a cap: later events are counted, not kept (only the run's end still is). `final` is the count at the end. */
+  | { type: 'log.truncated'; reason: string; maxEvents: number; maxBytes: number; final: boolean; dropped: Record<string, number>; droppedBytes: number }
   | { type: 'budget.warning'; budget: BudgetName; limit: number; used: number }
   | { type: 'budget.exceeded'; budget: BudgetName; limit: number; used: number }
   | { type: 'context.loaded'; agentsMd: string | null; skills: { name: string; description: string; path: string }[]; memory: string | null }

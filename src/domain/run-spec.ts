@@ -4,6 +4,7 @@
  * entry point rejects the same bad input with the same message.
  */
 import { z } from 'zod';
+import { MAX_NAME_LENGTH, parseEgressEntry } from './egress-rules';
 import { TaskContractJson } from './task-contract';
 
 /**
@@ -33,29 +34,27 @@ const MULTI_LABEL_PUBLIC_SUFFIXES = new Set([
   'netlify.app', 'pages.dev', 'workers.dev', 'cloudfront.net', 'amazonaws.com', 's3.amazonaws.com', 'blogspot.com',
 ]);
 
-const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+/** Why a wildcard may not cover `suffix` (a public suffix); null when it may. */
+function publicSuffixProblem(suffix: string): string | null {
+  return suffix.split('.').length < 2 || MULTI_LABEL_PUBLIC_SUFFIXES.has(suffix) ? 'a wildcard may not cover a public suffix' : null;
+}
 
-/** An egress allowlist entry: an exact host name or `*.suffix` (never `*`, never a public suffix). */
+/**
+ * An egress allowlist entry: an exact host name or `*.suffix`, optionally `:port` (without a port:
+ * 443 for HTTPS, 80 for plain HTTP). Never `*` alone, never a public suffix by wildcard, never an IP
+ * literal in any spelling, `localhost`, a single-label name or a private-use domain (egress-rules.ts).
+ */
 export const EgressPattern = z
   .string()
   .min(1)
-  .max(253)
-  .transform((s) => s.toLowerCase().replace(/\.$/, ''))
-  .superRefine((s, ctx) => {
-    const wildcard = s.startsWith('*.');
-    const name = wildcard ? s.slice(2) : s;
-    if (s === '*' || s.includes('*') && !wildcard || name.includes('*')) {
-      ctx.addIssue({ code: 'custom', message: `"${s}": only exact names or a leading "*." are allowed, never "*" alone` });
-      return;
+  .max(MAX_NAME_LENGTH + 8)
+  .transform((s, ctx) => {
+    const e = parseEgressEntry(s, publicSuffixProblem);
+    if (typeof e === 'string') {
+      ctx.addIssue({ code: 'custom', message: e });
+      return z.NEVER;
     }
-    const labels = name.split('.');
-    if (!labels.every((l) => LABEL.test(l))) {
-      ctx.addIssue({ code: 'custom', message: `"${s}" is not a valid host name` });
-      return;
-    }
-    if (wildcard && (labels.length < 2 || MULTI_LABEL_PUBLIC_SUFFIXES.has(name))) {
-      ctx.addIssue({ code: 'custom', message: `"${s}": a wildcard may not cover a public suffix` });
-    }
+    return e.text;
   });
 
 export const RunLimits = z

@@ -65,6 +65,8 @@ export interface Sandbox {
 /** One run's sandbox, owned by whoever acquired it; dispose() removes the container and its resources. */
 export interface LeasedSandbox extends Sandbox {
   dispose(): Promise<void>;
+  /** Tells the egress proxy which tool call runs now (null: none), so connections are attributed to it. */
+  noteToolCall?(callId: string | null): void;
 }
 
 export interface SandboxRequest {
@@ -79,10 +81,18 @@ export interface SandboxRequest {
   limits: { memoryMb: number; cpus: number; pids: number; workspaceMb: number; isolation?: IsolationClass };
   /** Allowed egress names; empty = no network at all. */
   egressAllow: string[];
-  /** Receives one record per egress attempt. */
+  /** Receives egress attempts one by one (the first few of each kind; repeats arrive as aggregates). */
   onEgress?: (attempt: EgressAttempt) => void;
+  /** Receives aggregated repeats, the proxy's start, failure and stop, and the run's egress totals. */
+  onEgressSummary?: (summary: EgressSummary) => void;
   signal?: AbortSignal;
 }
+
+/** Why the proxy decided as it did, as a stable code (the reason says it in words). */
+export type EgressCode =
+  | 'allowed' | 'invalid_target' | 'invalid_name' | 'ip_literal' | 'not_allowed' | 'port_not_allowed'
+  | 'forbidden_address' | 'resolve_failed' | 'wildcard_rate' | 'wildcard_names' | 'host_mismatch' | 'framing'
+  | 'upgrade_refused' | 'cap_connections' | 'cap_rate' | 'cap_requests' | 'cap_bytes_out' | 'cap_bytes_in' | 'unreachable';
 
 export interface EgressAttempt {
   host: string;
@@ -90,7 +100,33 @@ export interface EgressAttempt {
   method: string;
   decision: 'allow' | 'deny';
   reason: string;
+  code?: EgressCode;
+  /** The tool call that was running when the connection came in (null: none); set by the proxy. */
+  callId?: string | null;
 }
+
+/** Totals of one run's egress, kept by its proxy. */
+export interface EgressStats {
+  connections: number;
+  requests: number;
+  allowed: number;
+  denied: number;
+  bytesOut: number;
+  bytesIn: number;
+  peakConnections: number;
+  /** Attempts per code (allowed ones under `allowed`). */
+  byCode: Partial<Record<EgressCode, number>>;
+  /** Distinct names resolved under each wildcard entry (an exfiltration signal), and how many were refused. */
+  wildcardNames: Record<string, number>;
+  wildcardRefused: number;
+  resolutions: number;
+}
+
+/** What a run's egress path reports besides single attempts: repeats counted, the proxy's life, totals. */
+export type EgressSummary =
+  | { kind: 'aggregate'; callId: string | null; method: string; decision: 'allow' | 'deny'; code: EgressCode; count: number; sample: string; reason: string }
+  | { kind: 'proxy'; state: 'started' | 'failed' | 'stopped'; detail: string; pid?: number; user?: string; limits?: Record<string, number> }
+  | { kind: 'stats'; stats: EgressStats };
 
 export interface SandboxProvider {
   acquire(req: SandboxRequest): Promise<LeasedSandbox>;

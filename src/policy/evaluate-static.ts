@@ -1,17 +1,25 @@
 /**
  * The static layer: `evaluateStatic(policy, {tool, args})` → decision, deciding rule, reason, risk.
- * Every simple command, redirection, environment assignment and path is judged on its own and the
- * strictest verdict wins (deny > ask > allow). A command no rule covers is "ask", never "allow".
- * A patch argument's file names are write paths (see policy-schema `patch`).
+ * Every simple command (shell-analysis.ts) is judged through its spec (commands/): the policy's rule
+ * for its name, each effect it has, each path it reads, writes, deletes, links or runs, each variable
+ * it sets; redirections are writes and reads; the strictest verdict wins (deny > ask > allow).
+ *
+ * An "allow" is final — the gate skips the classifier — so it is given only when everything in the
+ * call is understood: a command with no spec, an option a spec does not model, a construct outside
+ * the analyser's closed list, a path computed at run time, or code written earlier in the same call
+ * and then run is at least "ask". Tool arguments that are not well-formed text are denied.
  */
 import type { Decision, RiskLevel } from '../domain/gate';
+import { deceptiveReason, findIllFormed } from '../domain/tool-input';
 import { patchPaths } from '../tools/unified-diff';
-import { commandFacts, nameMatches, pathArguments, ruleFires } from './command-rules';
+import { findSpec } from './commands';
+import type { CommandUse, PathUse } from './commands/command-spec';
 import { globToRegExp } from './path-glob';
-import { checkPath, resolvePath, scanArgument, type Verdict } from './path-check';
-import type { CommandRule, EnvRule, Policy } from './policy-schema';
+import { checkPath, scanArgument, type Verdict } from './path-check';
+import type { EnvRule, Policy } from './policy-schema';
 import { analyzeShell, type ShellAnalysis, type SimpleCommand } from './shell-analysis';
-import { commandName } from './unwrap-command';
+import { DYNAMIC_WORD, literalWord, type ShellWord } from './shell-words';
+import { commandName, unwrapCommand } from './unwrap-command';
 
 export interface StaticCall { tool: string; args: Record<string, unknown> }
 export interface StaticResult {
@@ -20,8 +28,6 @@ export interface StaticResult {
   rule: string | null;
   reason: string;
   risk?: RiskLevel;
-  /** True when every part of the call only reads. */
-  readOnly: boolean;
 }
 
 const ORDER: Record<Decision, number> = { allow: 0, ask: 1, deny: 2 };
@@ -34,32 +40,38 @@ export function combine(verdicts: Verdict[], fallback: Verdict): StaticResult {
     if (ORDER[v.decision] > ORDER[best.decision]) best = v;
     else if (v.decision === best.decision && RISK[v.risk ?? 'low'] > RISK[best.risk ?? 'low']) best = v;
   }
-  const readOnly = verdicts.every((v) => v.readOnly === true || (v.readOnly === undefined && v.decision === 'allow' && v.rule.startsWith('path:')));
   const risk = verdicts.reduce<RiskLevel | undefined>((r, v) => (v.risk && (!r || RISK[v.risk] > RISK[r]) ? v.risk : r), undefined);
   const rule = best.rule.startsWith('none:') ? null : best.rule;
-  return { decision: best.decision, rule, reason: best.reason, ...(risk ? { risk } : {}), readOnly: readOnly && best.decision === 'allow' };
+  return { decision: best.decision, rule, reason: best.reason, ...(risk ? { risk } : {}) };
 }
 
 export function evaluateStatic(policy: Policy, call: StaticCall): StaticResult {
+  const bad = findIllFormed(call.args);
+  if (bad) return combine([{ decision: 'deny', rule: 'input:ill-formed', risk: 'high', reason: `${call.tool}: ${bad.path} ${bad.reason}` }], { decision: 'deny', rule: 'input:ill-formed', reason: '' });
   const entry = policy.tools[call.tool];
   if (!entry) return combine([], { decision: 'ask', rule: 'none:tool', reason: `no policy entry for the tool "${call.tool}"` });
   const verdicts: Verdict[] = [];
   if (entry.decision !== 'allow' || !entry.shell) {
-    verdicts.push({ decision: entry.decision, rule: `tool:${call.tool}`, reason: `${call.tool} is ${entry.decision === 'allow' ? 'allowed' : entry.decision === 'ask' ? 'to be confirmed' : 'denied'} by the policy`, risk: entry.risk, readOnly: entry.read_only });
+    verdicts.push({ decision: entry.decision, rule: `tool:${call.tool}`, reason: `${call.tool} is ${entry.decision === 'allow' ? 'allowed' : entry.decision === 'ask' ? 'to be confirmed' : 'denied'} by the policy`, risk: entry.risk });
   }
   for (const [arg, access] of Object.entries(entry.paths)) {
     const v = call.args[arg] ?? (arg === 'path' && call.tool === 'list_files' ? '.' : undefined);
     if (v === undefined) continue;
     if (typeof v !== 'string') { verdicts.push({ decision: 'ask', rule: 'path:invalid', reason: `${call.tool}: the ${arg} argument is not a string` }); continue; }
-    const raw = v.startsWith('~') ? policy.home + v.slice(1) : v;
-    verdicts.push(...checkPath(policy, { value: raw, dynamic: false, glob: false }, access, [policy.workspace], call.tool));
+    const dec = deceptiveReason(v);
+    if (dec) { verdicts.push({ decision: 'deny', rule: 'input:deceptive', risk: 'high', reason: `${call.tool}: the ${arg} argument ${dec}` }); continue; }
+    verdicts.push(...checkPath(policy, literalWord(v.startsWith('~') ? policy.home + v.slice(1) : v), access, [policy.workspace], call.tool));
   }
   if (entry.patch) verdicts.push(...evaluatePatch(policy, call.tool, call.args[entry.patch], entry.patch));
   if (entry.shell) {
     const command = call.args[entry.shell];
     if (typeof command !== 'string' || command.trim() === '') {
       verdicts.push({ decision: 'deny', rule: 'shell:empty', reason: `${call.tool}: the ${entry.shell} argument must be a non-empty string` });
-    } else verdicts.push(...evaluateShell(policy, command));
+    } else {
+      const dec = deceptiveReason(command.replace(/\r(?=\n)/g, ''));
+      if (dec) verdicts.push({ decision: 'deny', rule: 'input:deceptive', risk: 'high', reason: `${call.tool}: the command ${dec}` });
+      else verdicts.push(...evaluateShell(policy, command));
+    }
   }
   return combine(verdicts, { decision: 'ask', rule: 'none:nothing', reason: 'no rule matched' });
 }
@@ -71,95 +83,238 @@ function evaluatePatch(policy: Policy, tool: string, patch: unknown, arg: string
   }
   const paths = patchPaths(patch);
   if (paths.length === 0) return [{ decision: 'deny', rule: 'patch:no-files', reason: `${tool}: the patch names no files (no "--- old" / "+++ new" headers)` }];
-  return paths.flatMap((p) => checkPath(policy, { value: p.startsWith('~') ? policy.home + p.slice(1) : p, dynamic: false, glob: false }, 'write', [policy.workspace], tool));
+  return paths.flatMap((p) => checkPath(policy, literalWord(p.startsWith('~') ? policy.home + p.slice(1) : p), 'write', [policy.workspace], tool));
 }
 
-export function evaluateShell(policy: Policy, command: string): Verdict[] {
-  const a = analyzeShell(command, { home: policy.home, maxCommands: policy.limits.max_commands, maxLength: policy.limits.max_length });
+export function analyze(policy: Policy, command: string): ShellAnalysis {
+  return analyzeShell(command, { home: policy.home, workspace: policy.workspace, maxCommands: policy.limits.max_commands, maxLength: policy.limits.max_length });
+}
+
+/** Commands that put content the agent chose into files (compilers and build tools write derived files, which do not count). */
+const CONTENT_WRITERS = new Set(['tee', 'cp', 'mv', 'ln', 'install', 'sed', 'gsed', 'awk', 'gawk', 'mawk', 'nawk', 'dd', 'patch', 'curl', 'wget', 'tar', 'unzip', 'git', 'printf', 'echo', 'xxd', 'base64', 'uniq', 'sort', 'iconv']);
+
+/** Files that cannot carry code a later command runs (writing them first is not "write then run"). */
+const DATA_FILE = /\.(txt|md|log|csv|tsv|out|err|rst|html?|xml|svg|png|jpe?g|gif|diff|patch|orig|bak)$/i;
+
+export function evaluateShell(policy: Policy, command: string, amplify = true): Verdict[] {
+  const a = analyze(policy, command);
   const verdicts: Verdict[] = a.findings.map((f) => ({ ...f, risk: f.decision === 'deny' ? 'high' : 'medium' }));
   for (const p of policy.bash.patterns) {
     if (policy.compiled.patterns.get(p.name)?.test(command)) verdicts.push({ decision: p.decision, rule: p.name, reason: p.reason });
   }
-  const cwds = candidateDirs(policy, a);
-  for (const r of a.redirects) {
-    if (r.access === 'none') continue;
-    verdicts.push(...checkPath(policy, r.target, r.access, cwds, `redirection ${r.op}`));
-    if (r.access === 'write' && (r.target.dynamic || !/^\/dev\/(null|stdout|stderr)$/.test(r.target.value))) {
-      verdicts.push({ decision: 'allow', rule: 'shell:redirect-write', reason: `redirection ${r.op} writes a file`, risk: 'low', readOnly: false });
+  for (const name of a.functions) {
+    if (findSpec(name) || policy.bash.commands.some((r) => r.commands.includes(name)) || name.includes('/') || name === '[') {
+      verdicts.push({ decision: 'deny', rule: 'shell:function-shadows-command', risk: 'high', reason: `defines a function named "${name}", which hides the command of that name` });
     }
   }
-  for (const c of a.commands) verdicts.push(...evaluateCommand(policy, c, cwds));
+  const written: Array<{ seq: number; word: ShellWord }> = [];
+  for (const c of a.commands) {
+    const ctx: CommandContext = { written, seq: c.seq };
+    if (c.speculative) { verdicts.push(...evaluateCommand(policy, c, { written: [], seq: c.seq }, 0).filter((v) => v.decision === 'deny').map((v) => ({ ...v, reason: `if the computed command is ${c.argv[0]!.value}: ${v.reason}` }))); continue; }
+    verdicts.push(...evaluateCommand(policy, c, ctx, 0));
+    for (const r of c.redirects) {
+      const truncatesMany = r.op === '>' && r.target.dynamic && (r.target.confined || r.target.alternatives || r.target.candidates);
+      verdicts.push(...checkPath(policy, r.target, truncatesMany ? 'delete' : r.access, c.cwds, `redirection ${r.op}`));
+      if (r.access === 'write' && (r.target.dynamic || !/^\/dev\/(null|stdout|stderr|fd\/[0-2])$/.test(r.target.value))) written.push({ seq: c.seq, word: r.target });
+    }
+  }
   if (a.commands.length === 0 && verdicts.length === 0) verdicts.push({ decision: 'ask', rule: 'none:empty', reason: 'the command runs nothing the analyser can see' });
+  if (amplify && verdicts.some((v) => v.decision === 'ask') && !verdicts.some((v) => v.decision === 'deny')) verdicts.push(...hiddenDenials(policy, a.literals));
   return verdicts;
 }
 
-function candidateDirs(policy: Policy, a: ShellAnalysis): string[] | null {
-  const dirs = [policy.workspace];
-  for (const t of a.cdTargets) {
-    if (!t) return null;
-    dirs.push(resolvePath(policy, t.value, policy.workspace).abs);
+/**
+ * When a call already asks because something in it is not understood, its literal strings are read
+ * as the code they may become (`x='$(rm -rf .git)'; echo "${x@P}"`, `python3 -c 'os.system("…")'`,
+ * `vim -c '!…'`): a fragment the policy would deny, as a command or as a path, makes the call deny.
+ * This only ever turns an ask into a deny.
+ */
+function hiddenDenials(policy: Policy, literals: string[]): Verdict[] {
+  const all = literals.join('\n');
+  const accesses: Array<'read' | 'write' | 'delete'> = ['read'];
+  if (/rmtree|unlink|rmSync|rmdir|remove|rm_rf|rm -|delete|truncate|unlinkSync|FileUtils\.rm/i.test(all)) accesses.push('delete');
+  if (/open\([^)]*['"][wa]|write|writeFile|appendFile|copy|move|rename|symlink|chmod|>\s*['"]?[~/.]/i.test(all)) accesses.push('write');
+  for (const frag of fragments(literals)) {
+    if (/^[~/.][^\s]*$|^[^\s]*\/[^\s]*$/.test(frag)) {
+      const word = literalWord(frag.startsWith('~') ? policy.home + frag.slice(1) : frag);
+      const v = accesses.flatMap((acc) => checkPath(policy, word, acc, [policy.workspace], 'a string in the command')).find((x) => x.decision === 'deny');
+      if (v) return [{ ...v, reason: `${v.reason} (named in a string the command uses as code)` }];
+    }
+    const v = evaluateShell(policy, frag, false).find((x) => x.decision === 'deny' && !x.rule.startsWith('shell:') && !x.rule.startsWith('input:'));
+    if (v) return [{ ...v, rule: v.rule, reason: `a string in the command is code the policy forbids: ${v.reason}` }];
   }
-  return [...new Set(dirs)];
+  return [];
 }
 
-function envMatches(rule: EnvRule, name: string): boolean {
-  return !rule.except.includes(name) && rule.names.some((g) => globToRegExp(g).test(name));
+const MAX_FRAGMENTS = 96;
+
+/** A literal, the quoted strings inside it, what follows a `!` (editors, pagers, dc), and the arguments of exec-like calls. */
+function fragments(literals: string[]): string[] {
+  const out = new Set<string>();
+  const add = (s: string) => { const t = s.trim(); if (t.length >= 2 && t.length <= 8_192 && out.size < MAX_FRAGMENTS) out.add(t); };
+  for (const l of literals) {
+    add(l);
+    for (const m of l.matchAll(/"((?:\\.|[^"\\])*)"|'([^']*)'|`([^`]*)`/g)) add((m[1] ?? m[2] ?? m[3] ?? '').replace(/\\(.)/g, '$1'));
+    for (const m of l.matchAll(/(?:^|[^\w=!])!([^|\n'"]+)/g)) add(m[1]!);
+    for (const m of l.matchAll(/(?:system|popen|exec|execSync|spawnSync|spawn|shell-command|syscmd|esyscmd|\.shell|os\.system|subprocess\.\w+|Popen|check_output)\s*\(?\s*([^)]*)\)?/g)) add(m[1]!.replace(/^["'[]+|["'\]]+$/g, ''));
+    for (const m of l.matchAll(/\$\(((?:[^()]|\([^()]*\))*)\)/g)) add(m[1]!);
+    for (const m of l.matchAll(/^-[-\w]*=(.+)$/gs)) add(m[1]!);
+    for (const part of l.split(/\\n|\n|;|\||&&|\//)) add(part);
+  }
+  return [...out];
 }
 
-export function evaluateCommand(policy: Policy, c: SimpleCommand, cwds: string[] | null): Verdict[] {
+interface CommandContext { written: Array<{ seq: number; word: ShellWord }>; seq: number }
+
+function envMatches(policy: Policy, rule: EnvRule, name: string, value: ShellWord | null): boolean {
+  if (rule.except.includes(name) || !rule.names.some((g) => globToRegExp(g).test(name))) return false;
+  const unless = policy.compiled.envValues.get(rule.name);
+  if (unless && value && !value.dynamic && unless.test(value.value)) return false;
+  return true;
+}
+
+function envVerdicts(policy: Policy, label: string, assigns: Array<{ name: string; value: ShellWord | null }>): Verdict[] {
   const out: Verdict[] = [];
-  const label = c.argv.length ? commandName(c.argv[0]!) : 'assignment';
-  for (const as of [...c.assigns, ...variablesSetBy(label, c)]) {
-    for (const r of policy.bash.env) if (envMatches(r, as.name)) out.push({ decision: r.decision, rule: r.name, reason: `${label}: setting ${as.name} — ${r.reason}` });
+  for (const as of assigns) {
+    for (const r of policy.bash.env) if (envMatches(policy, r, as.name, as.value)) out.push({ decision: r.decision, rule: r.name, risk: r.decision === 'deny' ? 'high' : 'medium', reason: `${label}: setting ${as.name} — ${r.reason}` });
   }
-  if (c.argv.length === 0) {
-    out.push({ decision: 'allow', rule: 'shell:assignment', reason: 'a shell variable assignment', risk: 'low', readOnly: true });
-    return out;
-  }
-  const gitDir = label === 'git' ? c.argv.findIndex((a, i) => i > 0 && a.value === '-C') : -1;
-  const gitElsewhere = gitDir > 0 && (c.argv[gitDir + 1]?.dynamic !== false || resolvePath(policy, c.argv[gitDir + 1]!.value, policy.workspace).abs !== policy.workspace);
-  if (label === 'git' && (cwds === null || cwds.length > 1 || gitElsewhere)) {
-    out.push({ decision: 'ask', rule: 'shell:git-after-cd', risk: 'medium', reason: 'git runs in another directory (cd or -C), where a planted repository config could run code' });
-  }
-  const facts = commandFacts(c);
-  const fired = policy.bash.commands.filter((r) => ruleFires(policy, r, c, facts));
-  if (fired.length === 0) {
-    out.push({ decision: 'ask', rule: 'none:command', reason: `no rule allows "${label}"${c.wrappers.length ? ` (inside ${c.wrappers.join(', ')})` : ''}` });
-  }
-  for (const r of fired) {
-    out.push({ decision: r.decision, rule: r.name, reason: `${label}: ${r.reason}`, risk: r.risk, readOnly: r.read_only });
-    if (r.decision === 'deny') continue;
-    if (r.commands.some((n) => n.includes('/'))) out.push(...checkPath(policy, c.argv[0]!, 'read', cwds, label));
-    for (const i of pathArguments(r, c)) out.push(...checkPath(policy, c.argv[i]!, r.path_access, cwds, label));
-    if (c.dynamicTail && r.paths !== 'none') out.push({ decision: policy.paths.unknown, rule: 'path:unknown', reason: `${label}: receives paths at run time that cannot be checked` });
-  }
-  for (const a of c.argv.slice(1)) if (!a.dynamic) out.push(...scanArgument(policy, a.value, cwds, label));
   return out;
 }
 
-/** Used by the rule examples: does `rule` fire on some simple command of `example`? */
-export function commandRuleFiresOn(policy: Policy, rule: CommandRule, example: string): { fires: boolean; error?: string } {
-  const a = analyzeShell(example, { home: policy.home, maxCommands: policy.limits.max_commands, maxLength: policy.limits.max_length });
+const MAX_INNER_DEPTH = 4;
+const HELP = /^(-h|--help|-help|help|-V|--version|-version|version|-v)$/;
+
+export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandContext, depth: number): Verdict[] {
+  const out: Verdict[] = [];
+  const label = c.argv.length ? commandName(c.argv[0]!) : 'assignment';
+  out.push(...envVerdicts(policy, label, c.assigns));
+  if (c.argv.length === 0) return out;
+  for (const w of c.wrapperEffects) out.push(...effectVerdicts(policy, w.effect, w.why));
+  const head = c.argv[0]!;
+  if (head.dynamic || head.glob) return out; // already a finding
+  const args = c.dynamicTail ? [...c.argv.slice(1), c.tail ?? DYNAMIC_WORD] : c.argv.slice(1);
+  const rules = policy.bash.commands.filter((r) => r.commands.some((n) => (n.includes('/') || n.includes('*') ? globToRegExp(n).test(head.value) : n === label)));
+  for (const r of rules) out.push({ decision: r.decision, rule: r.name, risk: r.risk, reason: `${label}: ${r.reason}` });
+  out.push(...envVerdicts(policy, label, variablesSetBy(c).map((name) => ({ name, value: null }))));
+  const spec = findSpec(label);
+  if (spec && args.length > 0 && args.every((a) => !a.dynamic && HELP.test(a.value)) && !label.includes('/')) return out; // --help / --version only
+  const use: CommandUse | undefined = spec
+    ? spec.use(args, label)
+    : label.includes('/') ? { label, problems: [], paths: [{ word: head, access: 'exec', what: `${label} runs a program` }], effects: [], runsProjectCode: true, inner: [], readOnly: false } : undefined;
+  if (rules.length === 0) out.push({ decision: 'ask', rule: 'none:command', reason: `no rule allows "${label}"${c.wrappers.length ? ` (inside ${c.wrappers.join(', ')})` : ''}` });
+  if (!use) {
+    if (rules.some((r) => r.decision === 'allow')) out.push({ decision: 'ask', rule: 'shell:not-modelled', risk: 'medium', reason: `${label}: its arguments are not modelled, so it cannot be allowed without review` });
+    for (const a of args) if (!a.dynamic) out.push(...scanArgument(policy, a.value, c.cwds, label));
+    return out;
+  }
+  for (const p of use.problems) out.push({ decision: 'ask', rule: 'shell:not-understood', risk: 'medium', reason: `${use.label}: ${p}` });
+  for (const e of use.effects) out.push(...effectVerdicts(policy, e.effect, e.why));
+  for (const p of use.paths) out.push(...pathVerdicts(policy, p, c));
+  if (use.runsProjectCode) {
+    out.push(...writeThenRun(use, ctx, label));
+    out.push(...passedPaths(policy, use, args, c));
+  }
+  if (CONTENT_WRITERS.has(label)) for (const p of use.paths) if (p.access === 'write' || p.access === 'link') ctx.written.push({ seq: ctx.seq, word: p.word });
+  for (const a of args) if (!a.dynamic) out.push(...scanArgument(policy, a.value, c.cwds, label));
+  for (const inner of use.inner) {
+    if (depth >= MAX_INNER_DEPTH) { out.push({ decision: 'ask', rule: 'shell:nesting', reason: `${label}: runs commands nested too deeply to follow` }); continue; }
+    // the command it runs may itself be a wrapper or a shell with a script (git bisect run sh -c '…')
+    const un = unwrapCommand(inner);
+    for (const f of un.findings) out.push({ ...f, risk: f.decision === 'deny' ? 'high' : 'medium' });
+    for (const s of un.scripts) {
+      if (s.word.dynamic) out.push({ decision: 'ask', rule: 'shell:dynamic-script', reason: `${label}: ${s.via} runs a string computed at run time` });
+      else out.push(...evaluateShell(policy, s.word.value));
+    }
+    if (un.stdinScript) out.push({ decision: 'ask', rule: 'shell:stdin-shell', reason: `${label}: runs a shell that reads commands from standard input` });
+    for (const u of un.commands) out.push(...evaluateCommand(policy, { ...c, argv: u.argv, assigns: [...c.assigns, ...u.assigns], wrappers: [...c.wrappers, label, ...u.wrappers], wrapperEffects: u.effects }, ctx, depth + 1));
+  }
+  return out;
+}
+
+function effectVerdicts(policy: Policy, effect: string, why: string): Verdict[] {
+  const rules = policy.bash.effects.filter((r) => (r.effects as string[]).includes(effect));
+  if (rules.length === 0) return [{ decision: 'ask', rule: 'none:effect', risk: 'medium', reason: `${why} (no rule decides "${effect}")` }];
+  return rules.map((r) => ({ decision: r.decision, rule: r.name, risk: r.risk, reason: `${why}; ${r.reason}` }));
+}
+
+function pathVerdicts(policy: Policy, p: PathUse, c: SimpleCommand): Verdict[] {
+  const word = p.word === c.placeholder || (c.placeholder && p.word.pattern === c.placeholder.pattern && p.word.dynamic) ? c.placeholder! : p.word;
+  const out = checkPath(policy, word, p.access, c.cwds, p.what, p.base);
+  for (const cand of word.candidates ?? []) {
+    for (const v of checkPath(policy, cand, p.access, c.cwds, p.what, p.base)) if (v.decision === 'deny') out.push({ ...v, reason: `${v.reason} (a value it may take)` });
+  }
+  return out;
+}
+
+/**
+ * Project code receives its arguments as data the gate cannot interpret; one that names a path
+ * outside the workspace or a protected one may be where the program writes, so it asks.
+ */
+function passedPaths(policy: Policy, use: CommandUse, args: ShellWord[], c: SimpleCommand): Verdict[] {
+  const seen = new Set(use.paths.map((p) => p.word));
+  const out: Verdict[] = [];
+  for (const a of args) {
+    if (seen.has(a) || a.dynamic) continue;
+    for (const v of [a.value, a.value.slice(a.value.indexOf('=') + 1)]) {
+      if (!/^[/~]|(^|\/)\.\.(\/|$)|^\.[a-z]/i.test(v) || /^\/dev\/(null|std(in|out|err))$/.test(v)) continue;
+      for (const x of checkPath(policy, literalWord(v.startsWith('~') ? policy.home + v.slice(1) : v), 'write', c.cwds, `${use.label} is given`)) {
+        out.push({ ...x, decision: 'ask', rule: 'path:passed-to-program', reason: `${x.reason} (as an argument it may write)` });
+      }
+      break;
+    }
+  }
+  return out;
+}
+
+/** Running project code after writing a file in the same call: the written code is not something the gate saw as code. */
+function writeThenRun(use: CommandUse, ctx: CommandContext, label: string): Verdict[] {
+  const earlier = ctx.written.filter((w) => w.seq < ctx.seq || w.seq === ctx.seq);
+  if (earlier.length === 0) return [];
+  const exec = use.paths.filter((p) => p.access === 'exec').map((p) => p.word);
+  const hit = earlier.find((w) => w.word.dynamic || !DATA_FILE.test(w.word.value) || exec.some((e) => e.dynamic || e.value === w.word.value));
+  if (!hit) return [];
+  return [{ decision: 'ask', rule: 'shell:write-then-run', risk: 'high', reason: `${label} runs project code after this call wrote ${hit.word.dynamic ? 'a computed path' : `"${hit.word.value}"`}: code written and run in one call is code the gate has not seen` }];
+}
+
+/** Used by the rule examples: does a command rule fire on some simple command of `example`? */
+export function commandRuleFiresOn(policy: Policy, names: string[], example: string): { fires: boolean; error?: string } {
+  const a = analyze(policy, example);
   const bad = a.findings.find((f) => f.rule === 'shell:parse-error');
   if (bad) return { fires: false, error: bad.reason };
-  return { fires: a.commands.some((c) => nameMatches(rule, c) && ruleFires(policy, rule, c, commandFacts(c))) };
+  return { fires: allCommands(a).some((c) => c.argv[0] && names.some((n) => (n.includes('/') || n.includes('*') ? globToRegExp(n).test(c.argv[0]!.value) : n === commandName(c.argv[0]!)))) };
+}
+
+/** Used by the rule examples: does `example` have `effect`? */
+export function effectFiresOn(policy: Policy, effects: string[], example: string): { fires: boolean; error?: string } {
+  const a = analyze(policy, example);
+  const bad = a.findings.find((f) => f.rule === 'shell:parse-error');
+  if (bad) return { fires: false, error: bad.reason };
+  return { fires: a.commands.some((c) => c.wrapperEffects.some((w) => effects.includes(w.effect)) || usesOf(c).some((u) => u.effects.some((e) => effects.includes(e.effect)))) };
+}
+
+function usesOf(c: SimpleCommand, depth = 0): CommandUse[] {
+  if (!c.argv.length || c.argv[0]!.dynamic) return [];
+  const spec = findSpec(commandName(c.argv[0]!));
+  if (!spec) return [];
+  const u = spec.use(c.argv.slice(1), commandName(c.argv[0]!));
+  return [u, ...(depth < MAX_INNER_DEPTH ? u.inner.flatMap((argv) => usesOf({ ...c, argv }, depth + 1)) : [])];
+}
+
+function allCommands(a: ShellAnalysis): SimpleCommand[] {
+  return a.commands.flatMap((c) => [c, ...usesOf(c).flatMap((u) => u.inner.map((argv) => ({ ...c, argv })))]);
 }
 
 export function envRuleFiresOn(policy: Policy, rule: EnvRule, example: string): boolean {
-  const a = analyzeShell(example, { home: policy.home, maxCommands: policy.limits.max_commands, maxLength: policy.limits.max_length });
-  return a.commands.some((c) => c.assigns.some((as) => envMatches(rule, as.name)));
+  const a = analyze(policy, example);
+  return a.commands.some((c) => c.assigns.some((as) => envMatches(policy, rule, as.name, as.value)) || variablesSetBy(c).some((n) => envMatches(policy, rule, n, null)));
 }
 
-const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-/** Variables a builtin sets from its input (`read PATH`, `printf -v PATH`, `mapfile`), checked like assignments. */
-function variablesSetBy(label: string, c: SimpleCommand): Array<{ name: string }> {
-  const args = c.argv.slice(1);
-  if (['read', 'mapfile', 'readarray', 'getopts'].includes(label)) return args.filter((a) => !a.dynamic && VAR_NAME.test(a.value)).map((a) => ({ name: a.value }));
-  if (label === 'printf') {
-    const i = args.findIndex((a) => a.value === '-v');
-    const v = i >= 0 ? args[i + 1] : undefined;
-    if (v) return [{ name: v.dynamic ? 'BASH_ENV' : v.value }];
-  }
+/** Variables a builtin sets from its input (`read PATH`, `printf -v PATH`, `mapfile`, `getopts`), checked like assignments. */
+export function variablesSetBy(c: SimpleCommand): string[] {
+  const head = c.argv[0] ? commandName(c.argv[0]) : '';
+  const args = c.argv.slice(1).filter((a) => !a.dynamic).map((a) => a.value);
+  if (head === 'read' || head === 'mapfile' || head === 'readarray') return args.filter((a) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(a));
+  if (head === 'getopts') return args.slice(1, 2);
+  if (head === 'printf') { const i = args.indexOf('-v'); return i >= 0 && args[i + 1] ? [args[i + 1]!] : []; }
   return [];
 }

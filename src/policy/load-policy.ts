@@ -12,7 +12,8 @@ import { globToRegExp } from './path-glob';
 import { pathRuleMatches } from './path-check';
 import { PolicyError } from './policy-error';
 import { PolicyFileSchema, type Policy } from './policy-schema';
-import { commandRuleFiresOn, envRuleFiresOn, evaluateStatic } from './evaluate-static';
+import { commandRuleFiresOn, effectFiresOn, envRuleFiresOn, evaluateStatic } from './evaluate-static';
+import { absRuleGlob } from './path-check';
 
 function lineOf(doc: Document, lc: LineCounter, path: ReadonlyArray<PropertyKey>): number | undefined {
   for (let n = path.length; n >= 0; n--) {
@@ -56,7 +57,7 @@ export function parsePolicy(text: string, file: string): Policy {
     ...data,
     name: basename(file).replace(/\.ya?ml$/, ''),
     file,
-    compiled: { pathGlobs: new Map(), patterns: new Map(), argsRegex: new Map() },
+    compiled: { pathGlobs: new Map(), pathExcepts: new Map(), patterns: new Map(), envValues: new Map() },
     lines: new Map(),
   };
   const fail = (section: string, idx: number, name: string, msg: string): never => {
@@ -70,9 +71,9 @@ export function parsePolicy(text: string, file: string): Policy {
     const line = lineOf(doc, lc, [...section.split('.'), idx]);
     if (line) policy.lines.set(name, line);
   };
-  const regex = (section: string, idx: number, name: string, src: string): RegExp => {
+  const regex = (section: string, idx: number, name: string, src: string, flags = ''): RegExp => {
     try {
-      return new RegExp(src);
+      return new RegExp(src, flags);
     } catch (e) {
       return fail(section, idx, name, `invalid regex: ${(e as Error).message}`);
     }
@@ -80,19 +81,18 @@ export function parsePolicy(text: string, file: string): Policy {
 
   data.paths.rules.forEach((r, i) => {
     register('paths.rules', i, r.name);
-    policy.compiled.pathGlobs.set(r.name, r.globs.map((g) => globToRegExp(g.startsWith("/") ? g : g.startsWith("~/") ? data.home + g.slice(1) : g.startsWith("**/") ? `/${g}` : `${data.workspace}/${g}`)));
+    policy.compiled.pathGlobs.set(r.name, r.globs.map((g) => globToRegExp(absRuleGlob(policy, g))));
+    policy.compiled.pathExcepts.set(r.name, r.except.map((g) => globToRegExp(absRuleGlob(policy, g))));
   });
-  data.bash.commands.forEach((r, i) => {
-    register('bash.commands', i, r.name);
-    policy.compiled.argsRegex.set(r.name, {
-      ...(r.args_regex ? { args: regex('bash.commands', i, r.name, r.args_regex) } : {}),
-      ...(r.unless_args_regex ? { unless: regex('bash.commands', i, r.name, r.unless_args_regex) } : {}),
-    });
+  data.bash.commands.forEach((r, i) => register('bash.commands', i, r.name));
+  data.bash.effects.forEach((r, i) => register('bash.effects', i, r.name));
+  data.bash.env.forEach((r, i) => {
+    register('bash.env', i, r.name);
+    if (r.unless_value) policy.compiled.envValues.set(r.name, regex('bash.env', i, r.name, `^(?:${r.unless_value})$`));
   });
-  data.bash.env.forEach((r, i) => register('bash.env', i, r.name));
   data.bash.patterns.forEach((r, i) => {
     register('bash.patterns', i, r.name);
-    policy.compiled.patterns.set(r.name, regex('bash.patterns', i, r.name, r.regex));
+    policy.compiled.patterns.set(r.name, regex('bash.patterns', i, r.name, r.regex, r.ignore_case ? 'i' : ''));
   });
 
   // Examples: `match` must fire the rule, `not_match` must not.
@@ -107,7 +107,11 @@ export function parsePolicy(text: string, file: string): Policy {
   };
   data.paths.rules.forEach((r, i) => check('paths.rules', i, r.name, r, (e) => pathRuleMatches(policy, r, e.startsWith('~/') ? data.home + e.slice(1) : e)));
   data.bash.commands.forEach((r, i) => check('bash.commands', i, r.name, r, (e) => {
-    const res = commandRuleFiresOn(policy, r, e);
+    const res = commandRuleFiresOn(policy, r.commands, e);
+    return res.error ?? res.fires;
+  }));
+  data.bash.effects.forEach((r, i) => check('bash.effects', i, r.name, r, (e) => {
+    const res = effectFiresOn(policy, r.effects, e);
     return res.error ?? res.fires;
   }));
   data.bash.env.forEach((r, i) => check('bash.env', i, r.name, r, (e) => envRuleFiresOn(policy, r, e)));

@@ -1,8 +1,9 @@
 /**
- * PolicyGate implements the Gate port: static policy → (deny: deny) → (allow of a low-risk
- * read-only call: allow) → classifier → ask → human approval when the run has approvals on,
- * otherwise deny ("unattended"). The verdict's `reason` is one sentence the model sees; a blocked
- * call says it was blocked, why, and not to retry the same call.
+ * PolicyGate implements the Gate port: static policy → deny is final, allow is final (the static
+ * layer allows only what it fully understands) → ask goes to the classifier → still ask: a human's
+ * approval when the run has approvals on, otherwise deny ("unattended"). The verdict's `reason` is
+ * one sentence the model sees; a blocked call says it was blocked, why, and not to retry it.
+ * `assess` is the static step alone, saying what would happen next (used by `corral policy check`).
  */
 import { InvalidInputError } from '../domain/errors';
 import type { ClassifierAnswer, Decision, Gate, GateContext, GateVerdict, RiskLevel, ToolCallRequest } from '../domain/gate';
@@ -10,6 +11,14 @@ import type { ApprovalPort } from './approval-port';
 import type { Classifier } from './classifier';
 import { evaluateStatic } from './evaluate-static';
 import type { Policy } from './policy-schema';
+
+export interface GateAssessment {
+  static: GateVerdict['static'];
+  /** true: the static decision is the answer (no classifier, no human). */
+  final: boolean;
+  /** What an "ask" goes to: the risk classifier, or (without one) an approval or an unattended refusal. */
+  next: 'final' | 'classifier' | 'approval';
+}
 
 export interface PolicyGateOptions {
   policies: Map<string, Policy>;
@@ -30,20 +39,27 @@ export function blockedReason(why: string): string {
 export class PolicyGate implements Gate {
   constructor(private readonly opts: PolicyGateOptions) {}
 
-  async decide(call: ToolCallRequest, ctx: GateContext): Promise<GateVerdict> {
-    const policy = this.opts.policies.get(ctx.policy);
-    if (!policy) throw new InvalidInputError(`unknown policy "${ctx.policy}" (known: ${[...this.opts.policies.keys()].join(', ')})`, 'policy');
+  /** The static decision and what follows it: final (allow/deny), or the classifier / an approval / a refusal. */
+  assess(call: Pick<ToolCallRequest, 'tool' | 'args'>, policyName: string): GateAssessment {
+    const policy = this.opts.policies.get(policyName);
+    if (!policy) throw new InvalidInputError(`unknown policy "${policyName}" (known: ${[...this.opts.policies.keys()].join(', ')})`, 'policy');
     const st = evaluateStatic(policy, { tool: call.tool, args: call.args });
-    const staticPart: GateVerdict['static'] = { decision: st.decision, rule: st.rule, reason: st.reason, ...(st.risk ? { risk: st.risk } : {}) };
+    const next = st.decision !== 'ask' ? 'final' : this.opts.classifier ? 'classifier' : 'approval';
+    return { static: { decision: st.decision, rule: st.rule, reason: st.reason, ...(st.risk ? { risk: st.risk } : {}) }, final: next === 'final', next };
+  }
+
+  async decide(call: ToolCallRequest, ctx: GateContext): Promise<GateVerdict> {
+    const { static: staticPart } = this.assess(call, ctx.policy);
+    const st = staticPart;
 
     if (st.decision === 'deny') {
       return { decision: 'deny', static: staticPart, reason: blockedReason(`the policy forbids it (${st.reason})`) };
     }
-    if (st.decision === 'allow' && st.readOnly && (st.risk ?? 'low') === 'low') {
+    if (st.decision === 'allow') {
       return { decision: 'allow', static: staticPart, reason: `Allowed by the policy: ${trimStop(st.reason)}.` };
     }
 
-    let decision: Decision = st.decision;
+    let decision: Decision = 'ask';
     let why = st.reason;
     let classifier: ClassifierAnswer | undefined;
     let risk: RiskLevel | undefined = st.risk;

@@ -5,6 +5,8 @@
  * examples, and a tool may carry example calls, that load-policy.ts checks at load time.
  */
 import { z } from 'zod';
+import { EFFECTS } from './commands/command-spec';
+import { MAX_COMMAND_CHARS } from '../domain/tool-input';
 
 export const DecisionSchema = z.enum(['allow', 'ask', 'deny']);
 export const RiskSchema = z.enum(['low', 'medium', 'high', 'critical']);
@@ -14,7 +16,6 @@ const name = z.string().regex(/^[a-z0-9][a-z0-9_.-]*$/, 'rule names are lower-ca
 const ToolSchema = z.strictObject({
   decision: DecisionSchema,
   risk: RiskSchema,
-  read_only: z.boolean().default(false),
   /** Argument names holding a path, and how the tool uses it. */
   paths: z.record(z.string(), z.enum(['read', 'write'])).default({}),
   /** The argument holding a bash command, analysed with the bash rules. */
@@ -37,37 +38,33 @@ const PathRuleSchema = z.strictObject({
   globs: z.array(z.string().min(1)).min(1),
   access: z.enum(['read', 'write', 'any']),
   decision: DecisionSchema,
+  /** Paths matching these globs are not covered (`.env.example` under a `.env.*` rule). */
+  except: z.array(z.string().min(1)).default([]),
   /** Also match any command argument that looks like this path (e.g. `@~/.ssh/id_rsa`). */
   anywhere: z.boolean().default(false),
+  /** An `allow` that does not cover running files from here (scratch space: code there was not seen). */
+  no_exec: z.boolean().default(false),
   reason: z.string(),
   ...examples,
 });
 
+/** A decision by command name (after wrappers are unwrapped and `/usr/bin/` is dropped). */
 const CommandRuleSchema = z.strictObject({
   name,
   /** Command names, or globs containing `/` for scripts (`./**`). */
   commands: z.array(z.string().min(1)).min(1),
-  /** The first positional argument must be one of these (after skipping `global_value_flags`). */
-  subcommands: z.array(z.string()).optional(),
-  global_value_flags: z.array(z.string()).default([]),
-  /** The rule fires only if one of these flags is present. */
-  flags: z.array(z.string()).optional(),
-  /** The rule does not fire if any of these flags is present (or any argument is dynamic). */
-  unless_flags: z.array(z.string()).default([]),
-  /** Facts computed by command-facts.ts (e.g. `sed.exec`). */
-  facts: z.array(z.string()).optional(),
-  unless_facts: z.array(z.string()).default([]),
-  /** Tested against the arguments joined by single spaces. */
-  args_regex: z.string().optional(),
-  unless_args_regex: z.string().optional(),
-  max_positionals: z.number().int().min(0).optional(),
-  /** Which positional arguments are paths: none, all, only the first (a script), or all after the first (a pattern). */
-  paths: z.enum(['none', 'all', 'first', 'after_first']).default('none'),
-  path_access: z.enum(['read', 'write']).default('read'),
-  /** Wrapped by a shell/xargs/find -exec is fine unless this is false. */
   decision: DecisionSchema,
   risk: RiskSchema.default('low'),
-  read_only: z.boolean().default(false),
+  reason: z.string(),
+  ...examples,
+});
+
+/** A decision on an effect the analyser found (commands/command-spec.ts lists them). */
+const EffectRuleSchema = z.strictObject({
+  name,
+  effects: z.array(z.enum(EFFECTS)).min(1),
+  decision: DecisionSchema,
+  risk: RiskSchema.default('medium'),
   reason: z.string(),
   ...examples,
 });
@@ -78,6 +75,8 @@ const EnvRuleSchema = z.strictObject({
   names: z.array(z.string().min(1)).min(1),
   /** Names that stay allowed although a glob above matches them. */
   except: z.array(z.string()).default([]),
+  /** A value matching this regex (the whole value, known statically) does not fire the rule. */
+  unless_value: z.string().optional(),
   decision: DecisionSchema,
   reason: z.string(),
   ...examples,
@@ -86,6 +85,7 @@ const EnvRuleSchema = z.strictObject({
 const PatternRuleSchema = z.strictObject({
   name,
   regex: z.string().min(1),
+  ignore_case: z.boolean().default(false),
   decision: DecisionSchema,
   reason: z.string(),
   ...examples,
@@ -98,8 +98,8 @@ export const PolicyFileSchema = z.strictObject({
   home: z.string().regex(/^\/.*[^/]$/).default('/home/agent'),
   limits: z.strictObject({
     max_commands: z.number().int().positive().default(64),
-    max_length: z.number().int().positive().default(20_000),
-  }).default({ max_commands: 64, max_length: 20_000 }),
+    max_length: z.number().int().positive().max(MAX_COMMAND_CHARS).default(MAX_COMMAND_CHARS),
+  }).default({ max_commands: 64, max_length: MAX_COMMAND_CHARS }),
   tools: z.record(z.string(), ToolSchema),
   paths: z.strictObject({
     outside_read: DecisionSchema.default('ask'),
@@ -110,6 +110,7 @@ export const PolicyFileSchema = z.strictObject({
   }),
   bash: z.strictObject({
     commands: z.array(CommandRuleSchema).default([]),
+    effects: z.array(EffectRuleSchema).default([]),
     env: z.array(EnvRuleSchema).default([]),
     patterns: z.array(PatternRuleSchema).default([]),
   }),
@@ -119,6 +120,7 @@ export type PolicyFile = z.infer<typeof PolicyFileSchema>;
 export type ToolEntry = z.infer<typeof ToolSchema>;
 export type PathRule = z.infer<typeof PathRuleSchema>;
 export type CommandRule = z.infer<typeof CommandRuleSchema>;
+export type EffectRule = z.infer<typeof EffectRuleSchema>;
 export type EnvRule = z.infer<typeof EnvRuleSchema>;
 export type PatternRule = z.infer<typeof PatternRuleSchema>;
 
@@ -128,8 +130,9 @@ export interface Policy extends PolicyFile {
   file: string;
   compiled: {
     pathGlobs: Map<string, RegExp[]>;
+    pathExcepts: Map<string, RegExp[]>;
     patterns: Map<string, RegExp>;
-    argsRegex: Map<string, { args?: RegExp; unless?: RegExp }>;
+    envValues: Map<string, RegExp>;
   };
   lines: Map<string, number>;
 }

@@ -1,167 +1,637 @@
 /**
- * Bash analysis with a real parser (mvdan/sh via the `mvdan-sh` package). `analyzeShell` parses the
- * exact string that will run and returns every simple command — in lists, pipelines, subshells,
- * `$( )`, backticks, process substitution, here-docs, function bodies — each on its own, with
- * wrappers unwrapped (see unwrap-command.ts), plus every redirection and every `cd` target.
- * Anything it does not understand becomes a `deny` finding: a parse error, an unknown node type,
- * a dynamic command name, `eval`, too many commands or too deep `sh -c` nesting.
+ * Bash analysis: `analyzeShell` parses the exact string bash will run (shell-parse.ts) and returns
+ * every simple command in execution order — in lists, pipelines, subshells, groups, `if`/`while`/
+ * `for`/`case` bodies, `$( )`, backticks, process substitutions, here-doc bodies, function bodies,
+ * `bash -c` strings — each with its redirections, the directories it may run in, and the wrappers
+ * it was found inside (unwrap-command.ts), plus findings for whatever is not understood.
+ *
+ * What the analyser UNDERSTANDS — the closed list. A call made only of these can get a final allow;
+ * anything else is at least "ask" (a finding), and what is clearly harmful is "deny":
+ *   1. Lists `;` `&&` `||` and newlines; pipelines `|` `|&`; `!`; subshells `( )`; groups `{ }`.
+ *   2. `if`/`elif`/`else`, `while`/`until`, `for NAME in WORDS`, `case` with word patterns, `time`.
+ *   3. Simple commands whose name is a literal word (quotes and escapes removed, `/usr/bin/x` → x),
+ *      with prefix assignments; `cd`/`pushd` targets tracked in order for relative paths.
+ *   4. Words: literals, quotes, `$'…'`, `~`, plain parameter expansions, command and process
+ *      substitutions (their commands analysed like any other), arithmetic over literal numbers,
+ *      globs, extglobs, brace expansions (shell-words.ts lists the word-level exceptions).
+ *   5. Redirections `<` `>` `>>` `>|` `<>` `&>` `&>>`, fd duplication and closing (`2>&1`, `>&2`,
+ *      `<&-`), here-docs and here-strings (their bodies are data; expansions in them are analysed).
+ *   6. Assignments with literal or plainly expanded values, `export`/`local`/`readonly`/`declare`
+ *      with the flags -x -r -g -a -A -l -u -p -f -F; `[[ … ]]` with string, regex and file tests.
+ *   7. `(( … ))`, `let`, `for (( … ))` and `[[ a -eq b ]]` over literal numbers only.
+ * Not understood (ask): function definitions (a call to a defined name is still judged as the
+ * command it names), background jobs `&`, coprocesses, `select`, namerefs and integer variables
+ * (`declare -n`/`-i`), array subscripts or arithmetic that read variables, `[[ -v ]]` on computed
+ * names, `${!x}`, `${x@P}`, a command name computed at run time, a parse error, a `bash -c` whose
+ * string is computed. Denied outright: input longer than the limit, more commands than the limit,
+ * nesting deeper than the parser or the analyser can follow.
  */
-import { syntax, type ShNode } from 'mvdan-sh';
-import { resolveWord, type ShellWord } from './shell-words';
-import { unwrapCommand } from './unwrap-command';
+import type { ShNode } from 'mvdan-sh';
+import { nodeType, opText, parseBash } from './shell-parse';
+import { arithmeticReadsVariables, decodeAnsiC, DYNAMIC_WORD, escapeGlob, literalWord, resolveWord, type NestedResult, type ShellWord } from './shell-words';
+import { unwrapCommand, XARGS_SLOT } from './unwrap-command';
+import { resolvePathIn } from './path-resolve';
 
 export interface ShellAssign { name: string; value: ShellWord | null }
+export interface ShellRedirect { op: string; target: ShellWord; access: 'read' | 'write' }
 export interface SimpleCommand {
   argv: ShellWord[];
   assigns: ShellAssign[];
-  /** Wrappers this command was found inside, outermost first (e.g. ["timeout", "sh -c"]). */
+  /** Wrappers this command was found inside, outermost first (e.g. ["timeout", "bash -c"]). */
   wrappers: string[];
-  /** Extra arguments are appended at run time (xargs, find -exec {}). */
+  /** Extra arguments are appended at run time (xargs). */
   dynamicTail: boolean;
+  /** What the appended arguments are known to be (paths from a `find` piped in, a here-string's words). */
+  tail?: ShellWord;
+  /** The redirections of this command's statement. */
+  redirects: ShellRedirect[];
+  /** Directories it may run in (null: not known statically). */
+  cwds: string[] | null;
+  /** Position in execution order (substitutions run before the command holding them). */
+  seq: number;
+  /** A possible reading of a command whose name is computed (`${RM:-rm}`): only its denials count. */
+  speculative?: boolean;
+  /** Effects its wrappers add (nohup, setsid: the command outlives the call). */
+  wrapperEffects: Array<{ effect: string; why: string }>;
+  /** For commands run by `find -exec`: the pattern of the paths `{}` stands for. */
+  placeholder?: ShellWord;
 }
-export interface ShellRedirect { op: string; target: ShellWord; access: 'read' | 'write' | 'none' }
 export interface ShellFinding { decision: 'ask' | 'deny'; reason: string; rule: string }
 export interface ShellAnalysis {
   commands: SimpleCommand[];
-  redirects: ShellRedirect[];
-  /** Targets of cd/pushd anywhere in the command; null target = not known statically. */
-  cdTargets: Array<ShellWord | null>;
   findings: ShellFinding[];
+  /** Names of shell functions the string defines. */
+  functions: Set<string>;
+  /** Literal strings of the command that may be code (quoted strings, here-docs, echo's words): checked for what to deny when something asks. */
+  literals: string[];
 }
-export interface AnalyzeOptions { home: string; maxCommands: number; maxLength: number }
+export interface AnalyzeOptions { home: string; workspace: string; maxCommands: number; maxLength: number }
 
-const KNOWN = new Set([
-  'File', 'Stmt', 'CallExpr', 'Word', 'Lit', 'SglQuoted', 'DblQuoted', 'ParamExp', 'CmdSubst', 'ArithmExp',
-  'ProcSubst', 'Assign', 'Redirect', 'BinaryCmd', 'Subshell', 'Block', 'IfClause', 'WhileClause', 'ForClause',
-  'WordIter', 'CStyleLoop', 'CaseClause', 'CaseItem', 'FuncDecl', 'ArithmCmd', 'BinaryArithm', 'UnaryArithm',
-  'ParenArithm', 'TestClause', 'BinaryTest', 'UnaryTest', 'ParenTest', 'DeclClause', 'LetClause', 'TimeClause',
-  'ArrayExpr', 'ArrayElem', 'ExtGlob', 'Comment', 'Expansion', 'Slice', 'Replace',
-]);
-const ARITH = new Set(['ArithmExp', 'ArithmCmd', 'LetClause', 'TestClause', 'CStyleLoop']);
-const REDIR_OPS: Record<number, [string, 'read' | 'write' | 'none']> = {
-  54: ['>', 'write'], 55: ['>>', 'write'], 56: ['<', 'read'], 57: ['<>', 'write'], 58: ['<&', 'none'],
-  59: ['>&', 'write'], 60: ['>|', 'write'], 61: ['<<', 'none'], 62: ['<<-', 'none'], 63: ['<<<', 'none'],
-  64: ['&>', 'write'], 65: ['&>>', 'write'],
-};
-const MAX_NESTING = 3;
+const MAX_DEPTH = 120;
+const MAX_SCRIPT_NESTING = 4;
+const MAX_REDIRECTS = 32;
+/** Separators, pipes, substitutions and here-docs beyond which a command is not analysed at all (no parse). */
+const MAX_PARTS = 1_500;
+const SAFE_DECLARE_FLAGS = /^[-+][xrgaAlupfFt]+$/;
 
-export function analyzeShell(command: string, opts: AnalyzeOptions): ShellAnalysis {
-  const out: ShellAnalysis = { commands: [], redirects: [], cdTargets: [], findings: [] };
-  if (command.length > opts.maxLength) {
-    out.findings.push({ decision: 'deny', rule: 'shell:too-long', reason: `the command is longer than ${opts.maxLength} characters` });
+class TooDeep extends Error {}
+
+class Walker {
+  readonly out: ShellAnalysis = { commands: [], findings: [], functions: new Set(), literals: [] };
+  /** Function bodies by name: a call runs the body with its arguments as $1, $2, … */
+  private readonly functionBodies = new Map<string, ShNode>();
+  private functionCalls = 0;
+  /** What a command wrote into a file when that content is known (`echo X > f`, `cat > f <<EOF`). */
+  private readonly fileContents = new Map<string, string>();
+  private seq = 0;
+  private depth = 0;
+  /** Possible working directories; null once a cd target is unknown. */
+  private cwds: string[] | null;
+  /** For-loop variables and the words they iterate over, while their loop body is walked. */
+  private readonly bindings = new Map<string, ShellWord[]>();
+  /** How often each variable name is assigned anywhere in the command (a bound loop variable must not be). */
+  private assignedNames = new Map<string, number>();
+
+  constructor(private readonly opts: AnalyzeOptions) {
+    this.cwds = [opts.workspace];
+  }
+
+  finding(decision: 'ask' | 'deny', rule: string, reason: string): void {
+    if (!this.out.findings.some((f) => f.rule === rule && f.reason === reason)) this.out.findings.push({ decision, rule, reason });
+  }
+
+  private enter(): void {
+    if (++this.depth > MAX_DEPTH) throw new TooDeep();
+  }
+
+  private leave(): void {
+    this.depth--;
+  }
+
+  run(src: string, wrappers: string[], inherited: ShellAssign[], nesting: number, positional?: ShellWord[]): void {
+    for (const m of src.matchAll(/(?:^|[^A-Za-z0-9_])(?:for\s+|read\s+(?:-\S+\s+)*|printf\s+-v\s*|declare\s+\S*\s*|local\s+|export\s+|let\s+|mapfile\s+|\(\(\s*)?([A-Za-z_][A-Za-z0-9_]*)(?:=|\s+in\b|\+=|\[)/g)) {
+      this.assignedNames.set(m[1]!, (this.assignedNames.get(m[1]!) ?? 0) + 1);
+    }
+    let r = parseBash(src);
+    if (r.error !== undefined && !r.tooDeep && /\$\(\(|(^|[\s;&|(])\(\(/.test(src)) {
+      // bash reads `$((x) )` and `((x) )` as a command substitution or subshell when they are not arithmetic
+      const again = parseBash(src.replace(/\$\(\(/g, '$( (').replace(/(^|[\s;&|(])\(\(/g, '$1( ('));
+      if (again.error === undefined) r = again;
+    }
+    if (r.error !== undefined) {
+      if (r.tooDeep) this.finding('deny', 'shell:too-deep', 'the command is nested too deeply to analyse');
+      else this.finding('ask', 'shell:parse-error', `the command does not parse as bash (${r.error})`);
+      return;
+    }
+    const file = r.file;
+    this.withPositional(positional, () => this.stmts(file.Stmts ?? [], { wrappers, inherited, nesting }));
+  }
+
+  /** Runs `fn` with `$0`, `$1`, … and `$@` bound to `positional` (a `bash -c` string's or a function's arguments). */
+  private withPositional(positional: ShellWord[] | undefined, fn: () => void): void {
+    if (!positional) { fn(); return; }
+    const saved = new Map(this.bindings);
+    for (const k of [...this.bindings.keys()]) if (/^(\d+|@|\*)$/.test(k)) this.bindings.delete(k);
+    positional.forEach((w, i) => this.bindings.set(String(i), [w]));
+    if (positional.length > 1) for (const k of ['@', '*']) this.bindings.set(k, positional.slice(1).flatMap((w) => w.alternatives ?? [w]));
+    try { fn(); } finally { this.bindings.clear(); for (const [k, v] of saved) this.bindings.set(k, v); }
+  }
+
+  literal(s: string): void {
+    if (s.length >= 3 && s.length <= 8_192 && this.out.literals.length < 96 && /[\s$`;|&<>!()]/.test(s) && !this.out.literals.includes(s)) this.out.literals.push(s);
+  }
+
+  private stmts(list: ShNode[], ctx: Ctx): void {
+    for (const s of list) this.stmt(s, ctx);
+  }
+
+  private stmt(s: ShNode, ctx: Ctx): void {
+    this.enter();
+    try {
+      if (s.Background) this.finding('ask', 'shell:background', 'starts a background job that can outlive the call');
+      if (s.Coprocess) this.finding('ask', 'shell:coproc', 'starts a coprocess');
+      const stdin: { text?: ShellWord } = {};
+      const redirects = this.redirects(s.Redirs ?? [], stdin);
+      if (s.Cmd) this.command(s.Cmd, { ...ctx, stdin: stdin.text }, redirects);
+      else if (redirects.length) this.pushCommand({ argv: [], assigns: [], wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [] });
+    } finally {
+      this.leave();
+    }
+  }
+
+  private words(ws: ShNode[] | undefined, opts: { assignmentLike?: boolean } = {}): ShellWord[] {
+    return (ws ?? []).map((w) => this.word(w, opts));
+  }
+
+  word(w: ShNode, opts: { assignmentLike?: boolean } = {}): ShellWord {
+    const r = resolveWord(w, this.opts.home, (n) => this.nested(n), { ...opts, lookup: (name) => this.lookup(name) });
+    for (const u of r.unmodelled) this.finding('ask', 'shell:unmodelled', `uses ${u}, which the analyser does not model`);
+    if (!r.dynamic) this.literal(r.value);
+    for (const a of r.alternatives ?? []) if (!a.dynamic) this.literal(a.value);
+    if (r.braces && r.alternatives) this.literal(r.alternatives.map((a) => a.value).join(' '));
+    return r;
+  }
+
+  private lookup(name: string): ShellWord[] | undefined {
+    if (name === 'PWD') return this.cwds && this.cwds.length === 1 ? [literalWord(this.cwds[0]!)] : undefined;
+    return this.bindings.get(name);
+  }
+
+  private nested(n: ShNode): NestedResult | undefined {
+    this.enter();
+    try {
+      const saved = this.cwds;
+      this.stmts(n.Stmts ?? [], { wrappers: [], inherited: [], nesting: 0 });
+      this.cwds = saved; // a cd inside $( ) or <( ) does not change the outer shell's directory
+      return this.knownOutput(n.Stmts ?? []);
+    } finally {
+      this.leave();
+    }
+  }
+
+  /** What a command substitution prints, when it is one simple command whose output is known. */
+  private knownOutput(stmts: ShNode[]): NestedResult | undefined {
+    if (stmts.length !== 1 || stmts[0].Redirs?.length || nodeType(stmts[0].Cmd) !== 'CallExpr' || stmts[0].Cmd.Assigns?.length) return undefined;
+    const argv: ShellWord[] = (stmts[0].Cmd.Args ?? []).map((w: ShNode) => resolveWord(w, this.opts.home, () => undefined, { lookup: (name) => this.lookup(name) }));
+    if (argv.some((a) => a.dynamic || a.glob)) return undefined;
+    const v = argv.map((a) => a.value);
+    const cwd = this.cwds && this.cwds.length === 1 ? this.cwds[0]! : undefined;
+    if (v[0] === 'echo') { const flags = v.slice(1).filter((x, i) => i === 0 && /^-[neE]+$/.test(x)); const words = v.slice(1 + flags.length); return { value: flags.some((f) => f.includes('e')) ? decodeAnsiC(words.join(' ')) : words.join(' ') }; }
+    if (v[0] === 'printf' && v[1] !== undefined && v[1] !== '-v') return { value: simplePrintf(v[1], v.slice(2)).replace(/\n+$/, '') };
+    if ((v[0] === 'pwd' || (v[0] === 'realpath' && v[1] === '.') || (v[0] === 'readlink' && v[1] === '-f' && v[2] === '.')) && cwd) return { value: cwd };
+    if (v[0] === 'git' && v[1] === 'rev-parse' && v[2] === '--show-toplevel') return { value: this.opts.workspace };
+    if (v[0] === 'basename' && v.length === 2) return { value: v[1]!.replace(/\/+$/, '').split('/').pop() ?? '' };
+    if (v[0] === 'dirname' && v.length === 2) { const d = v[1]!.replace(/\/+$/, '').split('/').slice(0, -1).join('/'); return { value: d || (v[1]!.startsWith('/') ? '/' : '.') }; }
+    if (v[0] === 'git' && v[1] === 'ls-files' && v.slice(2).every((x) => !x.startsWith('-'))) return { word: { ...DYNAMIC_WORD, confined: true, prefix: './', pattern: v[2] ? `./**/${v[2].replace(/^\*\*?\/?/, '')}` : './**' } };
+    if (v[0] === 'ls' && v.slice(1).every((x) => /^-[aA1]+$/.test(x) || !x.startsWith('-'))) {
+      const dirs = v.slice(1).filter((x) => !x.startsWith('-'));
+      if (dirs.length <= 1) return { word: { ...DYNAMIC_WORD, confined: true, prefix: '', pattern: `${escapeGlob(dirs[0] ?? '.')}/*` } };
+    }
+    return undefined;
+  }
+
+  private redirects(rs: ShNode[], stdin: { text?: ShellWord } = {}): ShellRedirect[] {
+    const out: ShellRedirect[] = [];
+    if (rs.length > MAX_REDIRECTS) this.finding('deny', 'shell:too-many-redirects', `more than ${MAX_REDIRECTS} redirections on one command`);
+    for (const r of rs) {
+      const op = opText('redirect', r.Op);
+      if (!op) { this.finding('ask', 'shell:redirect', 'an unknown redirection operator'); continue; }
+      const body = r.Hdoc ? this.word(r.Hdoc) : undefined; // the body is data; substitutions in it run
+      if (body && !body.dynamic) this.literal(body.value);
+      const target = r.Word ? this.word(r.Word) : DYNAMIC_WORD;
+      if (op === '<<' || op === '<<-') { if (!r.N || String(r.N.Value) === '0') stdin.text = body ?? DYNAMIC_WORD; continue; }
+      if (op === '<<<') { if (!r.N || String(r.N.Value) === '0') stdin.text = target.dynamic ? target : literalWord(target.value + '\n'); continue; }
+      if (op === '<' && (!r.N || String(r.N.Value) === '0')) stdin.text = DYNAMIC_WORD;
+      if (op === '>&' || op === '<&') {
+        if (!target.dynamic && /^(\d+-?|-)$/.test(target.value)) continue; // duplicate or close a descriptor
+        if (op === '<&') { this.finding('ask', 'shell:redirect', `a descriptor duplication "<&${target.value}" the analyser does not model`); continue; }
+        out.push({ op: '&>', target, access: 'write' });
+        continue;
+      }
+      const access = op === '<' ? 'read' : 'write';
+      out.push({ op, target, access });
+    }
     return out;
   }
-  analyzeInto(command, opts, out, [], 0);
-  if (out.commands.length > opts.maxCommands) {
-    out.findings.push({ decision: 'deny', rule: 'shell:too-many-commands', reason: `more than ${opts.maxCommands} simple commands` });
+
+  private pushCommand(c: Omit<SimpleCommand, 'seq' | 'cwds'>): void {
+    this.out.commands.push({ ...c, seq: this.seq++, cwds: this.cwds ? [...this.cwds] : null });
   }
-  return out;
-}
 
-function parse(src: string): { file?: ShNode; error?: string } {
-  try {
-    const parser = syntax.NewParser(syntax.KeepComments(false), syntax.Variant(syntax.LangBash));
-    return { file: parser.Parse(src, 'command') };
-  } catch (e) {
-    const err = e as { Error?: () => string; message?: string };
-    return { error: typeof err?.Error === 'function' ? err.Error() : String(err?.message ?? e) };
+  private command(cmd: ShNode, ctx: Ctx, redirects: ShellRedirect[]): void {
+    const t = nodeType(cmd);
+    switch (t) {
+      case 'CallExpr': return this.call(cmd, ctx, redirects);
+      case 'BinaryCmd': {
+        const op = opText('binaryCmd', cmd.Op);
+        if (!op) this.finding('ask', 'shell:unknown-operator', 'an unknown list operator');
+        const piped = op === '|' || op === '|&';
+        const saved = this.cwds;
+        this.stmt(cmd.X, ctx);
+        if (piped) this.cwds = saved; // each side of a pipe is a subshell
+        const pipeIn = piped ? this.pipeSource(cmd.X) : undefined;
+        this.stmt(cmd.Y, { ...ctx, ...(pipeIn ? { pipeIn } : {}) });
+        if (piped) this.cwds = saved;
+        this.redirectOnly(redirects, ctx);
+        return;
+      }
+      case 'Subshell': {
+        const saved = this.cwds;
+        this.stmts(cmd.Stmts ?? [], ctx);
+        this.cwds = saved;
+        return this.redirectOnly(redirects, ctx);
+      }
+      case 'Block':
+        this.stmts(cmd.Stmts ?? [], ctx);
+        return this.redirectOnly(redirects, ctx);
+      case 'IfClause': {
+        for (let c: ShNode = cmd; c; c = c.Else) {
+          this.stmts(c.Cond ?? [], ctx);
+          this.stmts(c.Then ?? [], ctx);
+        }
+        return this.redirectOnly(redirects, ctx);
+      }
+      case 'WhileClause':
+        this.stmts(cmd.Cond ?? [], ctx);
+        this.stmts(cmd.Do ?? [], ctx);
+        return this.redirectOnly(redirects, ctx);
+      case 'ForClause': {
+        if (cmd.Select) this.finding('ask', 'shell:select', 'select reads choices from a terminal');
+        const loop = cmd.Loop;
+        const lt = nodeType(loop);
+        if (lt === 'WordIter') {
+          const items = this.words(loop.Items);
+          const name = String(loop.Name?.Value ?? '');
+          this.pushCommand({ argv: [], assigns: [{ name, value: items.length === 1 ? items[0]! : DYNAMIC_WORD }], wrappers: ctx.wrappers, dynamicTail: false, redirects: [], wrapperEffects: [] });
+          const knowable = items.length > 0 && items.length <= 64 && items.every((w) => !w.dynamic || w.alternatives) && (this.assignedNames.get(name) ?? 0) <= 1;
+          if (knowable) {
+            const saved = this.bindings.get(name);
+            this.bindings.set(name, items.flatMap((w) => w.alternatives ?? [w]));
+            this.stmts(cmd.Do ?? [], ctx);
+            if (saved) this.bindings.set(name, saved); else this.bindings.delete(name);
+            return this.redirectOnly(redirects, ctx);
+          }
+        } else if (lt === 'CStyleLoop') {
+          for (const x of [loop.Init, loop.Cond, loop.Post]) if (x && arithmeticReadsVariables(x)) this.arith();
+        } else this.finding('ask', 'shell:unknown-node', `the analyser does not understand a ${lt} loop`);
+        this.stmts(cmd.Do ?? [], ctx);
+        return this.redirectOnly(redirects, ctx);
+      }
+      case 'CaseClause': {
+        this.word(cmd.Word);
+        for (const item of cmd.Items ?? []) {
+          this.words(item.Patterns);
+          this.stmts(item.Stmts ?? [], ctx);
+        }
+        return this.redirectOnly(redirects, ctx);
+      }
+      case 'FuncDecl': {
+        const name = String(cmd.Name?.Value ?? '');
+        this.out.functions.add(name);
+        this.functionBodies.set(name, cmd.Body);
+        this.finding('ask', 'shell:function', `defines a shell function "${name}", which changes what later commands of that name run`);
+        this.stmt(cmd.Body, { ...ctx, wrappers: [...ctx.wrappers, `function ${name}`] });
+        return this.redirectOnly(redirects, ctx);
+      }
+      case 'TimeClause':
+        if (cmd.Stmt) this.stmt(cmd.Stmt, ctx);
+        return this.redirectOnly(redirects, ctx);
+      case 'ArithmCmd':
+        if (arithmeticReadsVariables(cmd.X)) this.arith();
+        return this.redirectOnly(redirects, ctx);
+      case 'LetClause':
+        for (const x of cmd.Exprs ?? []) if (arithmeticReadsVariables(x)) this.arith();
+        for (const x of cmd.Exprs ?? []) this.arithAssigned(x, ctx);
+        return this.redirectOnly(redirects, ctx);
+      case 'TestClause':
+        this.test(cmd.X);
+        return this.redirectOnly(redirects, ctx);
+      case 'DeclClause':
+        return this.decl(cmd, ctx, redirects);
+      case 'CoprocClause':
+        this.finding('ask', 'shell:coproc', 'starts a coprocess');
+        if (cmd.Stmt) this.stmt(cmd.Stmt, ctx);
+        return;
+      default:
+        this.finding('ask', 'shell:unknown-node', `the analyser does not understand a ${t}`);
+    }
   }
-}
 
-function analyzeInto(src: string, opts: AnalyzeOptions, out: ShellAnalysis, wrappers: string[], depth: number, inherited: ShellAssign[] = []): void {
-  const deny = (rule: string, reason: string): void => {
-    out.findings.push({ decision: 'deny', rule, reason });
-  };
-  if (depth > MAX_NESTING) return deny('shell:nesting', 'nested shell commands (sh -c) are too deep to analyse');
-  const { file, error } = parse(src);
-  if (!file) return deny('shell:parse-error', `the command does not parse as bash (${error})`);
+  private arith(): void {
+    this.finding('ask', 'shell:arithmetic', 'arithmetic on variables (bash evaluates their text as arithmetic, where a[$(cmd)] runs cmd)');
+  }
 
-  const calls: ShNode[] = [];
-  const functions = new Set<string>();
-  let hasArith = false;
-  let suspiciousLiteral = false;
-  syntax.Walk(file, (n) => {
-    if (!n) return true;
-    const t = syntax.NodeType(n);
-    if (!KNOWN.has(t)) {
-      deny('shell:unknown-node', `the analyser does not understand a ${t} here`);
-      return false;
+  /** `let x=…`: the assigned names are checked like assignments. */
+  private arithAssigned(x: ShNode, ctx: Ctx): void {
+    if (nodeType(x) === 'BinaryArithm' && nodeType(x.X) === 'Word') {
+      const w = this.word(x.X);
+      if (!w.dynamic) this.pushCommand({ argv: [], assigns: [{ name: w.value, value: DYNAMIC_WORD }], wrappers: ctx.wrappers, dynamicTail: false, redirects: [], wrapperEffects: [] });
     }
-    if (ARITH.has(t)) hasArith = true;
-    if (t === 'Lit' || t === 'SglQuoted') {
-      const v = String(n.Value);
-      if (v.includes('$(') || v.includes('`')) suspiciousLiteral = true;
-    }
-    if (t === 'Stmt') {
-      if (n.Background) out.findings.push({ decision: 'ask', rule: 'shell:background', reason: 'starts a background process that outlives the call' });
-      if (n.Coprocess) deny('shell:coproc', 'coprocesses are not analysed');
-      for (const r of n.Redirs ?? []) {
-        const op = REDIR_OPS[r.Op as number];
-        if (!op) {
-          deny('shell:unknown-redirect', 'an unknown redirection operator');
+  }
+
+  private redirectOnly(redirects: ShellRedirect[], ctx: Ctx): void {
+    if (redirects.length) this.pushCommand({ argv: [], assigns: [], wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [] });
+  }
+
+  private test(x: ShNode): void {
+    const stack: ShNode[] = [x];
+    while (stack.length) {
+      const n = stack.pop();
+      if (!n) continue;
+      const t = nodeType(n);
+      if (t === 'Word') { this.word(n); continue; }
+      if (t === 'ParenTest') { stack.push(n.X); continue; }
+      if (t === 'UnaryTest') {
+        const op = opText('unaryTest', n.Op);
+        if (op === undefined) this.finding('ask', 'shell:test', 'an unknown [[ ]] test');
+        if (op === '-v' || op === '-R') {
+          const w = this.word(n.X);
+          if (w.dynamic || w.value.includes('[')) this.finding('ask', 'shell:test-v', '[[ -v ]] on a computed name or an array element (its subscript is evaluated as arithmetic)');
           continue;
         }
-        if (op[0] === '>&' || op[0] === '<&') {
-          const w = resolveWord(r.Word, opts.home);
-          if (!w.dynamic && /^(\d+-?|-)$/.test(w.value)) continue;
-          if (op[0] === '<&') {
-            deny('shell:redirect', 'a file-descriptor duplication the analyser does not understand');
-            continue;
+        stack.push(n.X);
+        continue;
+      }
+      if (t === 'BinaryTest') {
+        const op = opText('binaryTest', n.Op);
+        if (op === undefined) this.finding('ask', 'shell:test', 'an unknown [[ ]] operator');
+        if (op && ['-eq', '-ne', '-lt', '-le', '-gt', '-ge'].includes(op)) {
+          for (const side of [n.X, n.Y]) {
+            const w = nodeType(side) === 'Word' ? this.word(side) : null;
+            if (!w || w.dynamic || !/^-?\d+$/.test(w.value)) this.finding('ask', 'shell:arithmetic', `[[ … ${op} … ]] evaluates its operands as arithmetic`);
           }
+          continue;
         }
-        if (op[1] !== 'none') out.redirects.push({ op: op[0], target: resolveWord(r.Word, opts.home), access: op[1] });
+        stack.push(n.X, n.Y);
+        continue;
       }
+      this.finding('ask', 'shell:unknown-node', `the analyser does not understand a ${t} in [[ ]]`);
     }
-    if (t === 'FuncDecl') functions.add(String(n.Name?.Value ?? ''));
-    if (t === 'CallExpr') calls.push(n);
-    if (t === 'DeclClause') {
-      const variant = String(n.Variant?.Value ?? '');
-      const assigns: ShellAssign[] = [];
-      for (const a of n.Args ?? []) {
-        if (a.Name) assigns.push({ name: String(a.Name.Value), value: a.Value ? resolveWord(a.Value, opts.home) : null });
-        else if (a.Value) {
-          const w = resolveWord(a.Value, opts.home);
-          if (w.dynamic || w.value.includes('[')) deny('shell:declare', `${variant} with an argument the analyser cannot read`);
-        }
-        if (a.Index || a.Array) hasArith = true;
-      }
-      out.commands.push({ argv: [{ value: variant, dynamic: false, glob: false }], assigns: [...inherited, ...assigns], wrappers, dynamicTail: false });
-    }
-    return true;
-  });
-  if (hasArith && suspiciousLiteral) {
-    deny('shell:arith-injection', 'arithmetic evaluation together with a literal containing a command substitution');
   }
-  for (const call of calls) {
-    const assigns: ShellAssign[] = [...inherited, ...(call.Assigns ?? []).map((a: ShNode) => ({
-      name: String(a.Name?.Value ?? ''),
-      value: a.Array ? { value: '', dynamic: true, glob: false } : a.Value ? resolveWord(a.Value, opts.home) : null,
-    }))];
-    const argv: ShellWord[] = (call.Args ?? []).map((w: ShNode) => resolveWord(w, opts.home));
-    if (argv.length === 0) {
-      out.commands.push({ argv: [], assigns, wrappers, dynamicTail: false });
-      continue;
+
+  private assign(a: ShNode): ShellAssign {
+    if (a.Index && !(nodeType(a.Index) === 'Word' && /^\d+$/.test(String(a.Index.Parts?.[0]?.Value ?? '')) && a.Index.Parts.length === 1)) {
+      this.finding('ask', 'shell:subscript', 'an array subscript that bash evaluates as arithmetic');
     }
-    if (argv[0]!.dynamic || argv[0]!.glob) {
-      deny('shell:dynamic-command', 'the command name is computed at run time');
-      continue;
-    }
-    if (functions.has(argv[0]!.value) && wrappers.length === 0) continue; // its body is analysed on its own
-    const un = unwrapCommand(argv);
-    for (const f of un.findings) out.findings.push(f);
-    for (const inner of un.commands) {
-      out.commands.push({ argv: inner.argv, assigns: [...assigns, ...inner.assigns], wrappers: [...wrappers, ...inner.wrappers], dynamicTail: inner.dynamicTail });
-      const head = inner.argv[0]?.value;
-      if (head === 'eval') deny('shell:eval', 'eval runs a string the analyser cannot see');
-      if (head === 'cd' || head === 'pushd') {
-        const target = inner.argv.slice(1).find((a) => !a.value.startsWith('-') || a.dynamic);
-        out.cdTargets.push(target ? (target.dynamic ? null : target) : { value: opts.home, dynamic: false, glob: false });
+    if (a.Array) {
+      const elems: string[] = [];
+      for (const el of a.Array.Elems ?? []) {
+        if (el.Index) this.finding('ask', 'shell:subscript', 'an array subscript that bash evaluates as arithmetic');
+        if (el.Value) { const w = this.word(el.Value); elems.push(w.value); }
       }
+      this.literal(elems.join(' ')); // an array can become a command line ("${a[@]}")
+    }
+    const name = String(a.Name?.Value ?? '');
+    const value = a.Array ? DYNAMIC_WORD : a.Value ? this.word(a.Value, { assignmentLike: true }) : null;
+    return { name, value };
+  }
+
+  private decl(cmd: ShNode, ctx: Ctx, redirects: ShellRedirect[]): void {
+    const variant = String(cmd.Variant?.Value ?? '');
+    if (!['declare', 'local', 'export', 'readonly', 'typeset'].includes(variant)) this.finding('ask', 'shell:declare', `${variant} is not modelled`);
+    const assigns: ShellAssign[] = [];
+    let nameref = false;
+    for (const a of cmd.Args ?? []) {
+      if (a.Naked && !a.Name && a.Value) {
+        const w = this.word(a.Value);
+        if (w.dynamic) this.finding('ask', 'shell:declare', `${variant} with an argument computed at run time`);
+        else if (w.value.startsWith('-') || w.value.startsWith('+')) {
+          if (w.value.startsWith('-') && w.value.includes('n')) nameref = true;
+          if (!SAFE_DECLARE_FLAGS.test(w.value)) this.finding('ask', 'shell:declare', `${variant} ${w.value} (namerefs and integer variables are not modelled)`);
+        } else if (w.value.includes('[') || w.value.includes('=')) this.finding('ask', 'shell:declare', `${variant} with an argument the analyser cannot read`);
+        else assigns.push({ name: w.value, value: null });
+        continue;
+      }
+      const as = this.assign(a);
+      assigns.push(as);
+      // a nameref makes every later assignment to its name an assignment to its target: check the target too
+      if (nameref && as.value && !as.value.dynamic) assigns.push({ name: as.value.value.replace(/\[.*$/, ''), value: DYNAMIC_WORD });
+    }
+    this.pushCommand({ argv: [literalWord(variant)], assigns: [...ctx.inherited, ...assigns], wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [] });
+  }
+
+  private call(cmd: ShNode, ctx: Ctx, redirects: ShellRedirect[]): void {
+    const assigns: ShellAssign[] = [...ctx.inherited, ...(cmd.Assigns ?? []).map((a: ShNode) => this.assign(a))];
+    const argv = this.words(cmd.Args).flatMap((w) => (w.braces && w.alternatives ? w.alternatives : [w]));
+    if (argv.length === 0) {
+      this.pushCommand({ argv: [], assigns, wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [] });
+      for (const a of assigns) {
+        // a variable assigned once, to a literal, is that literal where it is used later
+        if (a.value && !a.value.dynamic && !a.value.glob && (this.assignedNames.get(a.name) ?? 0) <= 1) this.bindings.set(a.name, [a.value]);
+      }
+      return;
+    }
+    const head = argv[0]!;
+    if (head.value === 'echo' || head.value === 'printf') this.literal(argv.slice(head.value === 'printf' ? 2 : 1).map((a) => a.value).join(' '));
+    if (head.dynamic || head.glob) {
+      this.finding('ask', 'shell:dynamic-command', 'the command name is computed at run time');
+      this.pushCommand({ argv, assigns, wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [] });
+      for (const cand of [...(head.alternatives ?? []), ...(head.candidates ?? [])].slice(0, 8)) {
+        if (cand.dynamic) continue;
+        const words = cand.value.split(/\s+/).filter(Boolean).map((x) => literalWord(x));
+        if (words.length) this.pushCommand({ argv: [...words, ...argv.slice(1)], assigns, wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [], speculative: true });
+      }
+      return;
+    }
+    this.runKnownFile(argv, ctx);
+    const body = this.functionBodies.get(head.value);
+    if (body && this.functionCalls < 16) {
+      this.functionCalls++;
+      this.withPositional(argv, () => this.stmt(body, { ...ctx, wrappers: [...ctx.wrappers, `function ${head.value}`] }));
+    }
+    const un = unwrapCommand(argv);
+    if (un.commands.length === 0 && !un.stdinScript && un.scripts.length === 0) this.pushCommand({ argv, assigns, wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [] });
+    for (const f of un.findings) this.finding(f.decision, f.rule, f.reason);
+    if (un.stdinScript) this.stdinScript(un.stdinScript.via, [...ctx.wrappers, ...un.stdinScript.wrappers], [...assigns, ...un.stdinScript.assigns], un.stdinScript.effects, ctx);
+    for (const inner of un.commands) {
+      const head = inner.argv[0]?.value;
+      const file = inner.argv[1];
+      if ((head === 'source' || head === '.') && file && !file.dynamic && ['/dev/stdin', '/proc/self/fd/0', '/dev/fd/0'].includes(file.value)) {
+        this.stdinScript(`${head} (standard input)`, [...ctx.wrappers, ...inner.wrappers], [...assigns, ...inner.assigns], inner.effects, ctx);
+      }
+    }
+    for (const inner of un.commands) {
+      const saved = this.cwds;
+      const tail = inner.dynamicTail || inner.argv.includes(XARGS_SLOT) ? this.tailFor(ctx) : undefined;
+      if (tail) inner.argv = inner.argv.map((a) => (a === XARGS_SLOT ? tail : a));
+      if (inner.cwd !== undefined) this.cwds = inner.cwd === null || !this.cwds ? null : this.cwds.map((d) => resolvePathIn(this.opts.workspace, inner.cwd!.value, d));
+      const extra: ShellRedirect[] = [...(inner.writes ?? []).map((target): ShellRedirect => ({ op: '>', target, access: 'write' })), ...(inner.reads ?? []).map((target): ShellRedirect => ({ op: '<', target, access: 'read' }))];
+      this.pushCommand({
+        argv: inner.argv, assigns: [...assigns, ...inner.assigns], wrappers: [...ctx.wrappers, ...inner.wrappers],
+        dynamicTail: inner.dynamicTail, ...(tail && inner.dynamicTail ? { tail } : {}), redirects: [...redirects, ...extra], wrapperEffects: inner.effects, ...(inner.placeholder ? { placeholder: inner.placeholder } : {}),
+      });
+      this.rememberContent(inner.argv, redirects, ctx);
+      if (inner.cwd !== undefined) this.cwds = saved;
+      this.trackCd(inner.argv);
     }
     for (const script of un.scripts) {
-      if (script.word.dynamic) deny('shell:dynamic-script', `${script.via} runs a string computed at run time`);
-      else analyzeInto(script.word.value, opts, out, [...wrappers, ...script.wrappers, script.via], depth + 1, [...inherited, ...assigns, ...script.assigns]);
+      for (const e of script.effects) this.finding('ask', `shell:${e.effect}`, e.why);
+      if (script.word.dynamic) this.finding('ask', 'shell:dynamic-script', `${script.via} runs a string computed at run time`);
+      else if (ctx.nesting + 1 > MAX_SCRIPT_NESTING) this.finding('deny', 'shell:nesting', 'nested shell commands (bash -c) are too deep to analyse');
+      else {
+        const saved = this.cwds;
+        const args = script.wrappers.includes('xargs') ? [...script.args, this.tailFor(ctx)] : script.args;
+        this.run(script.word.value, [...ctx.wrappers, ...script.wrappers, script.via], [...assigns, ...script.assigns], ctx.nesting + 1, args);
+        this.cwds = saved; // a child shell's cd does not change ours
+      }
     }
-    if (out.commands.length > opts.maxCommands * 4) return;
+    if (this.out.commands.length > this.opts.maxCommands * 4) throw new TooDeep();
   }
+
+  /** Remembers what `echo …`/`printf …`/`cat <<EOF` wrote into a file, so running that file can be analysed. */
+  private rememberContent(argv: ShellWord[], redirects: ShellRedirect[], ctx: Ctx): void {
+    const out = redirects.filter((r) => r.access === 'write' && r.op !== '&>' && !r.target.dynamic);
+    if (!out.length) return;
+    const h = argv[0]?.value;
+    let content: string | undefined;
+    if (h === 'echo' && argv.slice(1).every((a) => !a.dynamic)) content = argv.slice(1).filter((a, i) => !(i === 0 && /^-[neE]+$/.test(a.value))).map((a) => a.value).join(' ') + '\n';
+    if (h === 'printf' && argv[1] && !argv[1].dynamic && argv.slice(2).every((a) => !a.dynamic)) content = simplePrintf(argv[1].value, argv.slice(2).map((a) => a.value));
+    if (h === 'cat' && argv.length === 1 && ctx.stdin && !ctx.stdin.dynamic) content = ctx.stdin.value;
+    for (const r of out) {
+      if (content !== undefined) this.fileContents.set(r.target.value, (r.op === '>>' ? this.fileContents.get(r.target.value) ?? '' : '') + content);
+      else this.fileContents.delete(r.target.value);
+    }
+  }
+
+  /** `bash FILE`, `sh FILE`, `source FILE`, `./FILE` where this same call wrote FILE with known content: that content is analysed as the script. */
+  private runKnownFile(argv: ShellWord[], ctx: Ctx): void {
+    const h = argv[0]!.value;
+    const file = ['bash', 'sh', 'dash', 'zsh', 'ksh', 'source', '.'].includes(h) ? argv.find((a, i) => i > 0 && !a.value.startsWith('-')) : h.includes('/') ? argv[0] : undefined;
+    if (!file || file.dynamic) return;
+    const key = [...this.fileContents.keys()].find((k) => k === file.value || k.replace(/^\.\//, '') === file.value.replace(/^\.\//, ''));
+    if (key === undefined || ctx.nesting + 1 > MAX_SCRIPT_NESTING) return;
+    this.run(this.fileContents.get(key)!, [...ctx.wrappers, `${h} ${file.value} (written in this call)`], [], ctx.nesting + 1, [file, ...argv.slice(argv.indexOf(file) + 1)]);
+  }
+
+  /** What xargs appends: the paths a `find`/`git ls-files`/`grep -l` piped in prints, or a literal here-string's words. */
+  private tailFor(ctx: Ctx): ShellWord {
+    if (ctx.pipeIn) return ctx.pipeIn;
+    const text = ctx.stdin;
+    if (text && !text.dynamic) {
+      const words = text.value.split(/\s+/).filter(Boolean).map((w) => literalWord(w));
+      if (words.length > 0 && words.length <= 64) return { ...DYNAMIC_WORD, alternatives: words };
+    }
+    return DYNAMIC_WORD;
+  }
+
+  /** The paths a command prints, when it is one whose output is known to be paths under known roots. */
+  private pipeSource(x: ShNode): ShellWord | undefined {
+    const cmd = x?.Cmd;
+    if (!cmd || nodeType(cmd) !== 'CallExpr' || x.Redirs?.length) return undefined;
+    const argv = (cmd.Args ?? []).map((w: ShNode) => resolveWord(w, this.opts.home, () => undefined));
+    if (argv.some((a: ShellWord) => a.dynamic)) return undefined;
+    const v = argv.map((a: ShellWord) => a.value);
+    const under = (root: string, name?: string): ShellWord => ({ ...DYNAMIC_WORD, confined: true, prefix: `${root.replace(/\/+$/, '')}/`, pattern: `${escapeGlob(root.replace(/\/+$/, '') || '/')}/**${name ? `/${name}` : ''}` });
+    if (v[0] === 'find') {
+      const roots = v.slice(1).filter((a: string, i: number, all: string[]) => !/^[-(!),]/.test(a) && all.slice(0, i).every((p) => !/^[-(!),]/.test(p) || ['-H', '-L', '-P'].includes(p)));
+      const nameAt = v.indexOf('-name');
+      const name = nameAt > 0 && !v.some((a: string) => ['-o', '-or', ','].includes(a)) ? v[nameAt + 1] : undefined;
+      return roots.length <= 1 ? under(roots[0] ?? '.', name) : undefined;
+    }
+    if (v[0] === 'git' && (v[1] === 'ls-files' || (v[1] === 'diff' && v.includes('--name-only')))) return under('.');
+    if (v[0] === 'echo' || v[0] === 'printf') {
+      const text = v[0] === 'echo' ? v.slice(1).filter((a: string, i: number) => !(i === 0 && /^-[neE]+$/.test(a))).join(' ') : simplePrintf(v[1] ?? '', v.slice(2));
+      const words = text.split(/[\s\0]+/).filter(Boolean).map((x: string) => literalWord(x));
+      return words.length > 0 && words.length <= 64 ? { ...DYNAMIC_WORD, alternatives: words } : undefined;
+    }
+    if (['grep', 'egrep', 'fgrep', 'rg'].includes(v[0]) && v.slice(1).some((a: string) => /^-[a-zA-Z]*[lL]/.test(a) || a === '--files-with-matches' || a === '--files')) {
+      const ops = v.slice(1).filter((a: string) => !a.startsWith('-'));
+      const roots = v[0] === 'rg' && v.includes('--files') ? ops : ops.slice(1);
+      return roots.length === 1 ? under(roots[0]!) : roots.length === 0 ? under('.') : undefined;
+    }
+    return undefined;
+  }
+
+  /** A shell reading its commands from standard input: a literal here-doc or here-string is analysed as the script. */
+  private stdinScript(via: string, wrappers: string[], assigns: ShellAssign[], effects: Array<{ effect: string; why: string }>, ctx: Ctx): void {
+    for (const e of effects) this.finding('ask', `shell:${e.effect}`, e.why);
+    const text = ctx.stdin;
+    if (!text || text.dynamic) { this.finding('ask', 'shell:stdin-shell', `${via} runs commands read from standard input, which the gate cannot see`); return; }
+    if (ctx.nesting + 1 > MAX_SCRIPT_NESTING) { this.finding('deny', 'shell:nesting', 'nested shell commands are too deep to analyse'); return; }
+    const saved = this.cwds;
+    this.run(text.value, [...wrappers, via], assigns, ctx.nesting + 1);
+    this.cwds = saved;
+  }
+
+  private trackCd(argv: ShellWord[]): void {
+    const head = argv[0]?.value;
+    if (head !== 'cd' && head !== 'pushd' && head !== 'popd') return;
+    const target = argv.slice(1).find((a) => a.dynamic || !a.value.startsWith('-') || a.value === '-');
+    if (head === 'popd' || (target && (target.dynamic || target.value === '-'))) { this.cwds = null; return; }
+    const dir = target ? target.value : this.opts.home;
+    if (!this.cwds) return;
+    const next = new Set(this.cwds); // cd may fail, so the old directories stay possible
+    for (const d of this.cwds) next.add(resolvePathIn(this.opts.workspace, dir, d));
+    this.cwds = [...next];
+  }
+}
+
+interface Ctx {
+  wrappers: string[];
+  inherited: ShellAssign[];
+  nesting: number;
+  /** What the statement feeds the command on standard input, when a redirection says. */
+  stdin?: ShellWord;
+  /** What the command on the left of a pipe prints, when that is known (paths from find). */
+  pipeIn?: ShellWord;
+}
+
+export function analyzeShell(command: string, opts: AnalyzeOptions): ShellAnalysis {
+  const w = new Walker(opts);
+  if (command.length > opts.maxLength) {
+    w.finding('deny', 'shell:too-long', `the command is longer than ${opts.maxLength} characters`);
+    return w.out;
+  }
+  const parts = command.match(/[|;&(`\n]|<</g)?.length ?? 0;
+  if (parts > MAX_PARTS) {
+    w.finding('deny', 'shell:too-many-parts', `the command has more than ${MAX_PARTS} separators, pipes, substitutions and here-docs`);
+    return w.out;
+  }
+  try {
+    w.run(command, [], [], 0);
+  } catch (e) {
+    if (!(e instanceof TooDeep)) throw e;
+    w.finding('deny', 'shell:too-deep', 'the command is nested too deeply, or has too many parts, to analyse');
+  }
+  if (w.out.commands.filter((c) => c.argv.length > 0).length > opts.maxCommands) {
+    w.finding('deny', 'shell:too-many-commands', `more than ${opts.maxCommands} simple commands`);
+  }
+  return w.out;
+}
+
+/** printf with %s, %b, %d, %% and backslash escapes, enough to know what a literal printf prints. */
+export function simplePrintf(format: string, args: string[]): string {
+  let out = '';
+  let k = 0;
+  const fmt = decodeAnsiC(format);
+  do {
+    out += fmt.replace(/%(%|[-0-9.]*[sbdiqcoxX])/g, (_m, spec: string) => {
+      if (spec === '%') return '%';
+      const a = args[k++] ?? '';
+      if (spec.endsWith('b')) return decodeAnsiC(a);
+      if (/[oxX]$/.test(spec) && /^\d+$/.test(a)) { const s = Number(a).toString(spec.endsWith('o') ? 8 : 16); return spec.endsWith('X') ? s.toUpperCase() : s; }
+      return a;
+    });
+  } while (k < args.length && /%[-0-9.]*[sbdiqcoxX]/.test(fmt));
+  return out;
 }

@@ -1,178 +1,243 @@
 /**
- * Unwraps commands that run other commands, so the inner command is checked on its own:
- * env, command, builtin, exec, nice, nohup, setsid, stdbuf, timeout, time, ionice, xargs, and the
- * `-exec/-execdir/-ok/-okdir` actions of find. `sh|bash|dash|zsh|ksh -c STRING` hands STRING back
- * as a script to parse. An option a wrapper has that is not understood is a deny finding.
- * sudo/doas/su are not unwrapped: the policy denies them by name.
+ * Unwraps commands that run other commands, so the inner command is judged on its own: command,
+ * builtin, exec, env, nice, nohup, setsid, stdbuf, timeout, time, ionice, busybox, xargs, and the
+ * `-exec/-execdir/-ok/-okdir` actions of find. Each wrapper's options are parsed with its own grammar
+ * up to its command operand, so an option of the inner command (`command rm -v …`) is never read as
+ * the wrapper's. `sh|bash|… -c STRING` hands STRING back as a script to analyse; `bash FILE` is a
+ * script run, judged by the policy. An option a wrapper has that is not modelled is an "ask" finding.
+ * nohup and setsid add the effect `detach`; `env -C DIR` changes the inner command's directory.
+ * sudo, doas, su and friends are not unwrapped: the policy denies them by name.
  */
-import type { ShellWord } from './shell-words';
+import { grammar, parseArgs, type Grammar } from './commands/argv-parser';
+import { DYNAMIC_WORD, literalWord, type ShellWord } from './shell-words';
+import { resolvePathIn } from './path-resolve';
 import type { ShellAssign, ShellFinding } from './shell-analysis';
 
-export interface UnwrappedCommand { argv: ShellWord[]; assigns: ShellAssign[]; wrappers: string[]; dynamicTail: boolean }
+export interface UnwrappedCommand {
+  argv: ShellWord[];
+  assigns: ShellAssign[];
+  wrappers: string[];
+  dynamicTail: boolean;
+  effects: Array<{ effect: string; why: string }>;
+  /** `env -C DIR`: the directory the command runs in (null: computed at run time). */
+  cwd?: ShellWord | null;
+  /** For a command run by find -exec: the paths `{}` stands for. */
+  placeholder?: ShellWord;
+  /** Files its wrappers write (`time -o FILE`). */
+  writes?: ShellWord[];
+  /** Files its wrappers read (`xargs -a FILE`). */
+  reads?: ShellWord[];
+}
 export interface UnwrapResult {
   commands: UnwrappedCommand[];
-  scripts: Array<{ word: ShellWord; via: string; wrappers: string[]; assigns: ShellAssign[] }>;
+  scripts: Array<{ word: ShellWord; via: string; wrappers: string[]; assigns: ShellAssign[]; effects: Array<{ effect: string; why: string }>; /** $0, $1, … of the script */ args: ShellWord[] }>;
+  /** A shell that runs what it reads on standard input (`bash`, `bash -s`, `bash /dev/stdin`). */
+  stdinScript?: { via: string; wrappers: string[]; assigns: ShellAssign[]; effects: Array<{ effect: string; why: string }> };
   findings: ShellFinding[];
 }
 
-const BIN_DIRS = /^\/(usr\/)?(local\/)?s?bin\//;
-const SHELLS = new Set(['sh', 'bash', 'dash', 'zsh', 'ksh', 'ash', 'busybox-sh']);
-const DYN: ShellWord = { value: '', dynamic: true, glob: false };
+/** Stands for the argument xargs -I puts in place of its replacement string; the walker fills it in. */
+export const XARGS_SLOT: ShellWord = { ...DYNAMIC_WORD };
 
-/** `/usr/bin/ls` → `ls`; other paths are kept as written. */
+const BIN_DIRS = /^\/(usr\/)?(local\/)?s?bin\/[^/]+$/;
+const SHELLS = new Set(['sh', 'bash', 'dash', 'zsh', 'ksh', 'ash', 'mksh', 'rbash']);
+
+/** `/usr/bin/ls` (and `/usr/bin/../bin/ls`) → `ls`; other paths are kept as written. */
 export function commandName(word: ShellWord): string {
-  return BIN_DIRS.test(word.value) ? word.value.replace(BIN_DIRS, '') : word.value;
+  const v = word.value;
+  if (!v.startsWith('/')) return v;
+  const abs = resolvePathIn('/', v, '/');
+  return BIN_DIRS.test(abs) ? abs.slice(abs.lastIndexOf('/') + 1) : v;
 }
 
-/** Wrapper option specs: flags without a value, and flags that take the next argument as value. */
-const WRAPPERS: Record<string, { flags: string[]; valued: string[]; positionals?: number }> = {
-  command: { flags: ['-p'], valued: [] },
-  builtin: { flags: [], valued: [] },
-  exec: { flags: ['-c', '-l'], valued: ['-a'] },
-  nice: { flags: [], valued: ['-n', '--adjustment'] },
-  nohup: { flags: [], valued: [] },
-  setsid: { flags: ['-c', '-f', '-w', '--ctty', '--fork', '--wait'], valued: [] },
-  stdbuf: { flags: [], valued: ['-i', '-o', '-e', '--input', '--output', '--error'] },
-  timeout: { flags: ['--preserve-status', '--foreground', '-v', '--verbose'], valued: ['-s', '-k', '--signal', '--kill-after'], positionals: 1 },
-  time: { flags: ['-p', '-v', '--portability', '--verbose', '-a', '--append', '-q', '--quiet'], valued: ['-f', '--format'] },
-  ionice: { flags: ['-t'], valued: ['-c', '-n', '--class', '--classdata'] },
+interface WrapperSpec { g: Grammar; positionals?: number; effect?: string }
+const g = (text: string) => grammar(text, { stopAtOperand: true, abbrev: true });
+const WRAPPERS: Record<string, WrapperSpec> = {
+  command: { g: g('-p -v -V') },
+  builtin: { g: g('') },
+  exec: { g: g('-c -l -a=any') },
+  nice: { g: grammar('-n|--adjustment=any --help --version', { stopAtOperand: true, numeric: true }) },
+  nohup: { g: g('--help --version'), effect: 'detach' },
+  setsid: { g: g('-c|--ctty -f|--fork -w|--wait --help --version'), effect: 'detach' },
+  stdbuf: { g: g('-i|--input=any -o|--output=any -e|--error=any --help --version') },
+  timeout: { g: g('--preserve-status --foreground -v|--verbose -s|--signal=any -k|--kill-after=any --help --version'), positionals: 1 },
+  time: { g: g('-p|--portability -v|--verbose -q|--quiet -a|--append -f|--format=any -o|--output=write --help --version') },
+  ionice: { g: g('-c|--class=any -n|--classdata=any -t|--ignore -p|--pid=any -P|--pgid=any -u|--uid=any --help --version') },
+  busybox: { g: g('') },
+  fakeroot: { g: g('-l|--lib=any --faked=any -s=write -i=read -u|--unknown-is-real -b=any -h|--help -v|--version') },
+  taskset: { g: g('-a|--all-tasks -c|--cpu-list -p|--pid -h|--help -V|--version'), positionals: 1 },
+  chrt: { g: g('-a -b -d=any -D -f -i -m -o -p -P=any -r -R -T=any -v --help --version'), positionals: 1 },
+  flock: { g: g('-s|--shared -x|-e|--exclusive -u|--unlock -n|--nb|--nonblock -w|--timeout=any -o|--close -E|--conflict-exit-code=any -F|--no-fork -c|--command=any -h|--help -V|--version'), positionals: 1 },
+  prlimit: { g: g('-p|--pid=any -o|--output=any --noheadings --raw --verbose --as?any --core?any --cpu?any --data?any --fsize?any --locks?any --memlock?any --msgqueue?any --nice?any --nofile?any --nproc?any --rss?any --rtprio?any --rttime?any --sigpending?any --stack?any -h|--help -V|--version') },
+  unbuffer: { g: g('-p') },
+  faketime: { g: g('-f -m -p=any --exclude-monotonic --date-prog=exec'), positionals: 1 },
+  watch: { g: grammar('-n|--interval=any -d|--differences?any -g|--chgexit -e|--errexit -b|--beep -t|--no-title -c|--color -C|--no-color -x|--exec -p|--precise -w|--no-wrap -q|--equexit=any -r|--no-rerun -h|--help -v|--version', { stopAtOperand: true }), effect: 'never-ends' },
+  script: { g: g('-a|--append -c|--command=any -e|--return -f|--flush -q|--quiet -t|--timing?write -T|--log-timing=write -I|--log-in=write -O|--log-out=write -B|--log-io=write -m|--logging-format=any -E|--echo=any -h|--help -V|--version') },
 };
-const XARGS_FLAGS = ['-0', '--null', '-r', '--no-run-if-empty', '-t', '--verbose', '-x', '--exit', '--open-tty', '-o'];
-const XARGS_VALUED = ['-I', '-L', '-n', '-P', '-s', '-d', '-E', '-a', '--arg-file', '--delimiter', '--max-args', '--max-procs', '--max-lines', '--max-chars', '--eof', '--replace'];
-
-/** Splits leading options per spec; returns the index of the first non-option argument, or an error. */
-function skipOptions(argv: ShellWord[], start: number, flags: string[], valued: string[]): { index: number; error?: string } {
-  let i = start;
-  while (i < argv.length) {
-    const a = argv[i]!;
-    if (a.dynamic) return { index: i, error: 'an option computed at run time' };
-    const v = a.value;
-    if (v === '--') return { index: i + 1 };
-    if (!v.startsWith('-') || v === '-') return { index: i };
-    if (flags.includes(v)) { i++; continue; }
-    const eq = v.indexOf('=');
-    if (v.startsWith('--') && eq > 0 && valued.includes(v.slice(0, eq))) { i++; continue; }
-    if (valued.includes(v)) { i += 2; continue; }
-    const short = valued.find((f) => f.length === 2 && v.startsWith(f) && v.length > 2);
-    if (short) { i++; continue; }
-    if (/^-\d+$/.test(v) && valued.includes('-n')) { i++; continue; } // nice -5
-    return { index: i, error: `option ${v}` };
-  }
-  return { index: i };
-}
+const ENV = g('-i|--ignore-environment -0|--null -u|--unset=any -C|--chdir=dir -S|--split-string=exec -v|--debug --default-signal?any --ignore-signal?any --block-signal?any --list-signal-handling --help --version');
+const XARGS = grammar(
+  '-0|--null -r|--no-run-if-empty -t|--verbose -x|--exit -p|--interactive -o|--open-tty -I=any -i|--replace?any -L|--max-lines=any -l?any ' +
+  '-n|--max-args=any -P|--max-procs=any -s|--max-chars=any -d|--delimiter=any -E=any -e|--eof?any -a|--arg-file=read --process-slot-var=any --show-limits --help --version',
+  { stopAtOperand: true },
+);
+const SHELL = grammar(
+  '-c -e -u -x -v -n -f -h -m -B -C -H -P -T -a -b -k -t -E -l -r -p --login --norc --noprofile --posix --restricted --verbose --noediting --debugger ' +
+  '-o=any +o=any -O=any +O=any -s -i --rcfile=exec --init-file=exec --help --version --dump-strings --dump-po-strings --pretty-print',
+  { stopAtOperand: true, abbrev: false },
+);
+/** Shell options (-o/-O) that change how later code is read; anything else asks. */
+const SAFE_SHELL_OPTIONS = new Set(['errexit', 'nounset', 'pipefail', 'xtrace', 'verbose', 'noglob', 'noclobber', 'posix', 'globstar', 'nullglob', 'failglob', 'dotglob', 'extglob', 'lastpipe', 'inherit_errexit', 'nocaseglob']);
 
 export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
   const res: UnwrapResult = { commands: [], scripts: [], findings: [] };
   let argv = argv0;
   const wrappers: string[] = [];
   const assigns: ShellAssign[] = [];
+  const effects: Array<{ effect: string; why: string }> = [];
   let dynamicTail = false;
-  for (let guard = 0; guard < 12 && argv.length > 0; guard++) {
-    const name = commandName(argv[0]!);
-    const deny = (why: string) => res.findings.push({ decision: 'deny', rule: `shell:wrapper-${name}`, reason: `${name}: ${why} is not understood` });
+  let cwd: ShellWord | null | undefined;
+  const writes: ShellWord[] = [];
+  const reads: ShellWord[] = [];
+  const ask = (name: string, why: string) => res.findings.push({ decision: 'ask', rule: `shell:wrapper-${name}`, reason: `${name}: ${why}` });
+
+  for (let guard = 0; guard < 16 && argv.length > 0; guard++) {
+    const head = argv[0]!;
+    if (head.dynamic) break;
+    const name = commandName(head);
     if (name === 'env') {
-      let i = 1;
-      for (; i < argv.length; i++) {
-        const a = argv[i]!;
-        if (a.dynamic) { deny('an argument computed at run time'); return res; }
-        if (['-i', '--ignore-environment', '-0', '--null', '-'].includes(a.value)) continue;
-        if (a.value === '-u' || a.value === '--unset') { i++; continue; }
-        if (a.value.startsWith('--unset=') || /^-u./.test(a.value)) continue;
-        if (a.value === '--') { i++; break; }
-        const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s.exec(a.value);
-        if (m) { assigns.push({ name: m[1]!, value: { value: m[2]!, dynamic: false, glob: false } }); continue; }
-        if (a.value.startsWith('-')) { deny(`option ${a.value}`); return res; }
-        break;
+      const p = parseArgs(ENV, argv.slice(1));
+      if (p.problems.length) { ask(name, p.problems[0]!); return res; }
+      const split = p.values('-S')[0];
+      if (split) {
+        // env -S splits its string into a command line (no expansions): analysed like a script
+        res.scripts.push({ word: split, via: 'env -S', wrappers: [...wrappers], assigns: [...assigns], effects: [...effects], args: [] });
+        return res;
       }
-      for (; i < argv.length; i++) {
-        const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s.exec(argv[i]!.value);
-        if (!m || argv[i]!.dynamic) break;
-        assigns.push({ name: m[1]!, value: { value: m[2]!, dynamic: false, glob: false } });
+      const dir = p.values('-C')[0];
+      if (dir) cwd = dir.dynamic ? null : dir;
+      let i = 0;
+      for (; i < p.operands.length; i++) {
+        const a = p.operands[i]!;
+        const m = /^([^=/]+)=(.*)$/s.exec(a.value);
+        if (!m || (a.dynamic && !/^[^=/]+=/.test(a.prefix))) break;
+        assigns.push({ name: m[1]!, value: a.dynamic ? DYNAMIC_WORD : literalWord(m[2]!) });
       }
-      if (i >= argv.length) break; // plain `env`: prints the environment
+      if (i >= p.operands.length) break; // plain `env`: prints the environment
       wrappers.push('env');
-      argv = argv.slice(i);
-      continue;
-    }
-    if (name === 'command' && argv.slice(1).some((a) => a.value === '-v' || a.value === '-V')) break;
-    const spec = WRAPPERS[name];
-    if (spec) {
-      const r = skipOptions(argv, 1, spec.flags, spec.valued);
-      if (r.error) { deny(r.error); return res; }
-      const start = r.index + (spec.positionals ?? 0);
-      if (start >= argv.length) break; // e.g. bare `exec` or `time`
-      wrappers.push(name);
-      argv = argv.slice(start);
+      argv = p.operands.slice(i);
       continue;
     }
     if (name === 'xargs') {
-      const r = skipOptions(argv, 1, XARGS_FLAGS, XARGS_VALUED);
-      if (r.error) { deny(r.error); return res; }
-      const iIdx = argv.findIndex((a, k) => k < r.index && (a.value === '-I' || a.value === '--replace' || a.value.startsWith('-I')));
-      const repl = iIdx >= 0 ? (argv[iIdx]!.value === '-I' || argv[iIdx]!.value === '--replace' ? argv[iIdx + 1]?.value : argv[iIdx]!.value.slice(2)) : undefined;
+      const p = parseArgs(XARGS, argv.slice(1));
+      if (p.problems.length) { ask(name, p.problems[0]!); return res; }
+      if (p.has('-p', '-o')) { ask(name, 'reads answers from a terminal'); return res; }
+      if (p.has('--process-slot-var')) { ask(name, '--process-slot-var sets an environment variable'); return res; }
+      reads.push(...p.values('-a'));
+      const repl = p.values('-I', '-i')[0]?.value ?? (p.has('-i') ? '{}' : undefined);
       wrappers.push('xargs');
-      dynamicTail = true;
-      argv = r.index >= argv.length ? [{ value: 'echo', dynamic: false, glob: false }] : argv.slice(r.index);
-      if (repl) argv = argv.map((a) => (a.value.includes(repl) ? DYN : a));
+      dynamicTail = !repl;
+      argv = p.operands.length ? p.operands : [literalWord('echo')];
+      if (repl) argv = argv.map((a, k) => (k > 0 && a.value === repl && !a.dynamic ? XARGS_SLOT : k > 0 && a.value.includes(repl) ? DYNAMIC_WORD : a));
       continue;
     }
     if (SHELLS.has(name)) {
-      let i = 1;
-      let script: ShellWord | undefined;
-      let hasC = false;
-      for (; i < argv.length; i++) {
-        const a = argv[i]!;
-        if (a.dynamic) { deny('an argument computed at run time'); return res; }
-        if (a.value === '-c') { hasC = true; continue; }
-        if (['--rcfile', '--init-file', '-O', '+O', '-o', '+o'].includes(a.value)) {
-          if (a.value === '--rcfile' || a.value === '--init-file') { deny(`option ${a.value}`); return res; }
-          i++;
-          continue;
-        }
-        if (a.value === '--') { i++; break; }
-        if (/^[-+][A-Za-z]+$/.test(a.value)) {
-          if (a.value.includes('c') && a.value.startsWith('-')) hasC = true;
-          if (/^-.*[is]/.test(a.value)) { deny(`option ${a.value} (interactive or stdin shell)`); return res; }
-          continue;
-        }
-        if (a.value.startsWith('--')) { if (['--norc', '--noprofile', '--posix', '--login', '--restricted'].includes(a.value)) continue; deny(`option ${a.value}`); return res; }
-        break;
+      const rest = argv.slice(1);
+      const p = parseArgs(SHELL, rest);
+      if (p.problems.length) { ask(name, p.problems[0]!); return res; }
+      if (p.has('--rcfile', '--init-file')) { ask(name, 'runs a start-up file named on the command line'); return res; }
+      for (const o of p.values('-o', '+o', '-O', '+O')) {
+        if (o.dynamic || !SAFE_SHELL_OPTIONS.has(o.value)) { ask(name, `shell option ${o.value || '(computed)'} changes how code is read`); return res; }
       }
-      if (hasC) {
-        script = argv[i];
-        if (!script) { deny('-c without a command string'); return res; }
-        res.scripts.push({ word: script, via: `${name} -c`, wrappers: [...wrappers], assigns: [...assigns] });
+      if (p.has('-i')) { ask(name, 'starts an interactive shell'); return res; }
+      if (p.has('-c')) {
+        const script = p.operands[0];
+        if (!script) { ask(name, '-c without a command string'); return res; }
+        res.scripts.push({ word: script, via: `${name} -c`, wrappers: [...wrappers], assigns: [...assigns], effects: [...effects], args: p.operands.slice(1) });
         return res;
       }
-      if (i >= argv.length) {
-        res.findings.push({ decision: 'deny', rule: 'shell:stdin-shell', reason: `${name} would run commands read from standard input` });
+      const first = p.operands[0];
+      if (p.has('-s') || !first || (!first.dynamic && ['/dev/stdin', '-', '/proc/self/fd/0', '/dev/fd/0'].includes(first.value))) {
+        res.stdinScript = { via: `${name} (standard input)`, wrappers: [...wrappers], assigns: [...assigns], effects: [...effects] };
         return res;
       }
-      break; // `bash script.sh`: the policy decides about running a script file
+      argv = [head, ...rest.slice(rest.length - p.operands.length)];
+      break; // `bash script.sh`: a script run, judged by the policy
     }
     if (name === 'find') {
-      const findArgv: ShellWord[] = [];
-      for (let i = 0; i < argv.length; i++) {
-        const a = argv[i]!;
-        findArgv.push(a);
-        if (['-exec', '-execdir', '-ok', '-okdir'].includes(a.value)) {
-          const end = argv.findIndex((x, k) => k > i && (x.value === ';' || x.value === '+'));
-          if (end < 0) { deny(`${a.value} without a terminating ; or +`); return res; }
-          // `{}` alone is a file under the (checked) search roots; `{}` inside a word (sh -c 'cat {}') is code injection.
-          const inner = argv.slice(i + 1, end).map((x) => (x.value === '{}' && !x.dynamic ? x : x.value.includes('{}') ? DYN : x));
-          const sub = unwrapCommand(inner);
-          res.findings.push(...sub.findings);
-          res.scripts.push(...sub.scripts.map((x) => ({ ...x, wrappers: [...wrappers, `find ${a.value}`, ...x.wrappers] })));
-          for (const c of sub.commands) res.commands.push({ ...c, wrappers: [...wrappers, `find ${a.value}`, ...c.wrappers] });
-          findArgv.push(...argv.slice(i + 1, end + 1).map((x) => ({ ...x, value: x.value.startsWith('-') ? '\u0000' + x.value : x.value })));
-          i = end;
-        }
-      }
-      argv = findArgv;
+      const found = unwrapFind(argv, res, wrappers);
+      if (!found) return res;
+      argv = found.argv;
+      for (const c of found.inner) res.commands.push({ ...c, assigns: [...assigns, ...c.assigns], effects: [...effects, ...c.effects] });
       break;
     }
-    break;
+    const spec = WRAPPERS[name];
+    if (!spec) break;
+    const p = parseArgs(spec.g, argv.slice(1));
+    if (p.problems.length) { ask(name, p.problems[0]!); return res; }
+    if (name === 'command' && p.has('-v', '-V')) break; // a lookup: nothing runs
+    if (name === 'time') writes.push(...p.values('-o'));
+    if (name === 'flock' && p.values('-c').length) {
+      res.scripts.push({ word: p.values('-c')[0]!, via: 'flock -c', wrappers: [...wrappers], assigns: [...assigns], effects: [...effects], args: [] });
+      return res;
+    }
+    if (name === 'script') {
+      const c = p.values('-c')[0];
+      if (c) res.scripts.push({ word: c, via: 'script -c', wrappers: [...wrappers], assigns: [...assigns], effects: [...effects], args: [] });
+      else res.findings.push({ decision: 'ask', rule: 'shell:wrapper-script', reason: 'script starts an interactive shell' });
+      return res;
+    }
+    if (name === 'prlimit' && p.has('-p')) break;
+    const start = argv.length - p.operands.length + (spec.positionals ?? 0);
+    if (start >= argv.length) break; // a bare `exec` or `time`
+    if (spec.effect) effects.push({ effect: spec.effect, why: spec.effect === 'detach' ? `${name} lets the command outlive the call` : `${name} repeats the command until stopped` });
+    wrappers.push(name);
+    argv = argv.slice(start);
   }
-  res.commands.push({ argv, assigns, wrappers, dynamicTail });
+  res.commands.push({ argv, assigns, wrappers, dynamicTail, effects, ...(cwd !== undefined ? { cwd } : {}), ...(writes.length ? { writes } : {}), ...(reads.length ? { reads } : {}) });
   return res;
+}
+
+const FIND_ACTIONS = ['-exec', '-execdir', '-ok', '-okdir'];
+
+/**
+ * Splits find's -exec actions out: the find command keeps its expression (actions replaced by a
+ * `-exec` marker), and each action becomes an inner command where `{}` stands for a path under the
+ * search roots (its pattern: root/**, narrowed by a lone -name). `{}` inside a larger word
+ * (`sh -c 'cat {}'`) is code injection: that word becomes dynamic.
+ */
+function unwrapFind(argv: ShellWord[], res: UnwrapResult, wrappers: string[]): { argv: ShellWord[]; inner: UnwrappedCommand[] } | null {
+  const outer: ShellWord[] = [];
+  const inner: UnwrappedCommand[] = [];
+  const roots: ShellWord[] = [];
+  let i = 1;
+  while (i < argv.length && ['-H', '-L', '-P'].includes(argv[i]!.value)) outer.push(argv[i++]!);
+  for (; i < argv.length && !argv[i]!.dynamic && !/^[-(!),]/.test(argv[i]!.value); i++) roots.push(argv[i]!);
+  const names = argv.filter((a, k) => k > 0 && ['-name', '-iname'].includes(argv[k - 1]!.value) && !a.dynamic).map((a) => a.value);
+  const alternatives = argv.some((a) => ['-o', '-or', ','].includes(a.value));
+  const root = roots.length === 1 && !roots[0]!.dynamic ? roots[0]!.value.replace(/\/+$/, '') || '/' : roots.length === 0 ? '.' : null;
+  const placeholder: ShellWord = root === null
+    ? DYNAMIC_WORD
+    : { ...DYNAMIC_WORD, prefix: '', confined: true, pattern: `${root.replace(/[*?[\]\\{}]/g, '\\$&')}/**${names.length === 1 && !alternatives ? `/${names[0]}` : ''}` };
+  outer.unshift(argv[0]!, ...roots);
+  for (; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (!FIND_ACTIONS.includes(a.value) || a.dynamic) { outer.push(a); continue; }
+    const end = argv.findIndex((x, k) => k > i && !x.dynamic && (x.value === ';' || (x.value === '+' && argv[k - 1]!.value === '{}')));
+    if (end < 0) { res.findings.push({ decision: 'ask', rule: 'shell:wrapper-find', reason: `find: ${a.value} without a terminating ; or +` }); return null; }
+    // `{}` in a larger word (`{}/.git/config`) is that path pattern; inside a script (`sh -c 'cat {}'`) it is code, and the script is computed
+    const within = (x: ShellWord): ShellWord => ({ ...DYNAMIC_WORD, confined: true, prefix: x.value.slice(0, x.value.indexOf('{}')), pattern: x.value.split('{}').map((p) => p.replace(/[*?[\]\\{}]/g, '\\$&')).join(placeholder.pattern) });
+    const words = argv.slice(i + 1, end).map((x) => (x.value === '{}' && !x.dynamic ? placeholder : !x.dynamic && x.value.includes('{}') ? within(x) : x));
+    if (words.length === 0) { res.findings.push({ decision: 'ask', rule: 'shell:wrapper-find', reason: `find: ${a.value} without a command` }); return null; }
+    const sub = unwrapCommand(words);
+    res.findings.push(...sub.findings);
+    res.scripts.push(...sub.scripts.map((x) => ({ ...x, wrappers: [...wrappers, `find ${a.value}`, ...x.wrappers] })));
+    if (sub.stdinScript) res.findings.push({ decision: 'ask', rule: 'shell:stdin-shell', reason: `find ${a.value} runs a shell that reads commands from standard input` });
+    for (const c of sub.commands) {
+      inner.push({ ...c, wrappers: [...wrappers, `find ${a.value}`, ...c.wrappers], placeholder });
+      if (a.value === '-ok' || a.value === '-okdir') res.findings.push({ decision: 'ask', rule: 'shell:wrapper-find', reason: `find ${a.value} asks a terminal before each command` });
+    }
+    outer.push(literalWord('-exec'));
+    i = end;
+  }
+  return { argv: outer, inner };
 }

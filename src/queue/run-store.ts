@@ -99,9 +99,11 @@ const Answer = z.object({ approved: z.boolean(), by: z.string() });
 export class RunStore {
   readonly cancelChannel: string;
 
+  /** `eventsMaxLen`: the stream's length cap (the recorder's CORRAL_LOG_MAX_EVENTS bounds it first). */
   constructor(
     private readonly redis: Redis,
     private readonly prefix = 'corral',
+    private readonly eventsMaxLen = EVENTS_MAXLEN,
   ) {
     this.cancelChannel = `${prefix}:cancel`;
   }
@@ -277,10 +279,10 @@ export class RunStore {
   /** Appends to the run's event stream; with `fence`, only while that token owns the run. */
   async appendEvent(e: RunEvent, fence?: string): Promise<boolean> {
     if (fence === undefined) {
-      await this.redis.xadd(this.eventsKey(e.runId), 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', JSON.stringify(e));
+      await this.redis.xadd(this.eventsKey(e.runId), 'MAXLEN', '~', this.eventsMaxLen, '*', 'e', JSON.stringify(e));
       return true;
     }
-    return (await this.redis.eval(FENCED_XADD, 2, this.key(e.runId), this.eventsKey(e.runId), fence, EVENTS_MAXLEN, JSON.stringify(e))) === 1;
+    return (await this.redis.eval(FENCED_XADD, 2, this.key(e.runId), this.eventsKey(e.runId), fence, this.eventsMaxLen, JSON.stringify(e))) === 1;
   }
 
   /** Events after the given stream id ("0" = from the start); returns each with its stream id for resuming. */

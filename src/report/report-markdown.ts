@@ -142,6 +142,12 @@ function logSection(s: RunSummary): string {
     const ranges = s.missingSeqs.map(([a, b]) => (a === b ? String(a) : `${a}–${b}`));
     lines.push(`⚠ **The log is missing seq ${ranges.join(', ')}**; this report may be incomplete.`);
   }
+  const t = s.truncations.find((x) => x.final) ?? s.truncations.at(-1);
+  if (t) {
+    const dropped = Object.entries(t.dropped ?? {}).sort((a, b) => b[1] - a[1]);
+    const n = dropped.reduce((a, [, c]) => a + c, 0);
+    lines.push(`⚠ **The log was truncated:** ${escapeInline(s.truncations[0]!.reason)}. ${n.toLocaleString('en-US')} events (${((t.droppedBytes ?? 0) / 1024 / 1024).toFixed(1)} MB) were not kept${dropped.length ? `: ${dropped.map(([k, c]) => `${codeSpan(k)} ×${c.toLocaleString('en-US')}`).join(', ')}` : ''}.`);
+  }
   if (s.unknownTypes.length) lines.push(`Ignored events of unknown type: ${s.unknownTypes.map(codeSpan).join(', ')}.`);
   return lines.join('\n\n');
 }

@@ -57,6 +57,14 @@ export interface RunSummary {
   workspaceChanges?: EventOf<'workspace.changes'>;
   calls: CallRecord[];
   egress: EventOf<'egress'>[];
+  /** Repeated attempts the proxy counted instead of logging each. */
+  egressAggregates: EventOf<'egress.aggregate'>[];
+  /** The egress proxy's start, failure and stop. */
+  egressProxy: EventOf<'egress.proxy'>[];
+  /** The last egress totals. */
+  egressStats?: EventOf<'egress.stats'>;
+  /** log.truncated markers (the cap, and the counts at the end). */
+  truncations: EventOf<'log.truncated'>[];
   artifacts: EventOf<'artifact'>[];
 }
 
@@ -94,6 +102,9 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
     memoryProposals: [],
     calls: [],
     egress: [],
+    egressAggregates: [],
+    egressProxy: [],
+    truncations: [],
     artifacts: [],
   };
   const counted = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 };
@@ -133,6 +144,10 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
         s.egress.push(e);
         if (e.callId !== null) calls.get(e.callId)?.egress.push(e);
         break;
+      case 'egress.aggregate': s.egressAggregates.push(e); break;
+      case 'egress.proxy': s.egressProxy.push(e); break;
+      case 'egress.stats': s.egressStats = e; break;
+      case 'log.truncated': s.truncations.push(e); break;
       case 'budget.exceeded': s.budgetsExceeded.push(e); break;
       case 'budget.warning': s.budgetWarnings.push(e); break;
       case 'context.loaded': s.context ??= e; break;

@@ -1,7 +1,7 @@
 /**
  * What the run did to and around its sandbox, as report.md sections: "Files changed" (from the last
- * workspace.changes), "Done checks" (each done.check; omitted when the run ran none), "Egress" (every
- * network attempt) and "Artifacts".
+ * workspace.changes), "Done checks" (each done.check; omitted when the run ran none), "Egress" (the
+ * proxy, totals, distinct wildcard names, attempts and counted repeats) and "Artifacts".
  */
 import { codeSpan, escapeInline, markdownTable } from './markdown-escape';
 import type { RunSummary } from './summarize-run';
@@ -49,17 +49,56 @@ export function doneChecksSection(s: RunSummary): string {
   ].join('\n');
 }
 
+/** Rows of the attempts table at most; the rest are counted under it. */
+const EGRESS_ROWS = 200;
+
 export function egressSection(s: RunSummary): string {
-  if (!s.egress.length) return '## Egress\n\nNo network access attempted.';
-  const rows = s.egress.map((e, i) => [
-    String(i + 1),
-    codeSpan(`${e.host}:${e.port}`),
-    codeSpan(e.method),
-    e.decision === 'deny' ? '**deny**' : 'allow',
-    escapeInline(e.reason),
-    e.callId === null ? '—' : codeSpan(e.callId),
-  ]);
-  return ['## Egress', '', markdownTable(['#', 'Host:port', 'Method', 'Decision', 'Reason', 'Call'], ['r', 'l', 'l', 'l', 'l', 'l'], rows)].join('\n');
+  const st = s.egressStats;
+  if (!s.egress.length && !s.egressAggregates.length && !s.egressProxy.length && !st) return '## Egress\n\nNo network access attempted.';
+  const parts = ['## Egress'];
+  for (const p of s.egressProxy) {
+    if (p.state === 'failed') parts.push(`⚠ **The egress proxy failed:** ${escapeInline(p.detail)}`);
+    else if (p.state === 'started') parts.push(`Proxy: ${escapeInline(p.detail)}.`);
+  }
+  if (st) {
+    const mb = (n: number) => `${(n / 1024 / 1024).toFixed(n < 1024 * 1024 ? 3 : 1)} MB`;
+    const codes = Object.entries(st.byCode ?? {}).filter(([k]) => k !== 'allowed').sort((a, b) => (b[1] ?? 0) - (a[1] ?? 0));
+    parts.push([
+      `**Totals:** ${st.connections.toLocaleString('en-US')} connections (at most ${st.peakConnections} at once), ${st.allowed.toLocaleString('en-US')} allowed, ${st.denied.toLocaleString('en-US')} denied; ${mb(st.bytesOut)} sent, ${mb(st.bytesIn)} received; ${st.resolutions.toLocaleString('en-US')} name resolutions.`,
+      codes.length ? `**Denied by reason:** ${codes.map(([k, n]) => `${codeSpan(k)} ×${(n ?? 0).toLocaleString('en-US')}`).join(', ')}.` : '',
+    ].filter(Boolean).join('\n'));
+    const wild = Object.entries(st.wildcardNames ?? {});
+    if (wild.length || st.wildcardRefused) {
+      const total = wild.reduce((a, [, n]) => a + n, 0);
+      parts.push(`${total > 20 || st.wildcardRefused ? '⚠ ' : ''}**Distinct names under wildcards** (each new name is a DNS query that can carry data out — an exfiltration signal): ${wild.map(([p, n]) => `${codeSpan(p)} ${n}`).join(', ') || 'none'}${st.wildcardRefused ? `; ${st.wildcardRefused.toLocaleString('en-US')} more refused by the wildcard rate or name cap` : ''}.`);
+    }
+  }
+  if (s.egress.length) {
+    const rows = s.egress.slice(0, EGRESS_ROWS).map((e, i) => [
+      String(i + 1),
+      codeSpan(`${e.host}:${e.port}`),
+      codeSpan(e.method),
+      e.decision === 'deny' ? '**deny**' : 'allow',
+      escapeInline(e.reason),
+      e.callId === null ? '—' : codeSpan(e.callId),
+    ]);
+    parts.push(markdownTable(['#', 'Host:port', 'Method', 'Decision', 'Reason', 'Call'], ['r', 'l', 'l', 'l', 'l', 'l'], rows));
+    if (s.egress.length > EGRESS_ROWS) parts.push(`_${(s.egress.length - EGRESS_ROWS).toLocaleString('en-US')} more attempts are in the log._`);
+  }
+  if (s.egressAggregates.length) {
+    const byKey = new Map<string, { e: (typeof s.egressAggregates)[number]; count: number }>();
+    for (const a of s.egressAggregates) {
+      const k = `${a.decision}|${a.method}|${a.code}|${a.callId ?? ''}|${a.code === 'allowed' ? a.sample : ''}`;
+      const cur = byKey.get(k);
+      if (cur) cur.count += a.count;
+      else byKey.set(k, { e: a, count: a.count });
+    }
+    const rows = [...byKey.values()].map(({ e, count }) => [
+      count.toLocaleString('en-US'), codeSpan(e.method), e.decision === 'deny' ? '**deny**' : 'allow', codeSpan(e.code), codeSpan(e.sample), e.callId === null ? '—' : codeSpan(e.callId),
+    ]);
+    parts.push(`Repeated attempts, counted instead of logged one by one:\n\n${markdownTable(['More ×', 'Method', 'Decision', 'Code', 'Example', 'Call'], ['r', 'l', 'l', 'l', 'l', 'l'], rows)}`);
+  }
+  return parts.join('\n\n');
 }
 
 export function artifactsSection(s: RunSummary): string {

@@ -4,6 +4,7 @@
  * malformed or blocked calls. Infrastructure errors and cancellation propagate; all else is a result.
  */
 import { CancelledError, describeZodIssues } from '../domain/errors';
+import { findIllFormed } from '../domain/tool-input';
 import type { Emit } from '../domain/events';
 import type { Gate, GateContext } from '../domain/gate';
 import type { ModelToolCall } from '../domain/model';
@@ -68,6 +69,10 @@ export async function runToolCall(
     raw = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
   } catch (e) {
     return reject('malformed', call.arguments, `error: the arguments are not valid JSON (${(e as Error).message}). Send a JSON object matching the ${tool.name} schema.`, 'arguments were not valid JSON');
+  }
+  const illFormed = findIllFormed(raw);
+  if (illFormed) {
+    return reject('malformed', raw, `error: invalid arguments for ${tool.name}: ${illFormed.path} ${illFormed.reason}. Send well-formed text.`, `invalid arguments: ${illFormed.path} ${illFormed.reason}`);
   }
   const parsed = tool.schema.safeParse(raw);
   if (!parsed.success) {

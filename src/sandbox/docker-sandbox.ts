@@ -21,7 +21,8 @@ import { entriesFromFiles, packTar, readCheckedTar, type ArchiveEntry } from './
 import { agentUser, containerSpec, sandboxEnv, WORKSPACE_DIR } from './container-spec';
 import { ContainerWatch, describeDeath } from './container-watch';
 import { toSandboxError } from './docker-error';
-import { EgressProxy, type EgressProxyOptions } from './egress-proxy';
+import { startEgressProxy, type EgressProxyHandle } from './egress-proxy-host';
+import type { EgressTestHooks } from './egress-test-hooks';
 import { EXIT_SIGKILL, runExec, type ExecOutcome } from './exec';
 import { listWorkspace, readWorkspaceFile, writeWorkspaceFile, type InternalExec } from './files';
 import { IsolationResolver } from './isolation';
@@ -39,8 +40,8 @@ export interface DockerSandboxProviderOptions {
   now?: () => Date;
   /** Parent of the per-run egress socket directories (bind-mounted into sandboxes; must be a path the Docker daemon sees). */
   egressRoot?: string;
-  /** Proxy knobs for tests (resolver, forbidden-address predicate, ports); production uses the defaults. */
-  egress?: Pick<EgressProxyOptions, 'resolve' | 'isForbiddenAddress' | 'connectPorts' | 'httpPorts' | 'deny'>;
+  /** Test-only egress overrides (DNS servers, exempt loopback addresses); never set from config. */
+  egressTestHooks?: EgressTestHooks;
 }
 
 /** Default parent of egress socket dirs; short, because a unix socket path must stay under 108 bytes. */
@@ -127,26 +128,30 @@ export class DockerSandboxProvider implements SandboxProvider {
     };
     try {
       let egressDir: string | undefined;
-      let proxy: EgressProxy | undefined;
+      let proxyStarting: Promise<EgressProxyHandle> | undefined;
       if (req.egressAllow.length > 0) {
         await mkdir(this.egressRoot, { recursive: true, mode: 0o711 });
         egressDir = await mkdtemp(join(this.egressRoot, 'r-'));
         const dir = egressDir;
         cleanup.push(() => rm(dir, { recursive: true, force: true }));
         await chmod(dir, 0o755);
-        proxy = new EgressProxy({
-          ...this.opts.egress,
-          allow: req.egressAllow,
+        // The proxy process starts while the container is created; acquire() waits for both.
+        const starting = startEgressProxy({
+          runId: req.runId, dir, allow: req.egressAllow, config: this.config,
+          ...(this.opts.egressTestHooks ? { hooks: this.opts.egressTestHooks } : {}),
+          log: this.log,
           onAttempt: (a) => {
             this.log('egress attempt', { runId: req.runId, ...a });
             req.onEgress?.(a);
           },
+          onSummary: (s) => {
+            if (s.kind === 'proxy') this.log(`egress proxy ${s.state}`, { runId: req.runId, detail: s.detail });
+            req.onEgressSummary?.(s);
+          },
         });
-        const p = proxy;
-        const socketPath = join(dir, 'egress.sock');
-        await p.listen(socketPath);
-        cleanup.push(() => p.close());
-        await chmod(socketPath, 0o666); // the sandbox's uid must be able to connect
+        proxyStarting = starting;
+        starting.catch(() => undefined);
+        cleanup.push(async () => (await starting.catch(() => undefined))?.stop());
       }
 
       const specFor = (slot: UidSlot) => containerSpec({
@@ -186,6 +191,7 @@ export class DockerSandboxProvider implements SandboxProvider {
           throw toSandboxError(err, 'start sandbox container');
         }
       }
+      const proxy = proxyStarting ? await proxyStarting : undefined;
       if (req.signal?.aborted) throw new CancelledError();
 
       const watch = new ContainerWatch(container, { deadline: pooled ? new Date(Math.min(pooled.deadline, req.deadline.getTime())) : req.deadline, now: this.now, log: this.log });
@@ -199,6 +205,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         workspaceMb: req.limits.workspaceMb,
         seed: new Map(seedEntries.filter((e) => e.type === 'file').map((e) => [e.path, e.data ?? Buffer.alloc(0)])),
         dispose: runCleanup,
+        ...(proxy ? { noteToolCall: (id: string | null) => proxy.noteCall(id) } : {}),
       });
       if (seedEntries.length > 0) await sandbox.extract(await packTar(seedEntries), req.signal);
       this.log('sandbox acquired', { runId: req.runId, container: container.id, name: slot.name, isolation, uid: slot.agentUid, ...(pooled ? { pooled: pooled.poolId } : {}) });
@@ -225,6 +232,7 @@ interface DockerSandboxOptions {
   /** The seed's files, the baseline of exportWorkspace()'s patch; held by the worker, never in the sandbox. */
   seed: Map<string, Buffer>;
   dispose: () => Promise<void>;
+  noteToolCall?: (callId: string | null) => void;
 }
 
 class DockerSandbox implements LeasedSandbox {
@@ -242,6 +250,10 @@ class DockerSandbox implements LeasedSandbox {
     this.isolation = o.isolation;
     this.internal = (argv, opts) =>
       runExec(this.container, { argv, env: this.o.env, user: this.o.user, died: this.o.watch, timeoutMs: INTERNAL_TIMEOUT_MS, headOnly: true, ...opts });
+  }
+
+  noteToolCall(callId: string | null): void {
+    this.o.noteToolCall?.(callId);
   }
 
   async exec(req: ExecRequest): Promise<ExecResult> {

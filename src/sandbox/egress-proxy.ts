@@ -1,174 +1,380 @@
 /**
- * The per-run egress proxy: the sandbox's only way out when its run has an allowlist. Listens on a
- * unix socket (bind-mounted into the sandbox, reached through the in-sandbox relay on 127.0.0.1:3128)
- * and serves HTTP absolute-form requests and HTTPS CONNECT tunnels.
+ * The egress proxy of one run: the sandbox's only way out when the run has an allowlist. It runs in
+ * its own process (egress-proxy-process.ts; the worker side is egress-proxy-host.ts) and listens on a
+ * unix socket that is bind-mounted into the sandbox. Requests are parsed by Node's http server
+ * (llhttp, strict mode): HTTPS goes through CONNECT tunnels, plain HTTP as absolute-form requests that
+ * are re-framed by Node's http client, so the upstream parses exactly the request that was checked.
  *
- * Decision for each attempt, strictest first: a `deny` pattern wins; an IP literal (any spelling) is
- * refused unless listed verbatim; a name must match an exact entry or a `*.suffix` entry (a wildcard
- * never matches its apex); the port must be an allowed port for the method (CONNECT: 443, HTTP: 80 by
- * default); every address the name resolves to must pass `isForbiddenAddress` (loopback, private,
- * link-local, CGNAT, metadata refused). The proxy then connects to the address it checked — there is
- * no second DNS lookup, so DNS rebinding cannot swap it. Every attempt produces one onAttempt record.
+ * Decision for each attempt: the target must parse canonically (egress-target.ts); an IP literal in
+ * any spelling is refused; the name must match an allowlist entry and its port (443 for CONNECT, 80
+ * for HTTP, or the entry's own port); a name matched only by a wildcard counts against the run's
+ * distinct-name cap and rate; every address the name resolves to must be outside the forbidden table
+ * (egress-address.ts); the proxy connects to the checked address and checks the peer again on
+ * connect (no second lookup: rebinding cannot swap it). A plain-HTTP request is forwarded only when
+ * the URL's host, the single Host header and the checked name agree.
+ *
+ * Caps per run (concurrent connections, new connections and requests per second, bytes each way):
+ * over a cap the attempt is refused and recorded once, then counted (egress-tally.ts).
  */
-import { lookup } from 'node:dns/promises';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { EgressAttempt } from '../domain/sandbox';
-import { ipLiteral, isForbiddenAddress as defaultForbidden } from './egress-address';
+import { nameMatches, nameProblem, ipLiteral, portMatches, type EgressEntry } from '../domain/egress-rules';
+import type { EgressCode } from '../domain/sandbox';
+import type { ForbiddenRange } from './egress-address';
+import { EgressTally, TokenBucket, type TallyOut } from './egress-tally';
+import { headerCount, parseAbsoluteTarget, parseAuthority, shown, singleHost } from './egress-target';
+
+export type Resolver = (name: string) => Promise<string[]>;
+
+export interface EgressCaps {
+  maxConnections: number;
+  connectionsPerS: number;
+  requestsPerS: number;
+  maxBytesOut: number;
+  maxBytesIn: number;
+  wildcardResolvesPerS: number;
+  wildcardMaxNames: number;
+  idleTimeoutMs: number;
+}
 
 export interface EgressProxyOptions {
-  /** Exact names and `*.suffix` patterns (lower case). */
-  allow: string[];
-  /** Patterns that win over `allow`. */
-  deny?: string[];
-  /** Name → addresses; default: dns.lookup with all: true. */
-  resolve?: (host: string) => Promise<string[]>;
-  /** true = never connect there; default refuses loopback/private/link-local/CGNAT/metadata. */
-  isForbiddenAddress?: (address: string) => boolean;
-  connectPorts?: number[];
-  httpPorts?: number[];
-  onAttempt?: (attempt: EgressAttempt) => void;
+  allow: EgressEntry[];
+  resolve: Resolver;
+  /** The range an address falls in, or null when a sandbox may connect to it. */
+  forbidden: (address: string) => ForbiddenRange | null;
+  caps: EgressCaps;
+  /** Attempts (the first of each kind) and aggregates (the rest, counted). */
+  report: (m: TallyOut) => void;
+  now?: () => number;
   connectTimeoutMs?: number;
+  resolveTimeoutMs?: number;
 }
 
-type Decision = { ok: true; address: string } | { ok: false; status: number; reason: string };
+type Decision = { ok: true; address: string } | { ok: false; status: number; code: EgressCode; reason: string };
 
-const HOP_BY_HOP = ['connection', 'proxy-connection', 'proxy-authorization', 'keep-alive', 'te', 'trailer', 'upgrade', 'transfer-encoding'];
-
-function matches(host: string, pattern: string): boolean {
-  const p = pattern.toLowerCase().replace(/\.$/, '');
-  if (p.startsWith('*.')) return host.endsWith(p.slice(1)) && host.length > p.length - 1;
-  return host === p;
-}
+const HOP_BY_HOP = new Set(['connection', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'keep-alive', 'te', 'trailer', 'upgrade', 'transfer-encoding', 'host']);
+const deny = (status: number, code: EgressCode, reason: string): Decision => ({ ok: false, status, code, reason });
 
 export class EgressProxy {
+  readonly tally: EgressTally;
   private readonly server: Server;
-  private readonly sockets = new Set<Socket | Duplex>();
-  private readonly resolve: (host: string) => Promise<string[]>;
-  private readonly forbidden: (address: string) => boolean;
+  private readonly sockets = new Set<Duplex>();
+  private readonly now: () => number;
+  private readonly connBucket: TokenBucket;
+  private readonly reqBucket: TokenBucket;
+  private readonly nameBucket: TokenBucket;
+  private readonly wildcardSeen = new Set<string>();
+  private open = 0;
+  /** Upstream connections open now (a client may pipeline requests; each gets its own upstream). */
+  private upstreams = 0;
+  private callId: string | null = null;
 
   constructor(private readonly o: EgressProxyOptions) {
-    this.resolve = o.resolve ?? (async (h) => (await lookup(h, { all: true, verbatim: true })).map((a) => a.address));
-    this.forbidden = o.isForbiddenAddress ?? defaultForbidden;
-    this.server = createServer((req, res) => void this.onRequest(req, res));
-    this.server.on('connect', (req: IncomingMessage, sock: Duplex, head: Buffer) => void this.onConnect(req, sock, head));
-    this.server.on('connection', (s: Socket) => {
-      this.sockets.add(s);
-      s.on('close', () => this.sockets.delete(s));
+    this.now = o.now ?? Date.now;
+    const { caps } = o;
+    this.connBucket = new TokenBucket(caps.connectionsPerS, caps.connectionsPerS * 4, this.now);
+    this.reqBucket = new TokenBucket(caps.requestsPerS, caps.requestsPerS * 4, this.now);
+    this.nameBucket = new TokenBucket(caps.wildcardResolvesPerS, caps.wildcardResolvesPerS * 4, this.now);
+    this.tally = new EgressTally(o.report);
+    const headersTimeout = Math.min(10_000, Math.max(1000, caps.idleTimeoutMs / 10));
+    this.server = createServer({ maxHeaderSize: 8192, headersTimeout, requestTimeout: caps.idleTimeoutMs, keepAliveTimeout: 5000, joinDuplicateHeaders: false });
+    this.server.maxConnections = caps.maxConnections;
+    this.server.on('drop', () => this.refuse('?', 0, 'TCP', 'cap_connections', `the run already has ${caps.maxConnections} egress connections open (CORRAL_EGRESS_MAX_CONNECTIONS)`));
+    this.server.on('connection', (s: Socket) => this.onConnection(s));
+    this.server.on('clientError', (err: Error & { code?: string }, s: Duplex) => this.onClientError(err, s));
+    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => void this.onRequest(req, res));
+    this.server.on('connect', (req: IncomingMessage, s: Duplex, head: Buffer) => void this.onConnect(req, s, head));
+    this.server.on('upgrade', (req: IncomingMessage, s: Duplex) => {
+      this.refuse(req.url ?? '', 0, req.method ?? '?', 'upgrade_refused', 'protocol upgrades (WebSocket over plain HTTP) are not proxied; use wss:// through CONNECT');
+      s.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
     });
+  }
+
+  /** The tool call that new connections are attributed to (null: none). */
+  setCall(callId: string | null): void {
+    if (callId !== this.callId) this.tally.flush();
+    this.callId = callId;
   }
 
   listen(path: string): Promise<void> {
     return new Promise((resolve, reject) => {
       this.server.once('error', reject);
-      this.server.listen(path, () => resolve());
+      this.server.listen({ path, backlog: 128 }, () => resolve());
     });
   }
 
   close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
+    this.tally.flush();
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
 
-  /** The whole decision for one attempt, without side effects other than name resolution. */
-  async decide(rawHost: string, port: number, method: string): Promise<Decision> {
-    const host = rawHost.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.$/, '');
-    const ports = method === 'CONNECT' ? (this.o.connectPorts ?? [443]) : (this.o.httpPorts ?? [80]);
-    if (!host) return { ok: false, status: 400, reason: 'no target host' };
-    if ((this.o.deny ?? []).some((p) => matches(host, p))) return { ok: false, status: 403, reason: `${host} is on the run's deny list` };
-    const literal = ipLiteral(host);
-    if (literal !== undefined) {
-      if (literal === '?' || !this.o.allow.some((p) => p.toLowerCase() === host)) {
-        return { ok: false, status: 403, reason: `${rawHost} is an IP address literal${literal !== '?' && literal !== host ? ` (= ${literal})` : ''}; only listed host names are allowed` };
+  /** The decision for one target, with the caps on wildcard names; resolves the name only when it is allowed. */
+  async decide(host: string, port: number, kind: 'connect' | 'http'): Promise<Decision> {
+    const problem = nameProblem(host);
+    if (problem) return deny(403, ipLiteral(host) !== undefined ? 'ip_literal' : 'invalid_name', `${shown(host)} ${problem}`);
+    const entries = this.o.allow.filter((e) => nameMatches(host, e));
+    if (entries.length === 0) return deny(403, 'not_allowed', `${host} is not on the run's egress allowlist`);
+    const fitting = entries.filter((e) => portMatches(port, e, kind));
+    if (fitting.length === 0) {
+      const ports = [...new Set(entries.map((e) => e.port ?? (kind === 'connect' ? 443 : 80)))];
+      return deny(403, 'port_not_allowed', `port ${port} is not allowed for ${host} by ${kind === 'connect' ? 'CONNECT' : 'plain HTTP'} (allowed: ${ports.join(', ')})`);
+    }
+    if (!fitting.some((e) => !e.wildcard) && !this.wildcardSeen.has(host)) {
+      const st = this.tally.stats;
+      if (this.wildcardSeen.size >= this.o.caps.wildcardMaxNames) {
+        st.wildcardRefused += 1;
+        return deny(403, 'wildcard_names', `${host}: the run already resolved ${this.o.caps.wildcardMaxNames} distinct names under wildcard entries (CORRAL_EGRESS_WILDCARD_MAX_NAMES)`);
       }
-      if (this.forbidden(literal)) return { ok: false, status: 403, reason: `${rawHost} is a loopback, private, link-local or metadata address` };
-      if (!ports.includes(port)) return { ok: false, status: 403, reason: `port ${port} is not allowed for ${method} (allowed: ${ports.join(', ')})` };
-      return { ok: true, address: literal };
+      if (!this.nameBucket.take()) {
+        st.wildcardRefused += 1;
+        return deny(429, 'wildcard_rate', `${host}: new names under wildcard entries are limited to ${this.o.caps.wildcardResolvesPerS}/s (CORRAL_EGRESS_WILDCARD_RESOLVES_PER_S)`);
+      }
+      this.wildcardSeen.add(host);
+      for (const e of fitting) st.wildcardNames[e.text] = (st.wildcardNames[e.text] ?? 0) + 1;
     }
-    if (!/^[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(host)) return { ok: false, status: 400, reason: `${rawHost} is not a valid host name` };
-    if (!this.o.allow.some((p) => matches(host, p))) return { ok: false, status: 403, reason: `${host} is not on the run's egress allowlist` };
-    if (!ports.includes(port)) return { ok: false, status: 403, reason: `port ${port} is not allowed for ${method} (allowed: ${ports.join(', ')})` };
     let addresses: string[];
+    this.tally.stats.resolutions += 1;
     try {
-      addresses = await this.resolve(host);
+      addresses = await withTimeout(this.o.resolve(host), this.o.resolveTimeoutMs ?? 5000, 'resolution timed out');
     } catch (err) {
-      return { ok: false, status: 502, reason: `${host} could not be resolved (${(err as Error).message})` };
+      return deny(502, 'resolve_failed', `${host} could not be resolved (${(err as Error).message.slice(0, 200)})`);
     }
-    if (addresses.length === 0) return { ok: false, status: 502, reason: `${host} has no addresses` };
-    const bad = addresses.find((a) => this.forbidden(a));
-    if (bad) return { ok: false, status: 403, reason: `${host} resolves to ${bad}, a loopback, private, link-local or metadata address` };
+    if (addresses.length === 0) return deny(502, 'resolve_failed', `${host} has no addresses`);
+    for (const a of addresses) {
+      const r = this.o.forbidden(a);
+      if (r) return deny(403, 'forbidden_address', `${host} resolves to ${a}, in ${r.cidr} (${r.name})`);
+    }
     return { ok: true, address: addresses[0]! };
   }
 
-  private record(host: string, port: number, method: string, d: Decision): void {
-    this.o.onAttempt?.({ host, port, method, decision: d.ok ? 'allow' : 'deny', reason: d.ok ? `allowed; connecting to ${d.address}` : d.reason });
+  private refuse(host: string, port: number, method: string, code: EgressCode, reason: string): void {
+    this.tally.record(this.callId, { host, port, method, decision: 'deny', code, reason });
+  }
+
+  private onConnection(s: Socket): void {
+    const st = this.tally.stats;
+    if (!this.connBucket.take()) {
+      this.refuse('?', 0, 'TCP', 'cap_rate', `more than ${this.o.caps.connectionsPerS} new egress connections per second (CORRAL_EGRESS_CONNECTIONS_PER_S)`);
+      s.destroy();
+      return;
+    }
+    st.connections += 1;
+    this.open += 1;
+    st.peakConnections = Math.max(st.peakConnections, this.open);
+    this.track(s, () => (this.open -= 1));
+    s.setTimeout(this.o.caps.idleTimeoutMs, () => s.destroy());
+  }
+
+  private track(s: Duplex, onClose?: () => void): void {
+    this.sockets.add(s);
+    s.once('close', () => {
+      this.sockets.delete(s);
+      onClose?.();
+    });
+    s.on('error', () => s.destroy());
+  }
+
+  private trackUpstream(s: Duplex): void {
+    this.upstreams += 1;
+    this.track(s, () => (this.upstreams -= 1));
+  }
+
+  private upstreamCapReached(): { code: EgressCode; reason: string } | null {
+    if (this.upstreams < this.o.caps.maxConnections) return null;
+    return { code: 'cap_connections', reason: `the run already has ${this.o.caps.maxConnections} upstream connections open (CORRAL_EGRESS_MAX_CONNECTIONS)` };
+  }
+
+  private onClientError(err: Error & { code?: string; reason?: string }, s: Duplex): void {
+    const overflow = err.code === 'HPE_HEADER_OVERFLOW';
+    const code: EgressCode = overflow ? 'invalid_target' : 'framing';
+    this.refuse('?', 0, 'HTTP', code, `the request was refused by the HTTP parser: ${err.code ?? 'error'} ${(err.reason ?? err.message).slice(0, 120)}${overflow ? ' (request line and headers are limited to 8 KiB)' : ''}`);
+    if (s.writable) s.end(`HTTP/1.1 ${overflow ? 431 : 400} Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    s.destroy();
   }
 
   private async onConnect(req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
-    this.sockets.add(client);
-    client.on('close', () => this.sockets.delete(client));
-    client.on('error', () => client.destroy());
-    const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(req.url ?? '');
-    const host = m?.[1] ?? req.url ?? '';
-    const port = m ? Number(m[2]) : 0;
-    const d: Decision = m ? await this.decide(host, port, 'CONNECT') : { ok: false, status: 400, reason: 'CONNECT target must be host:port' };
-    this.record(host, port, 'CONNECT', d);
+    // Read (and hold, up to 64 KiB) what the client sends while the name resolves, so a client that
+    // leaves is noticed and never gets an upstream connection.
+    const early: Buffer[] = [head];
+    let earlyBytes = head.length;
+    let gone = false;
+    const onEarly = (c: Buffer) => {
+      early.push(c);
+      earlyBytes += c.length;
+      if (earlyBytes > 64 * 1024) client.pause();
+    };
+    client.on('data', onEarly);
+    client.once('end', () => (gone = true));
+    client.once('close', () => (gone = true));
+    const target = parseAuthority(req.url ?? '', null);
+    const host = target.ok ? target.value.host : shown(req.url ?? '');
+    const port = target.ok ? target.value.port : 0;
+    let d: Decision;
+    if (!target.ok) d = deny(400, 'invalid_target', `CONNECT target ${shown(req.url ?? '')}: ${target.reason}`);
+    else if (headerCount(req.rawHeaders, 'host') > 1) d = deny(400, 'framing', 'more than one Host header');
+    else d = await this.decide(host, port, 'connect');
     if (!d.ok) {
-      client.end(`HTTP/1.1 ${d.status} Forbidden\r\nContent-Type: text/plain\r\nX-Corral-Egress: denied\r\nConnection: close\r\n\r\ncorral egress denied: ${d.reason}\n`);
+      this.refuse(host, port, 'CONNECT', d.code, d.reason);
+      client.end(`HTTP/1.1 ${d.status} ${d.status === 429 ? 'Too Many Requests' : 'Forbidden'}\r\nContent-Type: text/plain\r\nX-Corral-Egress: denied\r\nConnection: close\r\n\r\ncorral egress denied: ${d.reason}\n`);
       return;
     }
+    if (gone || client.destroyed) return; // gone while the name was resolved: no upstream for nobody
+    const capped = this.byteCapReached() ?? this.upstreamCapReached();
+    if (capped) {
+      this.refuse(host, port, 'CONNECT', capped.code, capped.reason);
+      client.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\n\r\ncorral egress denied: ${capped.reason}\n`);
+      return;
+    }
+    let established = false;
     const upstream = connect({ host: d.address, port, timeout: this.o.connectTimeoutMs ?? 10_000 });
-    this.sockets.add(upstream);
-    upstream.on('close', () => this.sockets.delete(upstream));
+    this.trackUpstream(upstream);
+    client.once('close', () => upstream.destroy());
     upstream.once('timeout', () => upstream.destroy(new Error('connect timeout')));
-    upstream.once('connect', () => {
-      upstream.setTimeout(0);
-      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      if (head.length) upstream.write(head);
-      upstream.pipe(client);
-      client.pipe(upstream);
-    });
     upstream.on('error', (err) => {
-      if (!client.destroyed) client.end(`HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\ncorral egress: ${host}:${port} unreachable (${err.message})\n`);
+      if (!client.destroyed && !established) {
+        this.refuse(host, port, 'CONNECT', 'unreachable', `${host}:${port} (${d.address}) is unreachable: ${err.message}`);
+        client.end(`HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\ncorral egress: ${host}:${port} unreachable (${err.message})\n`);
+      }
+      client.destroy();
     });
-    client.on('close', () => upstream.destroy());
+    upstream.once('connect', () => {
+      const peer = upstream.remoteAddress ?? '';
+      const r = peer === d.address ? this.o.forbidden(peer) : { cidr: peer, name: 'not the checked address' };
+      if (r) {
+        upstream.destroy();
+        this.refuse(host, port, 'CONNECT', 'forbidden_address', `${host}: connected peer ${peer} is in ${r.cidr} (${r.name})`);
+        client.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\n\r\ncorral egress denied: forbidden peer address\n`);
+        return;
+      }
+      established = true;
+      upstream.setTimeout(this.o.caps.idleTimeoutMs, () => upstream.destroy());
+      this.tally.record(this.callId, { host, port, method: 'CONNECT', decision: 'allow', code: 'allowed', reason: `allowed; tunnel to ${d.address}` });
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      client.off('data', onEarly);
+      const first = Buffer.concat(early);
+      if (first.length && this.countOut(first.length)) upstream.write(first);
+      this.pump(client, upstream, (n) => this.countOut(n), host, port);
+      client.resume();
+      this.pump(upstream, client, (n) => this.countIn(n), host, port);
+    });
   }
 
   private async onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    let url: URL | undefined;
-    try {
-      url = /^http:\/\//i.test(req.url ?? '') ? new URL(req.url!) : undefined;
-    } catch {
-      url = undefined;
-    }
     const method = req.method ?? 'GET';
-    // Take the host as the client wrote it: WHATWG URL would already canonicalise 2130706433.
-    const rawHost = /^http:\/\/(?:[^@/]*@)?(\[[^\]]*\]|[^:/?#]*)/i.exec(req.url ?? '')?.[1] ?? '';
-    const port = url ? Number(url.port || 80) : 0;
-    const d: Decision = url ? await this.decide(rawHost, port, method) : { ok: false, status: 400, reason: 'only absolute http:// URLs (or CONNECT for https) go through this proxy' };
-    this.record(rawHost, port, method, d);
-    if (!d.ok || !url) {
-      const reason = d.ok ? 'bad request' : d.reason;
-      res.writeHead(d.ok ? 400 : d.status, { 'content-type': 'text/plain', 'x-corral-egress': 'denied', connection: 'close' });
-      res.end(`corral egress denied: ${reason}\n`);
+    const target = parseAbsoluteTarget(req.url ?? '');
+    const host = target.ok ? target.value.host : shown(req.url ?? '');
+    const port = target.ok ? target.value.port : 0;
+    const hostHeader = singleHost(req.rawHeaders);
+    let d: Decision;
+    if (!this.reqBucket.take()) d = deny(429, 'cap_requests', `more than ${this.o.caps.requestsPerS} plain-HTTP requests per second (CORRAL_EGRESS_REQUESTS_PER_S)`);
+    else if (!target.ok) d = deny(400, 'invalid_target', `${shown(req.url ?? '')}: ${target.reason}`);
+    else if (!hostHeader.ok) d = deny(400, 'framing', hostHeader.reason);
+    else if (req.httpVersion !== '1.1' && req.headers['transfer-encoding'] !== undefined) d = deny(400, 'framing', `Transfer-Encoding in an HTTP/${req.httpVersion} request`);
+    else {
+      const h = parseAuthority(hostHeader.value, 80);
+      if (!h.ok || h.value.host !== host || h.value.port !== port) d = deny(400, 'host_mismatch', `the Host header (${shown(hostHeader.value)}) is not the URL's host (${host}:${port})`);
+      else {
+        const capped = this.byteCapReached() ?? this.upstreamCapReached();
+        d = capped ? deny(403, capped.code, capped.reason) : await this.decide(host, port, 'http');
+      }
+    }
+    if (!d.ok || !target.ok) {
+      const fail = (d.ok ? deny(400, 'invalid_target', 'bad request') : d) as Extract<Decision, { ok: false }>;
+      this.refuse(host, port, method, fail.code, fail.reason);
+      req.resume();
+      res.writeHead(fail.status, { 'content-type': 'text/plain', 'x-corral-egress': 'denied', connection: 'close' });
+      res.end(`corral egress denied: ${fail.reason}\n`);
       return;
     }
-    const headers = { ...req.headers };
-    for (const h of HOP_BY_HOP) delete headers[h];
-    headers.host = url.host;
-    const up = httpRequest({ host: d.address, port, method, path: `${url.pathname}${url.search}`, headers, timeout: this.o.connectTimeoutMs ?? 10_000 });
+    if (res.destroyed || req.socket.destroyed) return;
+    this.tally.stats.requests += 1;
+    this.tally.record(this.callId, { host, port, method, decision: 'allow', code: 'allowed', reason: `allowed; request to ${d.address}` });
+    this.forward(req, res, { host, port, path: target.value.path, address: d.address });
+  }
+
+  /** Sends the checked request upstream with framing Node's client writes itself (never the client's bytes). */
+  private forward(req: IncomingMessage, res: ServerResponse, t: { host: string; port: number; path: string; address: string }): void {
+    const named = new Set((req.headers.connection ?? '').toLowerCase().split(',').map((x) => x.trim()).filter(Boolean));
+    const headers: string[] = [];
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      const k = req.rawHeaders[i]!;
+      const lk = k.toLowerCase();
+      if (HOP_BY_HOP.has(lk) || named.has(lk)) continue;
+      headers.push(k, req.rawHeaders[i + 1]!);
+    }
+    headers.push('Host', t.port === 80 ? t.host : `${t.host}:${t.port}`);
+    if (req.headers['transfer-encoding'] !== undefined) headers.push('Transfer-Encoding', 'chunked');
+    const up = httpRequest({ host: t.address, port: t.port, method: req.method, path: t.path, headers, agent: false, setHost: false, timeout: this.o.caps.idleTimeoutMs });
+    res.once('close', () => up.destroy());
+    up.on('socket', (s) => {
+      this.trackUpstream(s);
+      s.once('connect', () => {
+        const peer = (s as Socket).remoteAddress ?? '';
+        if (peer !== t.address || this.o.forbidden(peer)) s.destroy(new Error(`connected peer ${peer} is not the checked address`));
+      });
+    });
     up.on('response', (r) => {
-      const out = { ...r.headers };
-      for (const h of HOP_BY_HOP) delete out[h];
+      const out: string[] = [];
+      for (let i = 0; i < r.rawHeaders.length; i += 2) if (!HOP_BY_HOP.has(r.rawHeaders[i]!.toLowerCase())) out.push(r.rawHeaders[i]!, r.rawHeaders[i + 1]!);
       res.writeHead(r.statusCode ?? 502, out);
-      r.pipe(res);
+      this.pump(r, res, (n) => this.countIn(n), t.host, t.port);
     });
     up.on('timeout', () => up.destroy(new Error('timeout')));
     up.on('error', (err) => {
-      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
-      res.end(`corral egress: ${url!.host} unreachable (${err.message})\n`);
+      this.refuse(t.host, t.port, req.method ?? '?', 'unreachable', `${t.host}:${t.port} (${t.address}): ${err.message}`);
+      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain', connection: 'close' });
+      res.end(`corral egress: ${t.host}:${t.port} unreachable (${err.message})\n`);
     });
-    req.pipe(up);
+    this.pump(req, up, (n) => this.countOut(n), t.host, t.port);
   }
+
+  /** Copies src to dst with backpressure, counting bytes; a cap reached destroys both. */
+  private pump(src: NodeJS.ReadableStream & Duplex | IncomingMessage, dst: NodeJS.WritableStream & { destroy(e?: Error): void }, count: (n: number) => boolean, host: string, port: number): void {
+    src.on('data', (c: Buffer) => {
+      if (!count(c.length)) {
+        const capped = this.byteCapReached()!;
+        this.refuse(host, port, 'DATA', capped.code, capped.reason);
+        src.destroy();
+        dst.destroy();
+        return;
+      }
+      if (!dst.write(c)) src.pause();
+    });
+    dst.on('drain', () => src.resume());
+    let ended = false;
+    src.on('end', () => {
+      ended = true;
+      dst.end();
+    });
+    // A body the parser refused half-way (bad chunk size, reset): the upstream's request is cut, never completed.
+    src.on('error', () => dst.destroy());
+    src.on('close', () => {
+      if (!ended) dst.destroy();
+    });
+  }
+
+  private countOut(n: number): boolean {
+    this.tally.stats.bytesOut += n;
+    return this.tally.stats.bytesOut <= this.o.caps.maxBytesOut;
+  }
+
+  private countIn(n: number): boolean {
+    this.tally.stats.bytesIn += n;
+    return this.tally.stats.bytesIn <= this.o.caps.maxBytesIn;
+  }
+
+  private byteCapReached(): { code: EgressCode; reason: string } | null {
+    const { stats } = this.tally;
+    const { maxBytesOut, maxBytesIn } = this.o.caps;
+    if (stats.bytesOut > maxBytesOut) return { code: 'cap_bytes_out', reason: `the run sent more than ${maxBytesOut} bytes through its egress proxy (CORRAL_EGRESS_MAX_BYTES_OUT)` };
+    if (stats.bytesIn > maxBytesIn) return { code: 'cap_bytes_in', reason: `the run received more than ${maxBytesIn} bytes through its egress proxy (CORRAL_EGRESS_MAX_BYTES_IN)` };
+    return null;
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() => clearTimeout(timer));
 }

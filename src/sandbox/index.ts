@@ -12,8 +12,9 @@
  *     limits, egressAllow: spec.egress.allow, onEgress: (a) => emit(...), signal });
  *   try { ... sb.exec({ argv, timeoutMs: limits.execTimeoutS * 1000, signal }) ... sb.exportWorkspace() }
  *   finally { await sb.dispose(); }
- * The egress proxy runs inside acquire() when egressAllow is non-empty; onEgress gets one record per
- * attempt (stamp the current tool call id there: a run's tool calls are sequential).
+ * When egressAllow is non-empty, acquire() starts the run's egress proxy process (egress-proxy-host.ts);
+ * onEgress gets the first attempts of each kind, onEgressSummary the counted repeats, the proxy's
+ * start/failure/stop and the totals; sb.noteToolCall(id) attributes later connections to that call.
  */
 import Docker from 'dockerode';
 import type { Config } from '../config';

@@ -1,5 +1,6 @@
 /** bash: runs one command string with `bash -c` inside the sandbox, in /workspace. */
 import { z } from 'zod';
+import { MAX_COMMAND_CHARS } from '../domain/tool-input';
 import { defineTool } from './tool';
 import { formatExec } from './format-exec';
 
@@ -8,7 +9,7 @@ export const bashTool = defineTool({
   description:
     'Run a bash command in the sandbox (working directory /workspace, no network unless the run allows some hosts). ' +
     'Output is capped: long output keeps its head and tail. Use it to inspect files, run programs and tests.',
-  schema: z.object({ command: z.string().min(1).max(100_000).describe('the bash command line to run') }).strict(),
+  schema: z.object({ command: z.string().min(1).max(MAX_COMMAND_CHARS).describe('the bash command line to run') }).strict(),
   readOnly: false,
   async execute(args, ctx) {
     const exec = await ctx.sandbox.exec({

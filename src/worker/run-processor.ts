@@ -11,11 +11,11 @@ import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config';
 import { CorralError, InvalidInputError, describeZodIssues } from '../domain/errors';
-import type { RunEvent, RunOutcome, RunUsage } from '../domain/events';
+import type { RunEvent, RunEventBody, RunOutcome, RunUsage } from '../domain/events';
 import type { Gate } from '../domain/gate';
 import type { Model } from '../domain/model';
 import { RunJob, type RunSpec } from '../domain/run-spec';
-import type { LeasedSandbox, SandboxProvider } from '../domain/sandbox';
+import type { EgressSummary, LeasedSandbox, SandboxProvider } from '../domain/sandbox';
 import type { ApprovalPort } from '../policy/approval-port';
 import type { RunMetrics } from '../queue/run-metrics';
 import { DEFAULT_TENANT, type RunArtifact, type RunStore } from '../queue/run-store';
@@ -25,6 +25,7 @@ import { buildReport } from '../report/report-markdown';
 import { runAgentLoop, type Prices } from '../run/agent-loop';
 import { checkBudgets } from '../run/budget-limits';
 import { resolveLimits } from '../sandbox/limits';
+import { checkEgressAllow } from '../sandbox/egress-allowlist';
 import { contractForSpec } from '../domain/task-contract';
 import { renderMemory } from '../run/memory';
 import { loadWorkspaceContext, renderWorkspaceContext } from '../run/workspace-context';
@@ -89,6 +90,13 @@ function salvageRunId(data: unknown): string | undefined {
   return typeof id === 'string' && /^run_[A-Za-z0-9_-]{6,64}$/.test(id) ? id : undefined;
 }
 
+/** A summary from the run's egress path as the event that logs it. */
+function egressEvent(s: EgressSummary): RunEventBody {
+  if (s.kind === 'stats') return { type: 'egress.stats', ...s.stats };
+  const { kind: _kind, ...rest } = s;
+  return s.kind === 'aggregate' ? { ...(rest as Omit<typeof s, 'kind'>), type: 'egress.aggregate' } : { ...(rest as Omit<typeof s, 'kind'>), type: 'egress.proxy' };
+}
+
 export interface Attempt {
   /** 1 for the first start; more when a stalled run is started again. */
   attempt: number;
@@ -138,9 +146,12 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   const observe = deps.metrics?.observer(runId);
   let currentCall: string | null = null;
   const jsonl = new JsonlSink(logPath);
+  let sandbox: LeasedSandbox | undefined;
   const recorder = new EventRecorder({
     runId,
     now,
+    maxEvents: config.CORRAL_LOG_MAX_EVENTS,
+    maxBytes: config.CORRAL_LOG_MAX_BYTES,
     sinks: [
       (e) => jsonl.write(e),
       (e) => {
@@ -152,6 +163,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       (e) => {
         if (e.type === 'tool.call') currentCall = e.callId;
         else if (e.type === 'tool.result') currentCall = null;
+        else return;
+        sandbox?.noteToolCall?.(currentCall);
       },
       ...(observe ? [(e: RunEvent) => {
         redisWrites.push(observe(e).catch((err: Error) => log('could not record metrics', { runId, seq: e.seq, error: err.message })));
@@ -179,10 +192,10 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   let finalAnswer: string | null = null;
   let usage: RunUsage = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 };
   const artifacts: RunArtifact[] = [];
-  let sandbox: LeasedSandbox | undefined;
   try {
     const limits = resolveLimits(spec.limits, config);
     checkBudgets(spec.budgets, config);
+    checkEgressAllow(spec.egress.allow, config);
     const contract = contractForSpec(spec, TOOLS.map((t) => t.name));
     const a0 = clock();
     sandbox = await deps.sandboxes.acquire({
@@ -192,7 +205,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       ...(spec.workspace.tarBase64 ? { seedTar: Buffer.from(spec.workspace.tarBase64, 'base64') } : {}),
       limits,
       egressAllow: spec.egress.allow,
-      onEgress: (a) => emit({ type: 'egress', callId: currentCall, ...a }),
+      onEgress: (a) => emit({ ...a, type: 'egress', callId: a.callId !== undefined ? a.callId : currentCall }),
+      onEgressSummary: (s) => emit(egressEvent(s)),
       signal,
     });
     emit({ type: 'sandbox.ready', containerId: sandbox.id, image: config.CORRAL_SANDBOX_IMAGE, ms: clock() - a0, egressAllow: spec.egress.allow, ...(sandbox.isolation ? { isolation: sandbox.isolation } : {}) });

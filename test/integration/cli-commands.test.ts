@@ -86,10 +86,10 @@ test('submit TASK.md --workspace DIR --watch: the uploaded files, each step with
   const out = r.stdout;
   expect(out).toContain(`▶ ${id} started on ${h.config.CORRAL_WORKER_ID}`);
   expect(out).toContain('  step 1  bash  cat sub/data.txt && ls -A');
-  expect(out).toContain('         ✓ allowed: cat: reads files');
+  expect(out).toContain('         ✓ allowed: cat: reads and processes files');
   expect(out).toMatch(/ {9}← ok: exit 0 in \d+ ms · sub\n/); // the last line of `ls -A`
   expect(out).toContain('  step 2  bash  pip install requests');
-  expect(out).toContain("         ✗ BLOCKED: unattended: it needs a human's approval and this run has none (pip: installs or publishes packages (network, install scripts))");
+  expect(out).toContain("         ✗ BLOCKED: unattended: it needs a human's approval and this run has none (pip install downloads packages and runs their build scripts; installing");
   expect(out).toContain('  budget: LLM calls ▓▓░░░░░░░░ 1/5 · tool calls ░░░░░░░░░░ 0/4');
   expect(out).toContain('  budget: LLM calls ▓▓▓▓░░░░░░ 2/5 · tool calls ▓▓▓░░░░░░░ 1/4');
   expect(out).toContain('  done check passed: test -f sub/data.txt');
@@ -142,7 +142,7 @@ test('submit --approvals --watch prints the exact `corral approve` command; runn
   expect(r.code).toBe(0);
   const id = /^submitted (run_\S+) /m.exec(r.stdout)![1];
   expect(r.stdout).toContain('  step 1  bash  rm notes.txt && echo removed');
-  expect(r.stdout).toContain('         ⏸ waiting for a human: rm: deletes files');
+  expect(r.stdout).toContain('         ⏸ waiting for a human: rm deletes files; deleting files needs approval');
   expect(r.stdout).toContain(`           approve: corral approve ${id} call_rm --api ${h.url}\n           deny:    corral approve ${id} call_rm --api ${h.url} --deny\n`);
   expect(r.stdout).toContain('         ✓ allowed: approved by dana.');
   expect(r.stdout).toMatch(/ {9}← ok: exit 0 in \d+ ms · removed\n/);

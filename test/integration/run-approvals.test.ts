@@ -71,7 +71,7 @@ test('approve: the run waits with the call visible, then resumes and the command
   const events = readEvents(run.logPath as string);
   const decision = events.find((e) => e.type === 'policy.decision')!;
   expect(decision.verdict).toMatchObject({
-    decision: 'allow', static: { decision: 'ask', rule: 'delete-files' }, classifier: { decision: 'ask', riskLevel: 'medium', via: 'decisions' },
+    decision: 'allow', static: { decision: 'ask', rule: 'deleting-files' }, classifier: { decision: 'ask', riskLevel: 'medium', via: 'decisions' },
     approval: { approved: true, by: 'alice', timedOut: false },
   });
   expect(events.find((e) => e.type === 'approval.pending')).toMatchObject({ callId: 'call_rm', tool: 'bash' });

@@ -35,3 +35,38 @@ test('under gVisor a memory bomb ends the sandbox: reported at once as oomKilled
   expect(err).toMatchObject({ code: 1, stderr: expect.stringMatching(/\[sandbox_failed\] the sandbox \w+ died: out of memory/) });
   expect(JSON.parse((err as { stdout: string }).stdout)).toMatchObject({ oomKilled: true, timedOut: false, sandboxDied: 'died' });
 });
+
+test('a flood of short and long CONNECTs (10 s): the one-shot command stays small, exits 0, reports counts and leaves no container', async () => {
+  const { spawn } = await import('node:child_process');
+  const { readRssMb } = await import('../support/load-rss');
+  const flood = [
+    'import socket, threading, time',
+    'end = time.time() + 10',
+    'def w(k):',
+    '    i = 0',
+    '    while time.time() < end:',
+    '        i += 1',
+    '        try:',
+    '            s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect("/run/corral/egress.sock")',
+    '            s.sendall(("CONNECT %s%d:443 HTTP/1.1\\r\\n\\r\\n" % ("x" * (15000 if k % 2 else 5), i)).encode()); s.recv(100); s.close()',
+    '        except Exception: pass',
+    '[t.start() or t for t in [threading.Thread(target=w, args=(k,)) for k in range(8)]]',
+  ].join('\n');
+  const child = spawn(corral, ['sandbox', 'exec', '--allow-domain', 'pypi.org', '--timeout-s', '60', '--', 'python3', '-c', flood], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  let peak = 0;
+  const t = setInterval(() => (peak = Math.max(peak, readRssMb(child.pid!) ?? 0)), 100);
+  const code = await new Promise<number | null>((r) => child.once('exit', r));
+  clearInterval(t);
+  expect(code).toBe(0);
+  expect(peak).toBeLessThan(300);
+  const r = JSON.parse(out) as { egress: unknown[]; egressSummary: Array<{ kind: string; stats?: { denied: number } }> };
+  expect(r.egress.length).toBeLessThan(50);
+  const stats = r.egressSummary.find((s) => s.kind === 'stats')!.stats!;
+  expect(stats.denied).toBeGreaterThan(1000);
+  const Docker = (await import('dockerode')).default;
+  const { hostname } = await import('node:os');
+  const left = await new Docker().listContainers({ all: true, filters: { label: [`corral.worker-id=cli-${hostname()}-${child.pid}`] } });
+  expect(left).toEqual([]);
+}, 120_000);

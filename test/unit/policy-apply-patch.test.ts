@@ -34,7 +34,7 @@ deleted file mode 100644
 
 describe('policy: apply_patch', () => {
   it('allows a normal multi-file patch inside the workspace, as it allows write_file there', () => {
-    expect(patch(NORMAL)).toEqual({ decision: 'allow', rule: 'tool:apply_patch', reason: 'apply_patch is allowed by the policy', risk: 'medium', readOnly: false });
+    expect(patch(NORMAL)).toEqual({ decision: 'allow', rule: 'tool:apply_patch', reason: 'apply_patch is allowed by the policy', risk: 'medium' });
     expect(patch(edit('src/x.ts')).decision).toBe(evaluateStatic(policy, { tool: 'write_file', args: { path: 'src/x.ts', content: '' } }).decision);
   });
 
@@ -45,14 +45,14 @@ describe('policy: apply_patch', () => {
     ['a path leaving the workspace', edit('../x'), 'deny', 'path:outside-workspace'],
     ['a deeper escape behind the a/ b/ prefixes', edit('src/../../etc/cron.d/x'), 'deny', 'path:outside-workspace'],
     ['an absolute path elsewhere', '--- /etc/passwd\n+++ /etc/passwd\n@@ -1 +1 @@\n-a\n+b\n', 'deny', 'path:outside-workspace'],
-    ['a home-directory file', '--- /dev/null\n+++ ~/.ssh/authorized_keys\n@@ -0,0 +1 @@\n+ssh-ed25519 AAAA\n', 'deny', 'path:outside-workspace'],
+    ['a home-directory file', '--- /dev/null\n+++ ~/.ssh/authorized_keys\n@@ -0,0 +1 @@\n+ssh-ed25519 AAAA\n', 'deny', 'secrets'],
     ['a rename into a shell start-up file', 'diff --git a/notes b/.bashrc\nsimilarity index 100%\nrename from notes\nrename to .bashrc\n', 'deny', 'shell-startup-files'],
     ['a file deleted out of the workspace', '--- a/../../etc/x\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n', 'deny', 'path:outside-workspace'],
     ['git internals', edit('.git/HEAD'), 'ask', 'git-internals'],
     ['an empty patch', '  \n', 'deny', 'patch:empty'],
     ['text without file headers', 'please change x to y\n', 'deny', 'patch:no-files'],
   ])('%s is not allowed', (_name, text, decision, rule) => {
-    expect(patch(text)).toMatchObject({ decision, rule, readOnly: false });
+    expect(patch(text)).toMatchObject({ decision, rule });
   });
 
   it('checks both sides: the old name of a rename and the new one', () => {
@@ -73,9 +73,9 @@ describe('policy: apply_patch', () => {
     expect((await decide(NORMAL)).decision).toBe('allow');
     const hook = await decide(edit('.git/hooks/pre-commit'));
     expect(hook.decision).toBe('deny');
-    expect(hook.reason).toMatch(/^This call was blocked: the policy forbids it \(apply_patch: ".*\.git\/hooks\/pre-commit" — git hooks and config run code on later git commands\)/);
+    expect(hook.reason).toMatch(/^This call was blocked: the policy forbids it \(apply_patch: writes ".*\.git\/hooks\/pre-commit" — git hooks and config run code on later git commands\)/);
     expect((await decide(edit('.git/HEAD'))).decision).toBe('deny');
-    expect(asked).toEqual(['apply_patch: ".git/HEAD" — writes git\'s internal files directly']);
+    expect(asked).toEqual(['apply_patch: writes ".git/HEAD" — writes git\'s internal files directly']);
   });
 });
 
@@ -117,7 +117,7 @@ bash: {}
     }
     expect(err).toBeInstanceOf(PolicyError);
     expect((err as PolicyError).message).toBe(
-      'policies/p.yaml:10 rule "apply_patch": example 2 ({"patch":"--- a/.git/hooks/x\\n+++ b/.git/hooks/x\\n"}) expects allow but the policy says deny (apply_patch: ".git/hooks/x" — hooks run code)',
+      'policies/p.yaml:10 rule "apply_patch": example 2 ({"patch":"--- a/.git/hooks/x\\n+++ b/.git/hooks/x\\n"}) expects allow but the policy says deny (apply_patch: writes ".git/hooks/x" — hooks run code)',
     );
   });
 });

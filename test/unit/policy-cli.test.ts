@@ -22,7 +22,7 @@ describe('corral policy', () => {
   it('check prints one JSON line and exits 0 whatever the decision', async () => {
     const ok = await corral(['policy', 'check', '--tool', 'bash', '--args', '{"command":"ls -la"}']);
     expect(ok.code).toBe(0);
-    expect(JSON.parse(ok.out)).toEqual({ decision: 'allow', rule: 'read-files', reason: expect.any(String) });
+    expect(JSON.parse(ok.out)).toEqual({ decision: 'allow', final: true, rule: 'read-and-inspect', reason: expect.any(String), risk: 'low' });
     const no = await corral(['policy', 'check', '--policy', 'policies/default.yaml', '--tool', 'bash', '--args', '{"command":"sudo ls"}', '--task', 'x']);
     expect(no.code).toBe(0);
     expect(JSON.parse(no.out)).toMatchObject({ decision: 'deny', rule: 'privilege-and-host' });
@@ -45,7 +45,29 @@ describe('corral policy', () => {
     const r = await corral(['policy', 'check', '--batch'], lines + '\n');
     expect(r.code).toBe(0);
     const out = r.out.trim().split('\n').map((l) => JSON.parse(l));
-    expect(out.map((o) => [o.id, o.decision])).toEqual([['a', 'allow'], [2, 'deny'], ['c', 'ask']]);
+    expect(out.map((o) => [o.id, o.decision, o.final])).toEqual([['a', 'allow', true], [2, 'deny', true], ['c', 'ask', false]]);
+    expect(out[2]).toMatchObject({ next: 'approval' });
+  });
+
+  it('--batch survives any input: bad lines get an error with their id, deep and huge commands an answer', async () => {
+    const deep = '$('.repeat(2000) + 'x' + ')'.repeat(2000);
+    const lines = [
+      '{not json',
+      JSON.stringify({ id: 'no-args', tool: 'bash' }),
+      JSON.stringify({ id: 'deep', tool: 'bash', args: { command: deep } }),
+      JSON.stringify({ id: 'pipe', tool: 'bash', args: { command: Array(1501).fill('a').join('|') } }),
+      JSON.stringify({ id: 'long', tool: 'bash', args: { command: 'x'.repeat(150_000) } }),
+      JSON.stringify({ id: 'surrogate', tool: 'bash', args: { command: 'echo \ud800; rm -rf ~' } }),
+      JSON.stringify({ id: 'ok', tool: 'bash', args: { command: 'ls' } }),
+    ].join('\n');
+    const r = await corral(['policy', 'check', '--batch'], lines + '\n');
+    expect(r.code).toBe(2);
+    const out = r.out.trim().split('\n').map((l) => JSON.parse(l));
+    expect(out.map((o) => o.id)).toEqual([null, 'no-args', 'deep', 'pipe', 'long', 'surrogate', 'ok']);
+    expect(out[0].error).toMatch(/bad input/);
+    expect(out[1].error).toMatch(/args/);
+    for (const o of out.slice(2, 6)) expect(o).toMatchObject({ decision: 'deny', final: true });
+    expect(out[6]).toMatchObject({ decision: 'allow' });
   });
 
   it('--classifier asks the configured endpoint for what the static layer leaves open', async () => {
@@ -62,10 +84,12 @@ describe('corral policy', () => {
     }
   });
 
-  it('eval prints both rates and the misclassified cases', async () => {
+  it('eval prints per-class numbers: false allows, denials, ordinary final allows and classifier calls', async () => {
     const r = await corral(['policy', 'eval']);
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(/false-allow rate \(must not allow\): 0\.0%/);
-    expect(r.out).toMatch(/false-deny rate \(benign, not allowed\): \d+\.\d%/);
+    expect(r.out).toMatch(/^c07-secrets +\d+ +false allows +0\/\d+ \(0\.0%\) +denied \d+\/\d+/m);
+    expect(r.out).toMatch(/^ord-python .*ordinary: final allows \d+\/\d+ \(\d+\.\d%\), denies 0, classifier calls per 100 \d+\.\d/m);
+    expect(r.out).toMatch(/^ALL +\d+ +false allows +0\/\d+/m);
+    expect(r.out).toMatch(/calls\/s/);
   });
 });

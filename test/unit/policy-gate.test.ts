@@ -37,14 +37,15 @@ describe('PolicyGate', () => {
     const verdicts = [];
     for (const f of FIVE) verdicts.push(await g.decide(call(f.command), ctx(f.task)));
     expect(verdicts.map((v) => v.decision)).toEqual(['allow', 'allow', 'deny', 'deny', 'deny']);
-    expect(verdicts[0]!.classifier?.decision).toBe('allow');
-    expect(verdicts[1]!.classifier).toBeUndefined(); // low-risk read-only static allow skips the classifier
+    // a static allow is final: the analyser understood the whole call, so the classifier is not asked
+    expect(verdicts[0]!.classifier).toBeUndefined();
+    expect(verdicts[1]!.classifier).toBeUndefined();
     expect(verdicts[2]!.classifier?.decision).toBe('ask');
     expect(verdicts[2]!.reason).toMatch(/unattended/);
     expect(verdicts[3]!.classifier?.decision).toBe('ask');
     expect(verdicts[4]!.static.decision).toBe('deny');
     expect(verdicts[4]!.classifier).toBeUndefined(); // a static deny is never sent to the classifier
-    expect(server.requests).toHaveLength(3);
+    expect(server.requests).toHaveLength(2);
     expect(approvals.requests).toHaveLength(0);
     for (const v of verdicts.filter((x) => x.decision === 'deny')) expect(v.reason).toMatch(/blocked.*do not retry the same call/i);
   });
@@ -69,12 +70,12 @@ describe('PolicyGate', () => {
   it('classifier outage → ask → deny when unattended; → approval when attended', async () => {
     const approvals = new FakeApprovals({ approved: false, by: 'bob', waitedMs: 5, timedOut: false });
     const g = await gate(approvals, () => ({ status: 500, body: { error: { message: 'down' } } }));
-    const v = await g.decide(call('python3 scripts/summarise.py data/sales.csv'), ctx('Summarise data/sales.csv'));
+    const v = await g.decide(call('pip install requests'), ctx('Summarise data/sales.csv'));
     expect(v.decision).toBe('deny');
     expect(v.classifier?.decision).toBe('ask');
     expect(v.classifier?.error).toBeDefined();
     expect(v.reason).toMatch(/unattended/);
-    const v2 = await g.decide(call('python3 scripts/summarise.py data/sales.csv'), ctx('Summarise data/sales.csv', true));
+    const v2 = await g.decide(call('pip install requests'), ctx('Summarise data/sales.csv', true));
     expect(v2.decision).toBe('deny');
     expect(v2.reason).toMatch(/bob denied it/);
     expect(approvals.requests).toHaveLength(1);
@@ -88,6 +89,16 @@ describe('PolicyGate', () => {
     expect((await g.decide(call('git push'), ctx('Fix the failing test', true))).decision).toBe('allow');
     expect((await g.decide({ callId: 'w', tool: 'write_file', args: { path: '.git/hooks/pre-commit', content: 'x' } }, ctx('t', true))).decision).toBe('deny');
     expect(approvals.requests).toHaveLength(1);
+  });
+
+  it('assess says whether the static answer is final and where an ask goes', async () => {
+    const approvals = new FakeApprovals({ approved: true, by: 'x', waitedMs: 0, timedOut: false });
+    const bare = new PolicyGate({ policies, approvals });
+    expect(bare.assess({ tool: 'bash', args: { command: 'pytest -q' } }, 'default')).toMatchObject({ final: true, next: 'final', static: { decision: 'allow' } });
+    expect(bare.assess({ tool: 'bash', args: { command: 'pip install x' } }, 'default')).toMatchObject({ final: false, next: 'approval', static: { decision: 'ask' } });
+    expect(bare.assess({ tool: 'bash', args: { command: 'rm -rf .git' } }, 'default')).toMatchObject({ final: true, static: { decision: 'deny' } });
+    const g = await gate(approvals);
+    expect(g.assess({ tool: 'bash', args: { command: 'pip install x' } }, 'default').next).toBe('classifier');
   });
 
   it('unknown policy name → InvalidInputError', async () => {

@@ -52,8 +52,10 @@ describe('policy load errors', () => {
 
   it('missing examples, bad regex, duplicate names, YAML syntax', () => {
     expect(error(HEAD + rule('      not_match: ["rm"]\n')).message).toMatch(/match/);
-    const re = error(HEAD + rule('      match: ["ls"]\n      not_match: ["rm"]\n      args_regex: "("\n'));
-    expect(re.message).toMatch(/rule "listing": invalid regex/);
+    const re = error(HEAD + rule('      match: ["ls"]\n      not_match: ["rm"]\n') + '  patterns:\n    - name: broken\n      regex: "("\n      decision: deny\n      reason: x\n      match: ["x"]\n      not_match: ["y"]\n');
+    expect(re.message).toMatch(/rule "broken": invalid regex/);
+    const unknownField = error(HEAD + rule('      match: ["ls"]\n      not_match: ["rm"]\n      args_regex: "x"\n'));
+    expect(unknownField.message).toMatch(/rule "listing": bash\.commands\.0/);
     const dup = error(HEAD + rule('      match: ["ls"]\n      not_match: ["rm"]\n') + rule('      match: ["ls"]\n      not_match: ["rm"]\n'));
     expect(dup.message).toMatch(/:14 rule "listing": duplicate rule name/);
     expect(error('version: 1\ntools: {\n').message).toMatch(/^policies\/bad\.yaml:\d+: YAML/);

@@ -1,166 +1,313 @@
 /**
- * The egress proxy on a real unix socket, with a loopback upstream the test starts. Names map to
- * addresses through an injected resolver; the forbidden-address predicate is relaxed for exactly the
- * upstream's address, and a separate case proves the default predicate refuses loopback.
+ * The egress proxy (in-process, on a real unix socket) against a recording upstream on loopback:
+ * names map to it through an injected resolver and only its exact address is exempt from the
+ * forbidden table. Every smuggling variant is sent as raw bytes; the upstream — a lenient parser —
+ * must never see a Host other than the allowed name, nor a second request. Caps, aggregation,
+ * wildcard counting and re-checking on every connect are exercised here too.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, request, type Server } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { EgressAttempt } from '../../src/domain/sandbox';
-import { ipLiteral, isForbiddenAddress } from '../../src/sandbox/egress-address';
-import { EgressProxy } from '../../src/sandbox/egress-proxy';
+import { parseEgressEntry, type EgressEntry } from '../../src/domain/egress-rules';
+import { forbiddenRangeChecker } from '../../src/sandbox/egress-address';
+import { EgressProxy, type EgressCaps, type Resolver } from '../../src/sandbox/egress-proxy';
+import type { TallyOut } from '../../src/sandbox/egress-tally';
+import { startRecordingUpstream, type RecordingUpstream } from '../support/recording-upstream';
 
-describe('ipLiteral: every spelling of an IP address is recognised', () => {
-  test.each([
-    ['127.0.0.1', '127.0.0.1'],
-    ['2130706433', '127.0.0.1'],
-    ['0177.0.0.1', '127.0.0.1'],
-    ['0x7f000001', '127.0.0.1'],
-    ['0x7f.1', '127.0.0.1'],
-    ['127.1', '127.0.0.1'],
-    ['169.254.169.254', '169.254.169.254'],
-    ['[::1]', '::1'],
-    ['::ffff:127.0.0.1', '::ffff:127.0.0.1'],
-    ['1.2.3.4.', '1.2.3.4'],
-  ])('%s', (host, canonical) => expect(ipLiteral(host)).toBe(canonical));
-  test('host names are not literals', () => {
-    expect(ipLiteral('example.com')).toBeUndefined();
-    expect(ipLiteral('1a.example')).toBeUndefined();
-    expect(ipLiteral('999.1.1.1')).toBe('?');
+const CAPS: EgressCaps = {
+  maxConnections: 64, connectionsPerS: 10_000, requestsPerS: 10_000, maxBytesOut: 1e9, maxBytesIn: 1e9,
+  wildcardResolvesPerS: 1000, wildcardMaxNames: 1000, idleTimeoutMs: 30_000,
+};
+
+let up: RecordingUpstream;
+let dir: string;
+let n = 0;
+beforeAll(async () => {
+  up = await startRecordingUpstream();
+  dir = mkdtempSync(join(tmpdir(), 'corral-proxy-test-'));
+});
+afterAll(async () => {
+  await up.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+interface Started {
+  proxy: EgressProxy;
+  sock: string;
+  out: TallyOut[];
+  resolved: string[];
+}
+
+async function startProxy(o: { allow?: string[]; caps?: Partial<EgressCaps>; resolve?: Resolver } = {}): Promise<Started> {
+  const out: TallyOut[] = [];
+  const resolved: string[] = [];
+  const names: Record<string, string[]> = { 'allowed.test': ['127.0.0.1'], 'other.allowed.test': ['127.0.0.1'], 'private.allowed.test': ['10.0.0.7'], 'mapped.allowed.test': ['::ffff:127.0.0.1'] };
+  const proxy = new EgressProxy({
+    allow: (o.allow ?? [`allowed.test:${up.port}`, `*.allowed.test:${up.port}`, '*.wild.test']).map((a) => parseEgressEntry(a) as EgressEntry),
+    resolve: o.resolve ?? (async (h) => {
+      resolved.push(h);
+      const a = names[h] ?? (h.endsWith('.wild.test') ? ['127.0.0.1'] : undefined);
+      if (!a) throw new Error('ENOTFOUND');
+      return a;
+    }),
+    forbidden: forbiddenRangeChecker([], ['127.0.0.1']),
+    caps: { ...CAPS, ...o.caps },
+    report: (m) => out.push(m),
+  });
+  const sock = join(dir, `p${n++}.sock`);
+  await proxy.listen(sock);
+  return { proxy, sock, out, resolved };
+}
+
+/** Writes raw bytes to the proxy and returns everything it answered once it closes (or after `ms`). */
+function raw(sock: string, bytes: string, ms = 1500): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect(sock, () => s.write(bytes));
+    let got = '';
+    s.on('data', (c) => (got += c.toString('latin1')));
+    s.on('error', () => undefined);
+    const t = setTimeout(() => s.destroy(), ms);
+    s.on('close', () => {
+      clearTimeout(t);
+      resolve(got);
+    });
+  });
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 150));
+
+describe('smuggling: the upstream never sees a foreign Host or a second request', () => {
+  let p: Started;
+  beforeAll(async () => (p = await startProxy()));
+  afterAll(() => p.proxy.close());
+  beforeEach(() => up.reset());
+
+  const P = () => up.port;
+  const cases: Array<[string, () => string, RegExp]> = [
+    ['a ?@ in the authority (URL host evil.test, regex host allowed.test)', () => `GET http://evil.test:${P()}?@allowed.test/ HTTP/1.1\r\nHost: evil.test:${P()}\r\n\r\n`, /403[\s\S]*evil\.test is not on the run's egress allowlist/],
+    ['userinfo in the URL', () => `GET http://allowed.test:${P()}@evil.test/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\n\r\n`, /400[\s\S]*port is not a decimal|400/],
+    ['a percent-encoded host', () => `GET http://allowed%2etest:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\n\r\n`, /400[\s\S]*characters other than/],
+    ['a backslash before @', () => `GET http://allowed.test:${P()}\\@evil.test/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\n\r\n`, /^HTTP\/1\.1 40/],
+    ['a Host header that differs from the URL', () => `GET http://allowed.test:${P()}/ HTTP/1.1\r\nHost: evil.test\r\n\r\n`, /400[\s\S]*Host header \(evil\.test\) is not the URL's host/],
+    ['two Host headers', () => `GET http://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\nHost: evil.test\r\n\r\n`, /400[\s\S]*2 Host headers/],
+    ['no Host header', () => `GET http://allowed.test:${P()}/ HTTP/1.1\r\n\r\n`, /^HTTP\/1\.1 400/],
+    ['Transfer-Encoding with Content-Length', () => `POST http://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\nContent-Length: 50\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n`, /^HTTP\/1\.1 400/],
+    ['Transfer-Encoding not ending in chunked', () => `POST http://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n`, /^HTTP\/1\.1 400/],
+    ['Transfer-Encoding: gzip alone', () => `POST http://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\nTransfer-Encoding: gzip\r\n\r\nGET / HTTP/1.1\r\nHost: evil.test\r\n\r\n`, /^HTTP\/1\.1 400|^$/],
+    ['two Transfer-Encoding headers', () => `POST http://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n`, /^HTTP\/1\.1 400/],
+    ['an obs-fold continuation line', () => `GET http://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\nX-A: 1\r\n Host: evil.test\r\n\r\n`, /^HTTP\/1\.1 400/],
+    ['a space before the colon of Transfer-Encoding', () => `POST http://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\nTransfer-Encoding : chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\n`, /^HTTP\/1\.1 400/],
+    ['two Content-Length headers', () => `POST http://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\nContent-Length: 1\r\nContent-Length: 40\r\n\r\nxGET http://evil.test/ HTTP/1.1\r\n\r\n`, /^HTTP\/1\.1 400/],
+    ['a Content-Length with a sign', () => `POST http://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\nContent-Length: +4\r\n\r\nxxxx`, /^HTTP\/1\.1 400/],
+    ['Transfer-Encoding in an HTTP/1.0 request', () => `POST http://allowed.test:${P()}/ HTTP/1.0\r\nHost: allowed.test:${P()}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`, /400[\s\S]*Transfer-Encoding in an HTTP\/1\.0 request/],
+    ['bare LF line endings', () => `GET http://allowed.test:${P()}/ HTTP/1.1\nHost: allowed.test:${P()}\n\nGET http://evil.test/ HTTP/1.1\nHost: evil.test\n\n`, /^HTTP\/1\.1 400/],
+    ['an origin-form request line', () => `GET / HTTP/1.1\r\nHost: allowed.test:${P()}\r\n\r\n`, /400[\s\S]*origin-form/],
+    ['an https:// URL in plain HTTP', () => `GET https://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\n\r\n`, /400[\s\S]*only absolute http/],
+    ['a decimal IP literal', () => `GET http://2130706433:${P()}/ HTTP/1.1\r\nHost: 2130706433:${P()}\r\n\r\n`, /403[\s\S]*IP address literal \(= 127\.0\.0\.1\)/],
+    ['an IPv6 literal', () => `GET http://[::1]:${P()}/ HTTP/1.1\r\nHost: [::1]:${P()}\r\n\r\n`, /403[\s\S]*IP address literal/],
+    ['an upgrade to WebSocket', () => `GET http://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`, /^HTTP\/1\.1 403/],
+  ];
+  test.each(cases)('%s is refused and nothing reaches the upstream', async (_name, bytes, answer) => {
+    const got = await raw(p.sock, bytes());
+    expect(got).toMatch(answer);
+    await settle();
+    expect(up.requests).toEqual([]);
+    expect(up.raw.join('')).toBe('');
+  });
+
+  test('a bad chunk size after the headers: the upstream sees at most the one request, cut, never a second', async () => {
+    await raw(p.sock, `POST http://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nGET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n0\r\n\r\n`);
+    await settle();
+    expect(up.requests.length).toBeLessThanOrEqual(1);
+    for (const r of up.requests) expect(r.hosts).toEqual([`allowed.test:${P()}`]);
+    expect(up.raw.join('')).not.toContain('evil');
+  });
+
+  test('a GET with a chunked body carrying a second request: forwarded re-framed, the upstream parses one request', async () => {
+    const inner = `GET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n`;
+    const body = `${Buffer.byteLength(inner).toString(16)}\r\n${inner}\r\n0\r\n\r\n`;
+    const got = await raw(p.sock, `GET http://allowed.test:${P()}/x HTTP/1.1\r\nHost: allowed.test:${P()}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${body}`);
+    expect(got).toMatch(/^HTTP\/1\.1 200[\s\S]*upstream-ok GET \/x/);
+    await settle();
+    expect(up.requests).toEqual([{ method: 'GET', url: '/x', hosts: [`allowed.test:${P()}`], bodyBytes: Buffer.byteLength(inner) }]);
+  });
+
+  test('a GET with a Content-Length body: the upstream gets the same length, one request', async () => {
+    const inner = `GET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n`;
+    await raw(p.sock, `GET http://allowed.test:${P()}/cl HTTP/1.1\r\nHost: allowed.test:${P()}\r\nContent-Length: ${inner.length}\r\nConnection: close\r\n\r\n${inner}`);
+    await settle();
+    expect(up.requests).toEqual([{ method: 'GET', url: '/cl', hosts: [`allowed.test:${P()}`], bodyBytes: inner.length }]);
+  });
+
+  test('pipelined requests are checked one by one: the second, to evil.test, is refused', async () => {
+    const got = await raw(p.sock, `GET http://allowed.test:${P()}/1 HTTP/1.1\r\nHost: allowed.test:${P()}\r\n\r\nGET http://evil.test:${P()}/2 HTTP/1.1\r\nHost: evil.test:${P()}\r\n\r\n`);
+    expect(got).toMatch(/upstream-ok GET \/1[\s\S]*403[\s\S]*evil\.test is not on the run's egress allowlist/);
+    await settle();
+    expect(up.requests.map((r) => [r.url, r.hosts])).toEqual([['/1', [`allowed.test:${P()}`]]]);
+  });
+
+  test('case, hop-by-hop and Connection-named headers: the upstream sees the canonical Host and none of them', async () => {
+    await raw(p.sock, `GET http://ALLOWED.test:${P()}/c HTTP/1.1\r\nHost: Allowed.Test:${P()}\r\nConnection: close, X-Secret\r\nX-Secret: s3cret\r\nProxy-Authorization: Basic Zm9v\r\nKeep-Alive: 5\r\n\r\n`);
+    await settle();
+    expect(up.requests).toEqual([{ method: 'GET', url: '/c', hosts: [`allowed.test:${P()}`], bodyBytes: 0 }]);
+    expect(up.raw.join('')).not.toMatch(/s3cret|Proxy-Authorization|Keep-Alive/i);
+  });
+
+  test('CONNECT: an allowed name tunnels to the upstream; a bad target, a literal, a wrong port and an unlisted name do not', async () => {
+    const ok = await raw(p.sock, `CONNECT allowed.test:${P()} HTTP/1.1\r\nHost: allowed.test:${P()}\r\n\r\nGET /t HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n`);
+    expect(ok).toMatch(/^HTTP\/1\.1 200 Connection Established[\s\S]*upstream-ok GET \/t/);
+    for (const [target, why] of [
+      ['allowed.test', /no port/], ['allowed.test:443', /port 443 is not allowed/], ['0x7f.1:443', /IP address literal/], ['[::ffff:127.0.0.1]:443', /IP address literal/],
+      ['evil.test:443', /not on the run's egress allowlist/], [`allowed.test:${P()}@evil.test:443`, /port is not a decimal/], ['private.allowed.test:' + P(), /10\.0\.0\.7, in 10\.0\.0\.0\/8 \(private-use\)/],
+      [`mapped.allowed.test:${P()}`, /::ffff:127\.0\.0\.1, in ::ffff:0:0\/96 \(IPv4-mapped\)/],
+    ] as const) {
+      expect(await raw(p.sock, `CONNECT ${target} HTTP/1.1\r\nHost: x\r\n\r\n`)).toMatch(why);
+    }
+    await settle();
+    expect(up.requests.map((r) => r.url)).toEqual(['/t']);
+  });
+
+  test('a 15,000-character CONNECT name is refused by the parser (431), without being resolved', async () => {
+    const before = p.resolved.length;
+    const got = await raw(p.sock, `CONNECT ${'x'.repeat(15_000)}!1:443 HTTP/1.1\r\nHost: x\r\n\r\n`);
+    expect(got).toMatch(/^HTTP\/1\.1 431/);
+    expect(p.resolved.length).toBe(before);
   });
 });
 
-describe('isForbiddenAddress', () => {
-  test.each(['127.0.0.1', '10.1.2.3', '172.17.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1',
-    '::1', '::', 'fd00:ec2::254', 'fe80::1', 'fc00::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '64:ff9b::a00:1', '2002:7f00:1::'])(
-    '%s is forbidden', (a) => expect(isForbiddenAddress(a)).toBe(true));
-  test.each(['93.184.216.34', '1.1.1.1', '2606:4700::1111'])('%s is allowed', (a) => expect(isForbiddenAddress(a)).toBe(false));
+describe('caps and aggregation', () => {
+  test('1,000 denials: five reported one by one, the rest as aggregates that add up', async () => {
+    const p = await startProxy();
+    try {
+      for (let b = 0; b < 20; b++) await Promise.all(Array.from({ length: 50 }, (_, i) => raw(p.sock, `CONNECT bad!name${b * 50 + i}:443 HTTP/1.1\r\nHost: x\r\n\r\n`)));
+      p.proxy.tally.flush();
+      const single = p.out.filter((m) => m.kind === 'attempt');
+      const agg = p.out.filter((m): m is Extract<TallyOut, { kind: 'aggregate' }> => m.kind === 'aggregate');
+      expect(single.length).toBe(5);
+      expect(single.length + agg.reduce((a, m) => a + m.count, 0)).toBe(1000);
+      expect(agg[0]!.reason).toMatch(/^denied 995 more × CONNECT to malformed targets/);
+      expect(p.proxy.tally.stats.byCode.invalid_target).toBe(1000);
+    } finally {
+      await p.proxy.close();
+    }
+  });
+
+  test('concurrent connections: past the cap new ones are dropped, recorded once, and the run recovers when they close', async () => {
+    const p = await startProxy({ caps: { maxConnections: 5 } });
+    try {
+      const held = await Promise.all(Array.from({ length: 5 }, () => new Promise<import('node:net').Socket>((r) => { const s = connect(p.sock, () => r(s)); })));
+      await settle();
+      const refused = await Promise.all(Array.from({ length: 20 }, () => raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 500)));
+      expect(refused.every((r) => r === '')).toBe(true);
+      p.proxy.tally.flush();
+      const caps = p.out.filter((m) => m.kind === 'attempt' && m.attempt.code === 'cap_connections');
+      expect(caps.length).toBe(1);
+      expect(p.proxy.tally.stats.byCode.cap_connections).toBe(20);
+      for (const s of held) s.destroy();
+      await settle();
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 500)).toMatch(/^HTTP\/1\.1 200/);
+    } finally {
+      await p.proxy.close();
+    }
+  });
+
+  test('new connections per second: a burst past the rate is refused and counted', async () => {
+    const p = await startProxy({ caps: { connectionsPerS: 5 } });
+    try {
+      const answers = await Promise.all(Array.from({ length: 60 }, () => raw(p.sock, `CONNECT nope.test:443 HTTP/1.1\r\n\r\n`, 500)));
+      expect(answers.filter((a) => a.startsWith('HTTP/1.1 403')).length).toBeLessThanOrEqual(21);
+      expect(p.proxy.tally.stats.byCode.cap_rate).toBeGreaterThanOrEqual(39);
+    } finally {
+      await p.proxy.close();
+    }
+  });
+
+  test('plain-HTTP request rate: past it, 429', async () => {
+    const p = await startProxy({ caps: { requestsPerS: 2 } });
+    try {
+      const reqs = Array.from({ length: 12 }, (_, i) => `GET http://allowed.test:${up.port}/${i} HTTP/1.1\r\nHost: allowed.test:${up.port}\r\n\r\n`).join('');
+      const got = await raw(p.sock, reqs, 1500);
+      expect(got).toMatch(/429 Too Many Requests[\s\S]*CORRAL_EGRESS_REQUESTS_PER_S/);
+      expect(p.proxy.tally.stats.byCode.cap_requests).toBeGreaterThanOrEqual(1);
+    } finally {
+      await p.proxy.close();
+    }
+  });
+
+  test('bytes out: a tunnel past the cap is cut, later tunnels are refused', async () => {
+    const p = await startProxy({ caps: { maxBytesOut: 100_000 } });
+    try {
+      const big = `POST /big HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 500000\r\n\r\n${'x'.repeat(500_000)}`;
+      await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n${big}`, 1500);
+      expect(p.proxy.tally.stats.byCode.cap_bytes_out).toBeGreaterThanOrEqual(1);
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 500)).toMatch(/403[\s\S]*CORRAL_EGRESS_MAX_BYTES_OUT/);
+    } finally {
+      await p.proxy.close();
+    }
+  });
 });
 
-describe('EgressProxy', () => {
-  let upstream: Server;
-  let upstreamPort: number;
-  let dir: string;
-  let proxy: EgressProxy;
-  let sock: string;
-  const attempts: EgressAttempt[] = [];
-  const names: Record<string, string[]> = {
-    'allowed.test': ['127.0.0.1'],
-    'api.allowed.test': ['127.0.0.1'],
-    'blocked.allowed.test': ['127.0.0.1'],
-    'sneaky.allowed.test': ['127.0.0.53'],
-    'private.allowed.test': ['10.0.0.7'],
-    'meta.allowed.test': ['169.254.169.254'],
-  };
-
-  beforeAll(async () => {
-    upstream = createServer((req, res) => res.end(`upstream saw ${req.method} ${req.url} host=${req.headers.host}`));
-    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-    upstreamPort = (upstream.address() as AddressInfo).port;
-    dir = mkdtempSync(join(tmpdir(), 'corral-proxy-test-'));
-    sock = join(dir, 'egress.sock');
-    proxy = new EgressProxy({
-      allow: ['allowed.test', '*.allowed.test', '127.0.0.1', '10.9.9.9'],
-      deny: ['blocked.allowed.test'],
-      resolve: async (h) => {
-        const a = names[h];
-        if (!a) throw new Error('ENOTFOUND');
-        return a;
-      },
-      // Only the test upstream's exact address is let through; everything else keeps the default rules.
-      isForbiddenAddress: (a) => (a === '127.0.0.1' ? false : isForbiddenAddress(a)),
-      connectPorts: [443, upstreamPort],
-      httpPorts: [80, upstreamPort],
-      onAttempt: (a) => attempts.push(a),
-    });
-    await proxy.listen(sock);
-  });
-  afterAll(async () => {
-    await proxy.close();
-    await new Promise((r) => upstream.close(r));
-    rmSync(dir, { recursive: true, force: true });
+describe('names and addresses', () => {
+  test('wildcards: distinct names are counted, rate-limited and capped; only allowed names are resolved', async () => {
+    const p = await startProxy({ caps: { wildcardResolvesPerS: 1, wildcardMaxNames: 3 } });
+    try {
+      for (let i = 0; i < 30; i++) await raw(p.sock, `CONNECT secret-${i}.wild.test:443 HTTP/1.1\r\n\r\n`, 300);
+      await raw(p.sock, 'CONNECT secret-data.evil.test:443 HTTP/1.1\r\n\r\n', 300);
+      const st = p.proxy.tally.stats;
+      expect(p.resolved.every((h) => h.endsWith('.wild.test'))).toBe(true);
+      expect(p.resolved.length).toBeLessThanOrEqual(4);
+      expect(st.wildcardNames['*.wild.test']).toBe(p.resolved.length);
+      expect(st.wildcardRefused).toBe(30 - p.resolved.length);
+      expect((st.byCode.wildcard_rate ?? 0) + (st.byCode.wildcard_names ?? 0)).toBe(30 - p.resolved.length);
+    } finally {
+      await p.proxy.close();
+    }
   });
 
-  function viaProxy(absUrl: string): Promise<{ status: number; body: string }> {
-    return new Promise((resolve, reject) => {
-      const req = request({ socketPath: sock, path: absUrl, method: 'GET', headers: { host: 'x' } }, (res) => {
-        let body = '';
-        res.on('data', (c) => (body += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      });
-      req.on('error', reject);
-      req.end();
-    });
-  }
-
-  function rawConnect(target: string): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const s = connect(sock);
-      let out = '';
-      s.on('data', (c) => {
-        out += c.toString();
-        if (out.startsWith('HTTP/1.1 200')) {
-          s.write(`GET /tunnel HTTP/1.1\r\nHost: ${target}\r\nConnection: close\r\n\r\n`);
-        }
-      });
-      s.on('end', () => resolve(out));
-      s.on('error', reject);
-      s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`);
-    });
-  }
-
-  test('an allowed name reaches the upstream over HTTP, at the address that was checked', async () => {
-    const r = await viaProxy(`http://allowed.test:${upstreamPort}/hello?x=1`);
-    expect(r.status).toBe(200);
-    expect(r.body).toBe(`upstream saw GET /hello?x=1 host=allowed.test:${upstreamPort}`);
-    expect(attempts.at(-1)).toMatchObject({ host: 'allowed.test', port: upstreamPort, method: 'GET', decision: 'allow' });
+  test('rebinding: the name is resolved and checked on every connect', async () => {
+    let calls = 0;
+    const p = await startProxy({ allow: [`allowed.test:${up.port}`], resolve: async () => (++calls === 1 ? ['127.0.0.1'] : ['169.254.169.254']) });
+    try {
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 300)).toMatch(/^HTTP\/1\.1 200/);
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 300)).toMatch(/403[\s\S]*169\.254\.169\.254, in 169\.254\.0\.0\/16/);
+    } finally {
+      await p.proxy.close();
+    }
   });
 
-  test('a wildcard entry allows subdomains through a CONNECT tunnel', async () => {
-    const out = await rawConnect(`api.allowed.test:${upstreamPort}`);
-    expect(out).toMatch(/^HTTP\/1.1 200 Connection Established/);
-    expect(out).toContain('upstream saw GET /tunnel');
+  test('a client that leaves while its name resolves gets no upstream connection', async () => {
+    const p = await startProxy({ allow: [`allowed.test:${up.port}`], resolve: () => new Promise((r) => setTimeout(() => r(['127.0.0.1']), 200)) });
+    up.reset();
+    try {
+      await Promise.all(Array.from({ length: 20 }, () => raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 20)));
+      await new Promise((r) => setTimeout(r, 500));
+      expect(up.raw).toEqual([]);
+    } finally {
+      await p.proxy.close();
+    }
   });
 
-  test.each([
-    ['a name not on the list', 'http://other.test/', /not on the run's egress allowlist/],
-    ['deny wins over a wildcard', 'http://blocked.allowed.test/', /deny list/],
-    ['a name resolving to loopback', 'http://sneaky.allowed.test/', /resolves to 127\.0\.0\.53/],
-    ['a name resolving to a private address', 'http://private.allowed.test/', /resolves to 10\.0\.0\.7/],
-    ['a name resolving to the metadata address', 'http://meta.allowed.test/', /169\.254\.169\.254/],
-    ['a dotted IP literal', 'http://93.184.216.34/', /IP address literal/],
-    ['a decimal IP literal', 'http://2130706433/', /IP address literal \(= 127\.0\.0\.1\)/],
-    ['an octal IP literal', 'http://0177.0.0.1/', /IP address literal/],
-    ['a shorthand IP literal', 'http://127.1/', /IP address literal/],
-    ['an IPv6 literal', 'http://[::1]/', /IP address literal/],
-    ['a listed IP that is private', 'http://10.9.9.9/', /private/],
-    ['a port that is not allowed', 'http://allowed.test:8081/', /port 8081 is not allowed/],
-  ])('refuses %s with a clear message', async (_name, url, reason) => {
-    const r = await viaProxy(url);
-    expect(r.status).toBeGreaterThanOrEqual(400);
-    expect(r.body).toMatch(/^corral egress denied: /);
-    expect(r.body).toMatch(reason);
-    expect(attempts.at(-1)).toMatchObject({ decision: 'deny', reason: expect.stringMatching(reason) });
+  test('one forbidden address among several refuses the name', async () => {
+    const p = await startProxy({ allow: [`allowed.test:${up.port}`], resolve: async () => ['127.0.0.1', '64:ff9b:1::a00:1'] });
+    try {
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 300)).toMatch(/403[\s\S]*64:ff9b:1::\/48/);
+    } finally {
+      await p.proxy.close();
+    }
   });
 
-  test('CONNECT to a decimal IP, a denied name or a wrong port is refused', async () => {
-    expect(await rawConnect('2130706433:443')).toMatch(/^HTTP\/1.1 403[\s\S]*IP address literal/);
-    expect(await rawConnect('evil.test:443')).toMatch(/^HTTP\/1.1 403[\s\S]*not on the run's egress allowlist/);
-    expect(await rawConnect('allowed.test:22')).toMatch(/^HTTP\/1.1 403[\s\S]*port 22/);
-  });
-
-  test('with the default predicate, a name resolving to 127.0.0.1 is refused', async () => {
-    const strict = new EgressProxy({ allow: ['allowed.test'], resolve: async () => ['127.0.0.1'], httpPorts: [upstreamPort] });
-    const d = await strict.decide('allowed.test', upstreamPort, 'GET');
-    expect(d).toMatchObject({ ok: false, reason: expect.stringMatching(/resolves to 127\.0\.0\.1/) });
-  });
-
-  test('a wildcard never matches its apex', async () => {
-    const p = new EgressProxy({ allow: ['*.example.test'], resolve: async () => ['93.184.216.34'] });
-    expect(await p.decide('example.test', 443, 'CONNECT')).toMatchObject({ ok: false });
-    expect(await p.decide('a.example.test', 443, 'CONNECT')).toMatchObject({ ok: true, address: '93.184.216.34' });
-    expect(await p.decide('aexample.test', 443, 'CONNECT')).toMatchObject({ ok: false });
+  test('tool-call attribution: attempts carry the call that was current when they came in', async () => {
+    const p = await startProxy();
+    try {
+      p.proxy.setCall('call_1');
+      await raw(p.sock, 'CONNECT nope.test:443 HTTP/1.1\r\n\r\n', 300);
+      p.proxy.setCall(null);
+      await raw(p.sock, 'CONNECT nope2.test:443 HTTP/1.1\r\n\r\n', 300);
+      const a = p.out.filter((m): m is Extract<TallyOut, { kind: 'attempt' }> => m.kind === 'attempt').map((m) => [m.attempt.host, m.attempt.callId]);
+      expect(a).toEqual([['nope.test', 'call_1'], ['nope2.test', null]]);
+    } finally {
+      await p.proxy.close();
+    }
   });
 });

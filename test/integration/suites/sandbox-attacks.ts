@@ -14,9 +14,10 @@ import * as tar from 'tar-stream';
 import { loadConfig } from '../../../src/config';
 import type { EgressAttempt, IsolationClass, LeasedSandbox, SandboxRequest } from '../../../src/domain/sandbox';
 import { DockerSandboxProvider } from '../../../src/sandbox';
-import { isForbiddenAddress } from '../../../src/sandbox/egress-address';
+import { egressTestHooks } from '../../../src/sandbox/egress-test-hooks';
 import { slotOfAgentUid } from '../../../src/sandbox/uid-slots';
 import { makeTar } from '../../support/make-tar';
+import { startTestDns, type TestDns } from '../../support/test-dns';
 import { isolationEnv } from '../../support/sandbox-env';
 
 export function sandboxAttacks(isolation: IsolationClass): void {
@@ -34,6 +35,7 @@ let hostPort: number;
 let provider: DockerSandboxProvider;
 let main: LeasedSandbox;
 let peer: LeasedSandbox;
+let dns: TestDns;
 const attempts: EgressAttempt[] = [];
 
 function request(over: Partial<SandboxRequest> = {}): SandboxRequest {
@@ -58,18 +60,12 @@ beforeAll(async () => {
   hostServer = createServer((_req, res) => res.end('HOST-SERVER-REACHED'));
   await new Promise<void>((r) => hostServer.listen(0, '0.0.0.0', r));
   hostPort = (hostServer.address() as AddressInfo).port;
-  provider = new DockerSandboxProvider({
-    docker,
-    config,
-    egress: {
-      resolve: async (h) => ({ 'allowed.test': ['127.0.0.1'], 'private.allowed.test': ['172.17.0.1'], 'loop.allowed.test': ['127.0.0.2'] })[h] ?? Promise.reject(new Error('ENOTFOUND')),
-      isForbiddenAddress: (a) => (a === '127.0.0.1' ? false : isForbiddenAddress(a)),
-      httpPorts: [80, upstreamPort],
-      connectPorts: [443, upstreamPort],
-    },
-  });
+  // Names resolve through a DNS server this test runs; only the upstream's exact address is exempt.
+  dns = await startTestDns((h) => ({ 'allowed.test': ['127.0.0.1'], 'private.allowed.test': ['172.17.0.1'], 'loop.allowed.test': ['127.0.0.2'] })[h]);
+  provider = new DockerSandboxProvider({ docker, config, egressTestHooks: egressTestHooks({ dnsServers: [dns.server], exempt: ['127.0.0.1'] }) });
+  const p = upstreamPort;
   [main, peer] = await Promise.all([
-    provider.acquire(request({ egressAllow: ['allowed.test', '*.allowed.test'], onEgress: (a) => attempts.push(a), files: { 'README.md': '# seed\n' } })),
+    provider.acquire(request({ egressAllow: ['allowed.test', '*.allowed.test', `allowed.test:${p}`, `*.allowed.test:${p}`], onEgress: (a) => attempts.push(a), files: { 'README.md': '# seed\n' } })),
     provider.acquire(request()),
   ]);
 });
@@ -78,6 +74,7 @@ afterAll(async () => {
   await Promise.allSettled([main?.dispose(), peer?.dispose()]);
   await new Promise((r) => upstream.close(r));
   await new Promise((r) => hostServer.close(r));
+  await dns?.close();
   const left = await docker.listContainers({ all: true, filters: { label: [`corral.worker-id=${WORKER}`] } });
   await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true })));
   delete process.env.CORRAL_ATTACK_SECRET;
@@ -156,7 +153,7 @@ test('a server on the host (0.0.0.0) is unreachable, directly and through the pr
   expect(tcp.stdout.match(/closed/g)?.length).toBe(new Set(ips).size * 2);
   // and a permitted name that resolves to the host's bridge address is refused too
   const viaName = await sh(main, `curl -sS -m 3 http://private.allowed.test:${upstreamPort}/`);
-  expect(viaName.stdout).toMatch(/corral egress denied: private\.allowed\.test resolves to 172\.17\.0\.1/);
+  expect(viaName.stdout).toMatch(/corral egress denied: private\.allowed\.test resolves to 172\.17\.0\.1, in 172\.16\.0\.0\/12/);
 });
 
 test('a second sandbox\'s server is unreachable (while it reaches itself)', async () => {
@@ -196,7 +193,7 @@ test('a denied name, an IP literal, a decimal IP and a name resolving to a priva
   expect(r.stdout).toMatch(/corral egress denied: 93\.184\.216\.34 is an IP address literal/);
   expect(r.stdout).toMatch(/HTTP\/1\.1 403[\s\S]*2130706433 is an IP address literal \(= 127\.0\.0\.1\)/);
   expect(r.stdout).toMatch(/0x7f\.1 is an IP address literal/);
-  expect(r.stdout).toMatch(/loop\.allowed\.test resolves to 127\.0\.0\.2/);
+  expect(r.stdout).toMatch(/loop\.allowed\.test resolves to 127\.0\.0\.2, in 127\.0\.0\.0\/8 \(loopback\)/);
   expect(r.stderr).toMatch(/CONNECT tunnel failed, response 403/);
   const denied = attempts.filter((a) => a.decision === 'deny').map((a) => a.host);
   expect(denied).toEqual(expect.arrayContaining(['denied.test', '93.184.216.34', '2130706433', 'loop.allowed.test']));
