@@ -12,6 +12,15 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 RUN groupadd --gid 10001 agent && useradd --uid 10001 --gid 10001 --home-dir /home/agent --shell /bin/bash agent \
  && mkdir -p /workspace /home/agent /run/corral && chown agent:agent /workspace /home/agent
+# corral runs each sandbox in a uid slot of its own (src/sandbox/uid-slots.ts): PID 1 as BASE+2n, the
+# agent as BASE+2n+1. Name them, so that whoami, git and ssh find a user (home /home/agent, a tmpfs).
+ARG CORRAL_SANDBOX_UID_BASE=2000000
+ARG CORRAL_SANDBOX_SLOTS=500
+RUN for i in $(seq 0 $((CORRAL_SANDBOX_SLOTS - 1))); do \
+      u=$((CORRAL_SANDBOX_UID_BASE + 2 * i)); \
+      echo "sandbox-init:x:$u:$u:corral sandbox init:/nonexistent:/usr/sbin/nologin" >> /etc/passwd; echo "sandbox-init:x:$u:" >> /etc/group; \
+      echo "agent:x:$((u + 1)):$((u + 1)):corral agent:/home/agent:/bin/bash" >> /etc/passwd; echo "agent:x:$((u + 1)):" >> /etc/group; \
+    done
 COPY corral-egress /usr/local/bin/corral-egress
 COPY corral-fs /usr/local/bin/corral-fs
 COPY corral_fs.py corral_export.py /usr/local/lib/corral/

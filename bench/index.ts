@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: every benchmark of issue 7 in one run, one JSON document on stdout and in
  * bench/results.json (progress goes to stderr). Stages, in order, on one quiet host:
- *   1. sandbox costs            exec_ms.*, acquire_ms.{cold,warm,raw_create_start}, remove_ms (bench/sandbox-exec.ts)
+ *   1. sandbox costs            exec_ms.*, acquire_ms.{cold,warm,raw_create_start}, remove_ms (bench/sandbox-exec.ts);
+ *                               isolation.{runc,gvisor}: exec and create+start per class, side by side (bench/isolation.ts)
  *   2. enqueue → start          bare BullMQ Worker, and corral's worker process (bench/enqueue-to-start.ts)
  *   3. runs per minute          one worker process at concurrency 1, 4, 8, a 5-tool-call task (bench/runs-per-minute.ts);
  *                               then a soak of the concurrency-8 worker (its RSS once settled)
@@ -13,7 +14,7 @@
  * BENCH_STAGES=egress (or =artifacts) runs stage 5 (or 6) alone and merges its result into bench/results.json.
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
- *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
+ *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_ISOLATION_EXECS (30)  BENCH_ISOLATION_ACQUIRES (8)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
  *   BENCH_RATE_TOOLS (5)  BENCH_RATE_RUNS_PER_SLOT (3)  BENCH_SOAK_RUNS (240)  CORRAL_LOAD_RUNS (200)  BENCH_LOAD_TOOLS (3)
  *   BENCH_EGRESS_MB (256)  BENCH_EGRESS_REQUESTS (300)
  */
@@ -31,6 +32,7 @@ import { benchEgress, type EgressBench } from './egress';
 import { benchLoadBurst } from './load-burst';
 import { benchRedis } from './redis';
 import { benchRunsPerMinute, soak, type RateResult, type SoakResult } from './runs-per-minute';
+import { benchIsolation } from './isolation';
 import { benchSandbox } from './sandbox-exec';
 import { envInt, note, round } from './stats';
 
@@ -85,6 +87,9 @@ async function main(): Promise<void> {
   const t0 = Date.now();
   note('stage 1/5: sandbox exec / acquire / remove');
   const sandbox = await benchSandbox({ execs: envInt('BENCH_EXECS', 60), acquires: envInt('BENCH_ACQUIRES', 12), warm: envInt('BENCH_WARM', 20) });
+  note('stage 1/4: isolation classes side by side (runc, gVisor)');
+  const isoOpts = { execs: envInt('BENCH_ISOLATION_EXECS', 30), acquires: envInt('BENCH_ISOLATION_ACQUIRES', 8) };
+  const isolation = { runc: await benchIsolation('runc', isoOpts), gvisor: await benchIsolation('gvisor', isoOpts) };
 
   const redisBox = await benchRedis();
   const agent = loadAgent();
@@ -170,6 +175,7 @@ async function main(): Promise<void> {
       acquire_ms: sandbox.acquire_ms,
       remove_ms: sandbox.remove_ms,
       ratio_corral_to_raw_p50: sandbox.ratio_corral_to_raw_p50,
+      isolation,
       enqueue_to_start_ms: enq.enqueue_to_start_ms,
       enqueue_to_pickup_ms_corral: enq.enqueue_to_pickup_ms,
       enqueue_to_start_ms_bare_bullmq: { p50: bare.p50, p95: bare.p95 },
@@ -182,6 +188,7 @@ async function main(): Promise<void> {
       artifacts,
       targets,
       notes: {
+        isolation: 'the same provider per class (CORRAL_SANDBOX_RUNTIME=runc / gvisor); exec_ms.python = `python3 -c pass`; gVisor on the ptrace platform, as .ci/bootstrap registers it',
         acquire_ms_warm: sandbox.warm_note ?? 'DockerSandboxProvider.startPool (2 sandboxes of the default class, refilled between samples); only acquisitions the provider logged as pooled count; cold uses 256 MB/1 CPU/128 pids/64 MB limits, warm the configured defaults (the pool\'s class); both seed one file',
         enqueue_to_start_ms: 'corral worker process (bin/corral worker, concurrency 1, idle): Date.now() before enqueueRun → the run\'s startedAt written by corral\'s processor; enqueue_to_pickup_ms_corral = job.processedOn − job.timestamp (BullMQ pick-up only); enqueue_to_start_ms_bare_bullmq = a bare BullMQ Worker in-process, performance.now() before queue.add → processor entry',
         runs_per_minute: `one worker process; ${envInt('BENCH_RATE_RUNS_PER_SLOT', 3)}×concurrency runs of a ${envInt('BENCH_RATE_TOOLS', 5)}-bash-call scripted task enqueued at once after one warm-up run; wall = enqueue → last finishedAt`,

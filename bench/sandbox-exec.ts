@@ -21,6 +21,7 @@ import Docker from 'dockerode';
 import { loadConfig } from '../src/config';
 import type { LeasedSandbox, SandboxRequest } from '../src/domain/sandbox';
 import { DockerSandboxProvider, resolveLimits } from '../src/sandbox';
+import { sandboxTestEnv } from '../test/support/sandbox-env';
 import { round, sleep, stats, time, type P50P95 } from './stats';
 
 const run = promisify(execFile);
@@ -49,7 +50,7 @@ async function rawExec(c: Docker.Container): Promise<number | null> {
 
 /** Warm acquisitions: a pool of 2 default-class sandboxes, refilled between samples. */
 async function benchWarm(docker: Docker, workerId: string, samples: number, files: Record<string, string>): Promise<{ ms: number[]; fellBack: number }> {
-  const config = loadConfig({});
+  const config = loadConfig(sandboxTestEnv());
   const pooled = new Set<string>();
   const provider = new DockerSandboxProvider({
     docker, config,
@@ -83,7 +84,7 @@ async function benchWarm(docker: Docker, workerId: string, samples: number, file
 export async function benchSandbox(o: { execs: number; acquires: number; warm?: number }): Promise<SandboxBench> {
   const WORKER = `bench-${process.pid}`;
   const docker = new Docker();
-  const config = loadConfig({});
+  const config = loadConfig(sandboxTestEnv());
   const provider = new DockerSandboxProvider({ docker, config });
   const req = (): SandboxRequest => ({
     runId: `run_bench_${Math.random().toString(36).slice(2, 10)}`,

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { describeZodIssues, InvalidInputError } from './domain/errors';
+import type { IsolationClass } from './domain/sandbox';
 
 const int = (def: number) => z.coerce.number().int().positive().default(def);
 const num = (def: number) => z.coerce.number().positive().default(def);
@@ -69,8 +70,40 @@ export const ConfigSchema = z.object({
   /** Sandbox. */
   DOCKER_HOST: z.string().optional(),
   CORRAL_SANDBOX_IMAGE: z.string().default('corral/sandbox:latest'),
-  /** OCI runtime for sandboxes, e.g. "runsc" for gVisor where installed; default: the engine's. */
-  CORRAL_SANDBOX_RUNTIME: z.string().optional(),
+  /**
+   * The isolation class of runs that do not ask for one (limits.isolation): `runc` (namespaces and
+   * corral's seccomp profile on the host kernel), `gvisor` (gVisor's runsc: a user-space kernel between
+   * the sandbox and the host's; `runsc` is accepted for it), or `auto`: gvisor when the engine has the
+   * gVisor runtime registered, else runc. The default is runc: see the README's security section for
+   * what Debian's runsc release breaks (ls, stat) and costs.
+   */
+  CORRAL_SANDBOX_RUNTIME: z
+    .enum(['auto', 'runc', 'gvisor', 'runsc'])
+    .default('runc')
+    .transform((v) => (v === 'runsc' ? 'gvisor' : v)),
+  /** Isolation classes a run may ask for (comma-separated); asking for another is a 400 naming limits.isolation. */
+  CORRAL_ISOLATION_CLASSES: z
+    .string()
+    .default('runc,gvisor')
+    .transform((s, ctx) => {
+      const list = [...new Set(s.split(',').map((x) => x.trim()).filter(Boolean))];
+      const bad = list.filter((x) => x !== 'runc' && x !== 'gvisor');
+      if (list.length === 0 || bad.length > 0) {
+        ctx.addIssue({ code: 'custom', message: `must list runc and/or gvisor, comma-separated${bad.length ? ` (unknown: ${bad.join(', ')})` : ''}` });
+        return z.NEVER;
+      }
+      return list as IsolationClass[];
+    }),
+  /** The engine's runtime name for gVisor (its key under "runtimes" in /etc/docker/daemon.json). */
+  CORRAL_GVISOR_RUNTIME: z.string().regex(/^[A-Za-z0-9._-]+$/).default('runsc'),
+  /**
+   * Every concurrent sandbox on a host runs as uids of its own: slot n has its PID 1 as uid
+   * BASE+2n and the agent as BASE+2n+1 (n < CORRAL_SANDBOX_SLOTS). The slot is leased by the
+   * container's name, so every worker on one engine shares the range safely. Pick a range no host
+   * user or subordinate-uid range uses; the sandbox image names these uids (sandbox.Dockerfile).
+   */
+  CORRAL_SANDBOX_UID_BASE: z.coerce.number().int().min(1000).max(2 ** 31 - 2 ** 20).default(2_000_000),
+  CORRAL_SANDBOX_SLOTS: z.coerce.number().int().min(1).max(65_536).default(500),
   /**
    * Parent of the per-run egress socket directories (bind-mounted into sandboxes, so it must be an
    * absolute path the Docker daemon sees: a worker in a container mounts it at the same path as on
@@ -171,5 +204,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const { message, field } = describeZodIssues(r.error.issues);
     throw new InvalidInputError(`configuration: ${message}`, field);
   }
-  return r.data;
+  const c = r.data;
+  if (c.CORRAL_SANDBOX_RUNTIME !== 'auto' && !c.CORRAL_ISOLATION_CLASSES.includes(c.CORRAL_SANDBOX_RUNTIME)) {
+    throw new InvalidInputError(
+      `configuration: CORRAL_SANDBOX_RUNTIME: the default class "${c.CORRAL_SANDBOX_RUNTIME}" is not in CORRAL_ISOLATION_CLASSES (${c.CORRAL_ISOLATION_CLASSES.join(',')})`,
+      'CORRAL_SANDBOX_RUNTIME',
+    );
+  }
+  return c;
 }

@@ -36,7 +36,7 @@ export function renderEvent(e: RunEvent): string | null {
     case 'run.started':
       return `▶ ${e.runId} started on ${e.workerId} — model: ${e.model}; policy: ${e.policy}; approvals: ${e.approvals ? 'on' : 'off (unattended)'}`;
     case 'sandbox.ready':
-      return `  sandbox ${e.containerId.slice(0, 12)} ready in ${e.ms} ms (${e.egressAllow.length ? `egress: ${e.egressAllow.join(', ')}` : 'no network'})`;
+      return `  sandbox ${e.containerId.slice(0, 12)} ready in ${e.ms} ms (${e.isolation === 'gvisor' ? 'gVisor, ' : ''}${e.egressAllow.length ? `egress: ${e.egressAllow.join(', ')}` : 'no network'})`;
     case 'model.response': {
       const say = e.content ? ` “${clip(e.content, 90)}”` : '';
       return `  model turn ${e.turn}${say}${e.toolCalls.length ? '' : ' (final answer)'}`;

@@ -1,10 +1,11 @@
 /**
- * `corral sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] -- CMD [ARGS...]`
+ * `corral sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] [--isolation runc|gvisor] -- CMD [ARGS...]`
  * One fresh sandbox with exactly the production spec (same provider, same limits resolution, same
  * exec path the tools use); removes the sandbox, then prints one JSON object (the ExecResult fields,
  * plus the egress attempts and summaries — counted repeats, the proxy's start and stop, the totals —
  * when an allowlist was given). Exit 0 when the sandbox worked, whatever the command's exit code; 2 on
- * bad flags; 1 when the sandbox itself failed.
+ * bad flags; 1 when the sandbox itself failed — when it died during the command (out of memory under
+ * gVisor, its deadline), the JSON says how (`sandboxDied`, `oomKilled`).
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -20,6 +21,7 @@ interface Parsed {
   allow: string[];
   timeoutS?: number;
   memoryMb?: number;
+  isolation?: 'runc' | 'gvisor';
   argv: string[];
 }
 
@@ -45,6 +47,10 @@ export function parseSandboxExecArgs(argv: string[]): Parsed | string {
       if (typeof n === 'string') return n;
       if (flag === '--timeout-s') out.timeoutS = n;
       else out.memoryMb = n;
+    } else if (flag === '--isolation') {
+      const v = value();
+      if (v !== 'runc' && v !== 'gvisor') return `--isolation must be runc or gvisor, got "${v ?? ''}"`;
+      out.isolation = v;
     } else if (a.startsWith('-')) return `unknown flag "${a}"`;
     else return `the command goes after "--" (got "${a}")`;
   }
@@ -62,7 +68,7 @@ export async function run(argv: string[]): Promise<number> {
   const config = loadConfig();
   let limits;
   try {
-    limits = resolveLimits({ memoryMb: parsed.memoryMb, execTimeoutS: parsed.timeoutS }, config);
+    limits = resolveLimits({ memoryMb: parsed.memoryMb, execTimeoutS: parsed.timeoutS, isolation: parsed.isolation }, config);
   } catch (err) {
     process.stderr.write(`corral sandbox: ${(err as Error).message}${HINT}`);
     return 2;
@@ -96,6 +102,11 @@ export async function run(argv: string[]): Promise<number> {
     });
   } catch (err) {
     if (err instanceof CorralError) {
+      const d = err.details;
+      if (d && typeof d.oomKilled === 'boolean' && typeof d.cause === 'string') {
+        // The sandbox died during the command: say how, in the same shape as a result.
+        process.stdout.write(`${JSON.stringify({ exitCode: d.exitCode ?? null, timedOut: false, oomKilled: d.oomKilled, sandboxDied: d.cause, durationMs: d.durationMs ?? null, error: err.message }, null, 2)}\n`);
+      }
       process.stderr.write(`corral sandbox: [${err.code}] ${err.message}\n`);
       return 1;
     }

@@ -130,10 +130,12 @@ ${API_OPTIONS}
 `,
   },
   sandbox: {
-    summary: 'sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] -- CMD [ARGS...]',
-    usage: `usage: corral sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] -- CMD [ARGS...]
+    summary: 'sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] [--isolation runc|gvisor] -- CMD [ARGS...]',
+    usage: `usage: corral sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] [--isolation runc|gvisor] -- CMD [ARGS...]
 
 Runs one command in a fresh sandbox (the production container spec) and prints the result as JSON.
+--isolation picks the class (default: CORRAL_SANDBOX_RUNTIME). Exit 1 when the sandbox itself failed;
+when it died during the command (out of memory under gVisor), the JSON says so (sandboxDied, oomKilled).
 `,
   },
   policy: {

@@ -21,7 +21,7 @@ export type BudgetName = 'llmCalls' | 'toolCalls' | 'tokens' | 'wallTimeS' | 'co
 
 export type RunEventBody =
   | { type: 'run.started'; workerId: string; task: string; policy: string; approvals: boolean; model: string; budgets: Record<BudgetName, number>; attempt?: number; note?: string }
-  | { type: 'sandbox.ready'; containerId: string; image: string; ms: number; egressAllow: string[] }
+  | { type: 'sandbox.ready'; containerId: string; image: string; ms: number; egressAllow: string[]; isolation?: 'runc' | 'gvisor' }
   | { type: 'model.response'; turn: number; content: string | null; toolCalls: ModelToolCall[]; usage: ModelUsage; costUsd: number; ms: number; model: string; finishReason: string }
   | { type: 'tool.call'; callId: string; tool: string; args: unknown }
   | { type: 'policy.decision'; callId: string; tool: string; verdict: GateVerdict }

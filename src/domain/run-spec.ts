@@ -64,6 +64,11 @@ export const RunLimits = z
     pids: z.number().int().min(16).optional(),
     workspaceMb: z.number().int().min(1).optional(),
     execTimeoutS: z.number().int().min(1).optional(),
+    /**
+     * `runc`: namespaces and corral's seccomp profile on the host kernel; `gvisor`: gVisor's user-space
+     * kernel in between. Absent: the server's default. The server lists which classes it permits.
+     */
+    isolation: z.enum(['runc', 'gvisor']).optional(),
   })
   .strict();
 export type RunLimits = z.infer<typeof RunLimits>;

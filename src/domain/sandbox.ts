@@ -2,6 +2,12 @@
  * The Sandbox port: everything the run loop and the tools may do to a run's container. Only
  * src/sandbox/ implements it (with dockerode); tests of the loop use a fake.
  */
+/**
+ * How a sandbox is isolated from the host kernel: `runc` (namespaces, no capabilities, corral's seccomp
+ * profile) or `gvisor` (gVisor's runsc: the sandbox's system calls go to a user-space kernel).
+ */
+export type IsolationClass = 'runc' | 'gvisor';
+
 export interface ExecRequest {
   /** argv, never a host shell string; `bash -c` is just argv[0..1]. */
   argv: string[];
@@ -47,6 +53,8 @@ export interface FileContent {
 export interface Sandbox {
   /** Docker container id. */
   readonly id: string;
+  /** The isolation class it runs under (absent in fakes). */
+  readonly isolation?: IsolationClass;
   exec(req: ExecRequest): Promise<ExecResult>;
   /** Paths are relative to /workspace; escapes (`..`, absolute, symlinks leading out) throw SandboxError('path_refused'). */
   readFile(path: string, opts?: { maxBytes?: number; signal?: AbortSignal }): Promise<FileContent>;
@@ -146,7 +154,7 @@ export interface SandboxRequest {
   files: Record<string, string>;
   /** Optional uploaded seed: an uncompressed tar, checked entry by entry (files and dirs only), extracted before `files`. */
   seedTar?: Buffer;
-  limits: { memoryMb: number; cpus: number; pids: number; workspaceMb: number };
+  limits: { memoryMb: number; cpus: number; pids: number; workspaceMb: number; isolation?: IsolationClass };
   /** Allowed egress names; empty = no network at all. */
   egressAllow: string[];
   /** Receives egress attempts one by one (the first few of each kind; repeats arrive as aggregates). */

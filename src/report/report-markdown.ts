@@ -100,7 +100,7 @@ function header(s: RunSummary): string {
   lines.push(`- **Cost:** ${formatAmount('costUsd', s.usage.costUsd)} USD${costLimit === undefined ? '' : ` of ${formatAmount('costUsd', costLimit)}`}${s.usageFrom === 'log' ? ' (added up from the log)' : ''}`);
   if (sb) {
     const removed = s.sandboxRemoved ? 'removed' : '**not recorded as removed**';
-    lines.push(`- **Sandbox:** container ${codeSpan(sb.containerId)} · image ${codeSpan(sb.image)} · ready in ${sb.ms} ms · ${removed}`);
+    lines.push(`- **Sandbox:** container ${codeSpan(sb.containerId)} · image ${codeSpan(sb.image)}${sb.isolation ? ` · ${sb.isolation === 'gvisor' ? 'gVisor' : 'runc'}` : ''} · ready in ${sb.ms} ms · ${removed}`);
     lines.push(`- **Egress allowlist:** ${sb.egressAllow.length ? sb.egressAllow.map(codeSpan).join(', ') : 'none (no network)'}`);
   } else {
     lines.push('- **Sandbox:** _not recorded (no sandbox.ready)_');

@@ -1,17 +1,25 @@
 /**
  * The sandbox container's create options as a pure function of the run (limits, deadline, labels,
- * egress socket directory) and the operator's config. Every hardening flag lives here and is unit
- * tested one by one (test/unit/sandbox-container-spec.test.ts). Nothing from the worker's environment
- * enters the container: Env is exactly what this file lists.
+ * egress socket directory, uid slot, isolation class) and the operator's config. Every hardening flag
+ * lives here and is unit tested one by one (test/unit/sandbox-container-spec.test.ts). Nothing from the
+ * worker's environment enters the container: Env is exactly what this file lists.
  *
  * Disk: the root filesystem is read-only; /workspace, /tmp and /home/agent are size-capped tmpfs
  * mounts. tmpfs pages are charged to the container's memory cgroup, so the memory limit is the
  * processes' share plus the tmpfs caps: filling a disk can never take memory from the host beyond it.
+ * The tmpfs mounts allow exec (`./configure`, `./gradlew`): with python3 and bash in the image,
+ * noexec stops no attacker; the boundary is the container (seccomp, no capabilities, read-only root,
+ * nosuid + no-new-privileges), which tests attack with binaries run from /workspace.
+ *
+ * Users: PID 1 (docker-init, the deadline sleep, the egress relay) runs as the slot's init uid, the
+ * agent as the slot's agent uid (uid-slots.ts), so the agent can neither signal nor trace PID 1, and
+ * per-uid kernel limits are the sandbox's own (RLIMIT_NPROC is then simply the pids limit).
  */
 import type Docker from 'dockerode';
+import type { IsolationClass } from '../domain/sandbox';
+import { seccompJson } from './seccomp-profile';
+import { UID_LABEL, type UidSlot } from './uid-slots';
 
-export const SANDBOX_UID = 10001;
-export const SANDBOX_USER = `${SANDBOX_UID}:${SANDBOX_UID}`;
 export const WORKSPACE_DIR = '/workspace';
 export const HOME_DIR = '/home/agent';
 export const EGRESS_MOUNT = '/run/corral';
@@ -22,6 +30,13 @@ export const TMP_MB = 64;
 export const HOME_MB = 16;
 export const SHM_MB = 16;
 export const NOFILE = 4096;
+/**
+ * Under gVisor (ptrace platform) the container's pids cgroup counts the Sentry's and the gofer's host
+ * threads (≈40 idle) and ≈7–13 host threads per sandbox process (measured: 507 at 64 sleeping processes, ≈830 under a fork bomb at RLIMIT_NPROC 64; when the cgroup refuses the Sentry a thread, the whole sandbox dies), so the cgroup gets room for
+ * those; the sandbox's own process limit is then RLIMIT_NPROC, which the Sentry enforces.
+ */
+export const GVISOR_HOST_PIDS_PER_PROCESS = 24;
+export const GVISOR_HOST_PIDS_BASE = 256;
 
 export const LABELS = {
   corral: 'corral',
@@ -31,10 +46,33 @@ export const LABELS = {
   egressDir: 'corral.egress-dir',
   /** The deployment (queue) that owns the container: a reaper only touches its own deployment's. */
   queue: 'corral.queue',
+  /** The sandbox's agent uid: the slot it holds (uid-slots.ts). */
+  uid: UID_LABEL,
+  isolation: 'corral.isolation',
 } as const;
 
+/**
+ * Paths hidden in the sandbox: Docker's default set plus what tells an attacker about the host kernel
+ * and machine (the kernel command line and config, symbols, modules, BTF type info, devices, I/O and
+ * memory maps, disks, the boot id). A masked file reads as empty, a masked directory is an empty
+ * read-only tmpfs. What cannot be masked this way: /proc/self/mountinfo (per process; under runc it
+ * shows the overlay2 layer paths), /proc/cpuinfo and /proc/meminfo (programs size themselves by them).
+ */
+export const MASKED_PATHS = [
+  // Docker 20.10's defaults (setting MaskedPaths replaces them)
+  '/proc/asound', '/proc/acpi', '/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list', '/proc/timer_stats',
+  '/proc/sched_debug', '/proc/scsi', '/sys/firmware',
+  // the host kernel and machine
+  '/proc/cmdline', '/proc/bootconfig', '/proc/config.gz', '/proc/kallsyms', '/proc/modules', '/proc/version_signature',
+  '/proc/iomem', '/proc/ioports', '/proc/interrupts', '/proc/softirqs', '/proc/devices', '/proc/misc', '/proc/dma',
+  '/proc/mtrr', '/proc/partitions', '/proc/diskstats', '/proc/swaps', '/proc/buddyinfo', '/proc/zoneinfo',
+  '/proc/pagetypeinfo', '/proc/vmallocinfo', '/proc/slabinfo', '/proc/key-users', '/proc/consoles', '/proc/crypto',
+  '/proc/execdomains', '/proc/sys/kernel/random/boot_id',
+  '/sys/kernel', '/sys/module', '/sys/power', '/sys/block', '/sys/bus', '/sys/class', '/sys/dev',
+  '/sys/devices/virtual/dmi', '/sys/devices/virtual/powercap',
+];
+
 export interface ContainerSpecInput {
-  name: string;
   runId: string;
   workerId: string;
   deadline: Date;
@@ -45,13 +83,16 @@ export interface ContainerSpecInput {
   /** Host directory holding the run's egress socket; absent = no egress at all. */
   egressDir?: string;
   image: string;
-  /** OCI runtime name (e.g. "runsc"); undefined = the engine's default. */
-  runtime?: string;
-  /**
-   * RLIMIT_NPROC counts every process of the uid on the host (all sandboxes share uid 10001), so it is
-   * a host-wide backstop sized for all slots; the per-sandbox limit is the pids cgroup.
-   */
-  nproc: number;
+  isolation: IsolationClass;
+  /** The engine's runtime name for gVisor (CORRAL_GVISOR_RUNTIME). */
+  gvisorRuntime: string;
+  /** The uids this sandbox holds; the container is named after them (its lease). */
+  slot: UidSlot;
+}
+
+/** `uid:gid` of the agent's commands in a slot. */
+export function agentUser(slot: UidSlot): string {
+  return `${slot.agentUid}:${slot.agentUid}`;
 }
 
 /** The environment every sandbox process gets — the only variables that exist in the container. */
@@ -78,7 +119,9 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
   // spelled out so the spec does not depend on the script's version); tini (Init) reaps and forwards signals.
   const cmd = egress ? ['/bin/sh', '-c', `${RELAY_CMD} & exec sleep "$0"`, sleepS] : ['sleep', sleepS];
   const memoryBytes = (limits.memoryMb + limits.workspaceMb + TMP_MB + HOME_MB + SHM_MB) * mb;
-  const tmpfsOpts = 'rw,nosuid,nodev';
+  const tmpfsOpts = 'rw,exec,nosuid,nodev';
+  const agent = input.slot.agentUid;
+  const gvisor = input.isolation === 'gvisor';
   const labels: Record<string, string> = {
     [LABELS.corral]: '1',
     [LABELS.runId]: input.runId,
@@ -87,34 +130,42 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
   };
   if (input.egressDir !== undefined) labels[LABELS.egressDir] = input.egressDir;
   if (input.queue !== undefined) labels[LABELS.queue] = input.queue;
+  labels[LABELS.uid] = String(agent);
+  labels[LABELS.isolation] = input.isolation;
 
   const hostConfig: Docker.HostConfig = {
     NetworkMode: 'none',
     ReadonlyRootfs: true,
     Tmpfs: {
-      [WORKSPACE_DIR]: `${tmpfsOpts},size=${limits.workspaceMb}m,uid=${SANDBOX_UID},gid=${SANDBOX_UID},mode=0755`,
+      [WORKSPACE_DIR]: `${tmpfsOpts},size=${limits.workspaceMb}m,uid=${agent},gid=${agent},mode=0755`,
       '/tmp': `${tmpfsOpts},size=${TMP_MB}m,mode=1777`,
-      [HOME_DIR]: `${tmpfsOpts},size=${HOME_MB}m,uid=${SANDBOX_UID},gid=${SANDBOX_UID},mode=0700`,
+      [HOME_DIR]: `${tmpfsOpts},size=${HOME_MB}m,uid=${agent},gid=${agent},mode=0700`,
     },
     ShmSize: SHM_MB * mb,
     Binds: input.egressDir !== undefined ? [`${input.egressDir}:${EGRESS_MOUNT}:ro`] : [],
     CapDrop: ['ALL'],
     CapAdd: [],
-    SecurityOpt: ['no-new-privileges:true'],
+    // Our own seccomp profile by content (seccomp-profile.ts); under gVisor runsc loads it inside the
+    // sandbox when registered with --oci-seccomp.
+    SecurityOpt: ['no-new-privileges:true', `seccomp=${seccompJson({ gvisor })}`],
+    MaskedPaths: MASKED_PATHS,
     Privileged: false,
     Devices: [],
     IpcMode: 'private',
     PidMode: '',
     UTSMode: '',
     UsernsMode: '',
-    PidsLimit: limits.pids,
+    PidsLimit: gvisor ? limits.pids * GVISOR_HOST_PIDS_PER_PROCESS + GVISOR_HOST_PIDS_BASE : limits.pids,
     Memory: memoryBytes,
     MemorySwap: memoryBytes,
     NanoCpus: Math.round(limits.cpus * 1e9),
     Ulimits: [
       { Name: 'nofile', Soft: NOFILE, Hard: NOFILE },
-      { Name: 'nproc', Soft: input.nproc, Hard: input.nproc },
+      // Per uid, and the uids are this sandbox's own: the same bound as the pids cgroup (under gVisor the
+      // process limit itself, enforced by the Sentry).
+      { Name: 'nproc', Soft: limits.pids, Hard: limits.pids },
     ],
+    // docker-init (tini) as PID 1, as the init uid: it reaps orphans and forwards signals.
     Init: true,
     // Under host memory pressure the kernel kills sandbox processes before the worker or the daemon.
     OomScoreAdj: 500,
@@ -122,14 +173,15 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     RestartPolicy: { Name: 'no', MaximumRetryCount: 0 },
     LogConfig: { Type: 'none', Config: {} },
   };
-  if (input.runtime) hostConfig.Runtime = input.runtime;
+  // Explicit for both classes: the engine's default runtime may be either.
+  hostConfig.Runtime = gvisor ? input.gvisorRuntime : 'runc';
 
   return {
-    name: input.name,
+    name: input.slot.name,
     Image: input.image,
     Cmd: cmd,
     Entrypoint: [],
-    User: SANDBOX_USER,
+    User: `${input.slot.initUid}:${input.slot.initUid}`,
     WorkingDir: WORKSPACE_DIR,
     Env: sandboxEnv(egress),
     Hostname: 'sandbox',

@@ -1,11 +1,13 @@
 /**
- * DockerSandboxProvider: the Sandbox port on the Docker Engine API. acquire() creates one hardened
- * container per run (container-spec.ts), starts the run's egress proxy when it has an allowlist,
- * seeds /workspace through a checked tar, and returns a LeasedSandbox. dispose() force-removes the
- * container (with `sleep` as PID 1 a plain stop would wait the grace period), stops the proxy and
- * deletes the socket directory. Every failure on the way out of acquire() cleans up what it made.
+ * DockerSandboxProvider: the Sandbox port on the Docker Engine API. acquire() resolves the run's
+ * isolation class against the engine (isolation.ts), creates one hardened container per run in a
+ * uid slot of its own (container-spec.ts, uid-slots.ts), starts the run's egress proxy when it has an
+ * allowlist, seeds /workspace through a checked tar, and returns a LeasedSandbox that watches its
+ * container from outside (container-watch.ts: death during a call, the deadline). dispose()
+ * force-removes the container (with `sleep` as PID 1 a plain stop would wait the grace period), stops
+ * the proxy and deletes the socket directory. Every failure on the way out of acquire() cleans up what
+ * it made.
  */
-import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,13 +18,16 @@ import type {
   ExecRequest, ExecResult, ExportTarget, FileContent, FileEntry, LeasedSandbox, SandboxProvider, SandboxRequest, WorkspaceExport, WriteOptions,
 } from '../domain/sandbox';
 import { entriesFromFiles, packTar, readCheckedTar, type ArchiveEntry } from './archive';
-import { containerSpec, sandboxEnv, WORKSPACE_DIR } from './container-spec';
+import { agentUser, containerSpec, sandboxEnv, WORKSPACE_DIR } from './container-spec';
+import { ContainerWatch, describeDeath } from './container-watch';
 import { toSandboxError } from './docker-error';
 import { startEgressProxy, type EgressProxyHandle } from './egress-proxy-host';
 import type { EgressTestHooks } from './egress-test-hooks';
 import { EXIT_SIGKILL, runExec, type ExecOutcome } from './exec';
 import { CORRAL_FS, listWorkspace, readWorkspaceFile, removeWorkspaceFile, writeWorkspaceFile, type InternalExec } from './files';
+import { IsolationResolver } from './isolation';
 import { resolveLimits } from './limits';
+import { createInFreeSlot, type UidSlot } from './uid-slots';
 import { WarmPool } from './warm-pool';
 import { sideOf, type FileSide } from './workspace-diff';
 import { ExportWriter, type ExportCaps } from './workspace-export';
@@ -65,6 +70,8 @@ export class DockerSandboxProvider implements SandboxProvider {
   }
 
   private pool: WarmPool | undefined;
+  /** Which isolation classes the engine offers, and the default (shared with the warm pool). */
+  readonly isolation: IsolationResolver;
 
   /**
    * Keeps `size` started sandboxes of the default class (configured default limits, no network) for
@@ -73,7 +80,8 @@ export class DockerSandboxProvider implements SandboxProvider {
   async startPool(workerId: string, size = this.config.CORRAL_WARM_POOL, ttlMs = this.config.CORRAL_WARM_POOL_TTL_S * 1000): Promise<void> {
     if (size <= 0 || this.pool) return;
     const { execTimeoutS: _t, ...limits } = resolveLimits(undefined, this.config);
-    this.pool = new WarmPool({ docker: this.docker, config: this.config, workerId, size, ttlMs, limits, log: this.log, now: this.now });
+    const isolation = await this.isolation.defaultClass();
+    this.pool = new WarmPool({ docker: this.docker, config: this.config, workerId, size, ttlMs, limits: { ...limits, isolation }, log: this.log, now: this.now });
     await this.pool.start();
   }
 
@@ -96,10 +104,13 @@ export class DockerSandboxProvider implements SandboxProvider {
     this.log = opts.log ?? (() => {});
     this.now = opts.now ?? (() => new Date());
     this.egressRoot = opts.egressRoot ?? defaultEgressRoot();
+    this.isolation = new IsolationResolver(this.docker, this.config, this.log);
   }
 
   async acquire(req: SandboxRequest): Promise<LeasedSandbox> {
     if (req.signal?.aborted) throw new CancelledError();
+    const isolation = await this.isolation.resolve(req.limits.isolation);
+    const limits = { ...req.limits, isolation };
     // Check the seed before creating anything.
     const seedEntries: ArchiveEntry[] = entriesFromFiles(req.files);
     if (req.seedTar) {
@@ -144,32 +155,32 @@ export class DockerSandboxProvider implements SandboxProvider {
         cleanup.push(async () => (await starting.catch(() => undefined))?.stop());
       }
 
-      const name = `corral-${req.runId.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 64)}-${randomBytes(3).toString('hex')}`;
-      const spec = containerSpec({
-        name,
+      const specFor = (slot: UidSlot) => containerSpec({
         runId: req.runId,
         workerId: req.workerId,
         queue: this.config.CORRAL_QUEUE,
         deadline: req.deadline,
         now: this.now(),
-        limits: req.limits,
+        limits,
         egressDir,
         image: this.config.CORRAL_SANDBOX_IMAGE,
-        runtime: this.config.CORRAL_SANDBOX_RUNTIME,
-        nproc: this.config.CORRAL_MAX_PIDS * this.config.CORRAL_CONCURRENCY + 256,
+        isolation,
+        gvisorRuntime: this.config.CORRAL_GVISOR_RUNTIME,
+        slot,
       });
       let container: Docker.Container;
-      const pooled = egressDir === undefined ? (this.pool?.take(req.limits, false, req.deadline) ?? null) : null;
+      let slot: UidSlot;
+      const pooled = egressDir === undefined ? (this.pool?.take(limits, false, req.deadline) ?? null) : null;
       if (pooled) {
-        // A started sandbox of the default class, used by this run only and removed after it.
-        container = pooled.container;
+        // A started sandbox of the default class, used by this run only and removed after it. It keeps
+        // its name: the name is its uid slot's lease.
+        ({ container, slot } = pooled);
         const c = container;
         const pool = this.pool!;
         cleanup.push(() => c.remove({ force: true, v: true }).then(() => undefined).finally(() => pool.release(pooled.poolId)));
-        await container.rename({ name }).catch((err: Error) => this.log('could not rename a pooled sandbox', { runId: req.runId, error: err.message }));
       } else {
         try {
-          container = await this.docker.createContainer(spec);
+          ({ container, slot } = await createInFreeSlot(this.docker, this.uidRange(), (s) => this.docker.createContainer(specFor(s))));
         } catch (err) {
           throw toSandboxError(err, 'create sandbox container');
         }
@@ -185,7 +196,12 @@ export class DockerSandboxProvider implements SandboxProvider {
       if (req.signal?.aborted) throw new CancelledError();
 
       const mb = 1024 * 1024;
+      const watch = new ContainerWatch(container, { deadline: pooled ? new Date(Math.min(pooled.deadline, req.deadline.getTime())) : req.deadline, now: this.now, log: this.log });
+      cleanup.push(async () => watch.stop());
       const sandbox = new DockerSandbox(container, {
+        isolation,
+        user: agentUser(slot),
+        watch,
         env: sandboxEnv(egressDir !== undefined),
         maxOutputBytes: this.config.CORRAL_MAX_OUTPUT_BYTES,
         exportCaps: {
@@ -200,16 +216,24 @@ export class DockerSandboxProvider implements SandboxProvider {
         ...(proxy ? { noteToolCall: (id: string | null) => proxy.noteCall(id) } : {}),
       });
       if (seedEntries.length > 0) await sandbox.extract(await packTar(seedEntries), req.signal);
-      this.log('sandbox acquired', { runId: req.runId, container: container.id, name, ...(pooled ? { pooled: pooled.poolId } : {}) });
+      this.log('sandbox acquired', { runId: req.runId, container: container.id, name: slot.name, isolation, uid: slot.agentUid, ...(pooled ? { pooled: pooled.poolId } : {}) });
       return sandbox;
     } catch (err) {
       await runCleanup();
       throw err;
     }
   }
+
+  uidRange(): { base: number; slots: number } {
+    return { base: this.config.CORRAL_SANDBOX_UID_BASE, slots: this.config.CORRAL_SANDBOX_SLOTS };
+  }
 }
 
 interface DockerSandboxOptions {
+  isolation: 'runc' | 'gvisor';
+  /** `uid:gid` of the agent in this sandbox's slot. */
+  user: string;
+  watch: ContainerWatch;
   env: string[];
   maxOutputBytes: number;
   exportCaps: ExportCaps;
@@ -222,6 +246,7 @@ interface DockerSandboxOptions {
 
 class DockerSandbox implements LeasedSandbox {
   readonly id: string;
+  readonly isolation: 'runc' | 'gvisor';
   private disposed: Promise<void> | undefined;
   private oomKills = 0;
   private readonly internal: InternalExec;
@@ -231,8 +256,9 @@ class DockerSandbox implements LeasedSandbox {
     private readonly o: DockerSandboxOptions,
   ) {
     this.id = container.id;
+    this.isolation = o.isolation;
     this.internal = (argv, opts) =>
-      runExec(this.container, { argv, env: this.o.env, timeoutMs: INTERNAL_TIMEOUT_MS, headOnly: true, ...opts });
+      runExec(this.container, { argv, env: this.o.env, user: this.o.user, died: this.o.watch, timeoutMs: INTERNAL_TIMEOUT_MS, headOnly: true, ...opts });
   }
 
   noteToolCall(callId: string | null): void {
@@ -247,6 +273,8 @@ class DockerSandbox implements LeasedSandbox {
     const o = await runExec(this.container, {
       argv: req.argv,
       env: this.o.env,
+      user: this.o.user,
+      died: this.o.watch,
       timeoutMs: Math.max(1, req.timeoutMs),
       maxOutputBytes: req.maxOutputBytes ?? this.o.maxOutputBytes,
       stdin: req.stdin,
@@ -303,7 +331,7 @@ class DockerSandbox implements LeasedSandbox {
     try {
       const run = runExec(this.container, {
         argv: [CORRAL_FS, 'export', String(caps.maxFileBytes), String(caps.maxTotalBytes), String(caps.maxEntries)],
-        env: this.o.env, timeoutMs: this.o.exportTimeoutMs, headOnly: true, maxOutputBytes: 64 * 1024,
+        env: this.o.env, user: this.o.user, died: this.o.watch, timeoutMs: this.o.exportTimeoutMs, headOnly: true, maxOutputBytes: 64 * 1024,
         stdoutSink: writer.input, signal: stop.signal,
       });
       // An exec that never started (the container is gone) never ends the writer's input.
@@ -361,27 +389,30 @@ class DockerSandbox implements LeasedSandbox {
   }
 
   /**
-   * After a call that ended by a signal: if the container itself stopped (killed from outside, its
-   * init died), that is broken infrastructure, not a command result the model should reason about.
+   * After a call that ended by a signal: if the container itself stopped (killed from outside, at its
+   * deadline, its init died), that is broken infrastructure, not a command result the model should
+   * reason about. The watch knows at once; a container being killed may still report Running for a
+   * moment, so it gets a short grace.
    */
   private async assertRunning(): Promise<void> {
-    let state: { Running?: boolean; Status?: string; ExitCode?: number; OOMKilled?: boolean } | undefined;
-    // A container being killed still reports Running for a moment after its processes died.
-    for (let i = 0; i < 4; i++) {
+    const grace = (ms: number) => Promise.race([this.o.watch.died, new Promise<undefined>((r) => setTimeout(() => r(undefined), ms).unref())]);
+    let d = this.o.watch.dead ?? (await grace(300));
+    if (!d) {
+      let running: boolean;
       try {
-        state = (await this.container.inspect()).State;
+        running = (await this.container.inspect()).State.Running;
       } catch (err) {
         throw new SandboxError('sandbox_failed', `the sandbox container ${this.id.slice(0, 12)} is gone (${(err as Error).message})`, { cause: err });
       }
-      if (!state?.Running) break;
-      await new Promise((r) => setTimeout(r, 100));
+      if (running) return;
+      d = (await grace(2000)) ?? { status: 'exited', exitCode: null, oomKilled: false, cause: 'died' };
     }
-    if (state && !state.Running) {
-      throw new SandboxError('sandbox_failed', `the sandbox container ${this.id.slice(0, 12)} stopped during the call (status ${state.Status ?? '?'}, exit ${state.ExitCode ?? '?'}${state.OOMKilled ? ', out of memory' : ''}): it was killed from outside or its init died`);
-    }
+    throw new SandboxError('sandbox_failed', `${describeDeath(d, this.id)} during the call`, { details: { oomKilled: d.oomKilled, exitCode: d.exitCode, status: d.status, cause: d.cause } });
   }
 
   private assertLive(): void {
     if (this.disposed) throw new SandboxError('sandbox_failed', 'the sandbox was disposed');
+    const d = this.o.watch.dead;
+    if (d) throw new SandboxError('sandbox_failed', describeDeath(d, this.id), { details: { oomKilled: d.oomKilled, exitCode: d.exitCode, status: d.status, cause: d.cause } });
   }
 }

@@ -4,29 +4,36 @@
  * - argv only (no host shell); User, WorkingDir and Env are fixed by corral, never by the caller;
  * - the timeout is enforced inside the container (`timeout -s KILL`), because killing the client
  *   does not kill the process there; a host-side timer is only a backstop;
- * - every process the exec starts carries a marker variable, so a cancel (AbortSignal) or a timeout
- *   kills them all in the container, including background children;
+ * - at a timeout or a cancel every process the call started is killed (call-kill.ts: frozen and
+ *   killed by start time, so `setsid`, `env -i` and double forks do not escape); when that cannot
+ *   run (the sandbox is at its pids limit) the whole sandbox is stopped and the call fails;
+ * - the container's death during the call (gVisor ends the whole sandbox at its memory limit, and
+ *   the exec stream then never ends) ends the call at once as a SandboxError saying why;
  * - stdout/stderr are demultiplexed and captured head+tail while streaming (OutputCapture), so a
  *   flood cannot grow the worker's memory.
  * The hot path is exactly create + start + inspect, like a raw Engine-API exec.
  */
-import { randomBytes } from 'node:crypto';
 import type { Duplex, Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import { CancelledError, SandboxError } from '../domain/errors';
+import { killCall } from './call-kill';
+import { describeDeath, type ContainerDeath, type DeathSignal } from './container-watch';
 import { toSandboxError } from './docker-error';
 import { OutputCapture } from './output-capture';
-import { SANDBOX_USER, WORKSPACE_DIR } from './container-spec';
+import { WORKSPACE_DIR } from './container-spec';
 
-export const EXEC_MARKER = 'CORRAL_EXEC_ID';
 /** Exit status of a process killed by SIGKILL (timeout -s KILL, the OOM killer, our kill). */
 export const EXIT_SIGKILL = 137;
 /** Extra time the host waits for the in-container timeout to fire before killing from outside. */
 const BACKSTOP_MS = 5000;
+/** Attempts of the killer before the sandbox is given up (it may squeeze in between a fork bomb's forks). */
+const KILL_ATTEMPTS = 3;
 
 export interface ExecOptions {
   argv: string[];
   env: string[];
+  /** `uid:gid` the command runs as: the sandbox's agent user. */
+  user: string;
   timeoutMs: number;
   /** Bytes kept per stream (head + tail). */
   maxOutputBytes: number;
@@ -35,6 +42,8 @@ export interface ExecOptions {
   stdin?: string | Buffer;
   signal?: AbortSignal;
   workingDir?: string;
+  /** Tells of the container's death (ContainerWatch): the call then ends at once. */
+  died?: DeathSignal;
   /**
    * Receives stdout instead of the capture, with backpressure (the exec's stream pauses until the
    * sink drains); ended when the stream ends. For output too large to hold (the workspace export).
@@ -57,35 +66,27 @@ export interface ExecOutcome {
   durationMs: number;
 }
 
-/**
- * The argv that kills every process carrying `marker` (run as its own exec). Shell builtins only, no
- * fork per process, so it still works when the sandbox is near its pids limit; several rounds of
- * STOP-then-KILL catch children forked while a round ran.
- */
-export function killByMarkerArgv(marker: string): string[] {
-  const script = `for round in 1 2 3 4 5; do
-  found=
-  for d in /proc/[0-9]*; do
-    while IFS= read -r -d '' v; do
-      if [ "$v" = "${EXEC_MARKER}=$1" ]; then found="$found \${d#/proc/}"; break; fi
-    done < "$d/environ" 2>/dev/null
-  done
-  [ -z "$found" ] && exit 0
-  kill -STOP $found 2>/dev/null; kill -KILL $found 2>/dev/null
-done
-exit 0`;
-  return ['bash', '-c', script, 'corral-kill', marker];
-}
-
 /** `timeout` accepts fractional seconds; we round up to milliseconds. */
 export function timeoutArgv(timeoutMs: number, argv: string[]): string[] {
   const s = Math.max(0.001, timeoutMs / 1000);
   return ['timeout', '-s', 'KILL', `${Number(s.toFixed(3))}s`, ...argv];
 }
 
+/**
+ * Kills what the call started (call-kill.ts), retrying briefly; when it cannot, stops the container
+ * (nothing the call started may outlive its timeout) and throws.
+ */
+async function killOrStop(container: Docker.Container, user: string, started: number): Promise<void> {
+  for (let i = 0; i < KILL_ATTEMPTS; i++) {
+    if (await killCall(container, user, performance.now() - started)) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await container.kill({ signal: 'SIGKILL' }).catch(() => undefined);
+  throw new SandboxError('sandbox_failed', 'the call\'s processes could not be killed in the sandbox (is it at its process limit?), so the sandbox was stopped');
+}
+
 export async function runExec(container: Docker.Container, opts: ExecOptions): Promise<ExecOutcome> {
   if (opts.signal?.aborted) throw new CancelledError('the command was cancelled before it started');
-  const marker = randomBytes(9).toString('base64url');
   const started = performance.now();
   const capture = (name: string) =>
     opts.headOnly ? new OutputCapture(opts.maxOutputBytes, 0, name) : OutputCapture.forLimit(opts.maxOutputBytes, name);
@@ -98,9 +99,9 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
   try {
     exec = await container.exec({
       Cmd: timeoutArgv(opts.timeoutMs, opts.argv),
-      User: SANDBOX_USER,
+      User: opts.user,
       WorkingDir: opts.workingDir ?? WORKSPACE_DIR,
-      Env: [...opts.env, `${EXEC_MARKER}=${marker}`],
+      Env: opts.env,
       AttachStdin: hasStdin,
       AttachStdout: true,
       AttachStderr: true,
@@ -112,24 +113,39 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
     throw toSandboxError(err, 'exec');
   }
 
-  let killed: 'abort' | 'backstop' | undefined;
+  let killed: 'abort' | 'backstop' | 'died' | undefined;
+  let death: ContainerDeath | undefined;
+  let killing: Promise<void> | undefined;
   const kill = (why: 'abort' | 'backstop') => {
     if (killed) return;
     killed = why;
-    void killMarked(container, marker).finally(() => stream.destroy());
+    killing = killOrStop(container, opts.user, started).finally(() => stream.destroy());
+    killing.catch(() => undefined);
   };
   const onAbort = () => kill('abort');
   opts.signal?.addEventListener('abort', onAbort, { once: true });
   const backstop = setTimeout(() => kill('backstop'), opts.timeoutMs + BACKSTOP_MS);
+  const unwatch = opts.died?.onDeath((d) => {
+    death = d;
+    killed ??= 'died';
+    stream.destroy();
+  });
 
   try {
     await pump(stream, opts.stdoutSink ?? stdout, stderr, hasStdin ? opts.stdin : undefined);
   } finally {
     opts.stdoutSink?.end();
+    unwatch?.();
     clearTimeout(backstop);
     opts.signal?.removeEventListener('abort', onAbort);
   }
   const durationMs = Math.round(performance.now() - started);
+  if (death) {
+    throw new SandboxError('sandbox_failed', `${describeDeath(death, container.id)} during the call (after ${durationMs} ms)`, {
+      details: { oomKilled: death.oomKilled, exitCode: death.exitCode, status: death.status, cause: death.cause, durationMs },
+    });
+  }
+  if (killing) await killing; // throws when the call's processes could not be killed
   if (!killed && stdout.total < 512 && runtimeStartFailed(stdout, stderr)) {
     // The runtime could not start the process (e.g. the sandbox is at its pids or memory limit):
     // Docker reports that as output; it is not the command's output.
@@ -149,7 +165,7 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
   // `timeout -s KILL` kills its child and its process group, so the exec ends with 137; a kill
   // before the deadline (e.g. the OOM killer) also gives 137 but sooner.
   const timedOut = exitCode === EXIT_SIGKILL && durationMs >= opts.timeoutMs - 50;
-  if (timedOut) await killMarked(container, marker); // children that left the process group
+  if (timedOut) await killOrStop(container, opts.user, started); // what left the process group
   return { exitCode, stdout, stderr, timedOut, durationMs };
 }
 
@@ -207,20 +223,4 @@ function pump(stream: Duplex | Readable, stdout: OutputCapture | ByteSink, stder
       (stream as Duplex).end();
     }
   });
-}
-
-/** Kills every process of one exec inside the container; never throws (best effort, e.g. container gone). */
-export async function killMarked(container: Docker.Container, marker: string): Promise<void> {
-  try {
-    const exec = await container.exec({ Cmd: killByMarkerArgv(marker), User: SANDBOX_USER, AttachStdout: true, AttachStderr: true, Tty: false });
-    const s = (await exec.start({ hijack: true, stdin: false, Detach: false, Tty: false })) as unknown as Readable;
-    s.resume();
-    await new Promise<void>((resolve) => {
-      s.once('end', () => resolve());
-      s.once('close', () => resolve());
-      s.once('error', () => resolve());
-    });
-  } catch {
-    // the container may already be gone; its removal kills everything anyway
-  }
 }

@@ -4,6 +4,7 @@
  * turns it into a 400) — never silently capped. Pure; no Docker here, so api/ may import it.
  */
 import type { Config } from '../config';
+import type { IsolationClass } from '../domain/sandbox';
 import { InvalidInputError } from '../domain/errors';
 import type { RunLimits } from '../domain/run-spec';
 
@@ -13,6 +14,8 @@ export interface ResolvedLimits {
   pids: number;
   workspaceMb: number;
   execTimeoutS: number;
+  /** The class the run asked for; undefined = the server's default (resolved where the engine is known). */
+  isolation?: IsolationClass;
 }
 
 type LimitsConfig = Pick<
@@ -22,9 +25,10 @@ type LimitsConfig = Pick<
   | 'CORRAL_DEFAULT_PIDS' | 'CORRAL_MAX_PIDS'
   | 'CORRAL_DEFAULT_WORKSPACE_MB' | 'CORRAL_MAX_WORKSPACE_MB'
   | 'CORRAL_DEFAULT_EXEC_TIMEOUT_S' | 'CORRAL_MAX_EXEC_TIMEOUT_S'
+  | 'CORRAL_ISOLATION_CLASSES'
 >;
 
-/** Throws InvalidInputError(message, 'limits.<name>') when a requested limit exceeds its maximum. */
+/** Throws InvalidInputError(message, 'limits.<name>') when a requested limit exceeds its maximum or names a class the server does not permit. */
 export function resolveLimits(requested: RunLimits | undefined, config: LimitsConfig): ResolvedLimits {
   const r = requested ?? {};
   const pick = (name: keyof ResolvedLimits, value: number | undefined, def: number, max: number, unit: string): number => {
@@ -35,7 +39,14 @@ export function resolveLimits(requested: RunLimits | undefined, config: LimitsCo
     }
     return v;
   };
+  if (r.isolation !== undefined && !config.CORRAL_ISOLATION_CLASSES.includes(r.isolation)) {
+    throw new InvalidInputError(
+      `limits.isolation "${r.isolation}" is not permitted on this server (it permits: ${config.CORRAL_ISOLATION_CLASSES.join(', ')})`,
+      'limits.isolation', { permitted: config.CORRAL_ISOLATION_CLASSES, requested: r.isolation },
+    );
+  }
   return {
+    ...(r.isolation !== undefined ? { isolation: r.isolation } : {}),
     memoryMb: pick('memoryMb', r.memoryMb, config.CORRAL_DEFAULT_MEMORY_MB, config.CORRAL_MAX_MEMORY_MB, ' MB'),
     cpus: pick('cpus', r.cpus, config.CORRAL_DEFAULT_CPUS, config.CORRAL_MAX_CPUS, ' CPUs'),
     pids: pick('pids', r.pids, config.CORRAL_DEFAULT_PIDS, config.CORRAL_MAX_PIDS, ''),

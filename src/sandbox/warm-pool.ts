@@ -9,9 +9,14 @@
 import { randomBytes } from 'node:crypto';
 import type Docker from 'dockerode';
 import type { Config } from '../config';
+import type { IsolationClass } from '../domain/sandbox';
 import { containerSpec } from './container-spec';
 import type { SandboxLog } from './docker-sandbox';
 import type { ResolvedLimits } from './limits';
+import { createInFreeSlot, type UidSlot } from './uid-slots';
+
+/** The class of sandbox a pool serves: the default limits and the default isolation class. */
+export type PoolClass = Omit<ResolvedLimits, 'execTimeoutS' | 'isolation'> & { isolation: IsolationClass };
 
 export const POOL_PREFIX = 'pool_';
 
@@ -22,7 +27,7 @@ export interface WarmPoolOptions {
   size: number;
   ttlMs: number;
   /** The sandbox class the pool serves. */
-  limits: Omit<ResolvedLimits, 'execTimeoutS'>;
+  limits: PoolClass;
   log: SandboxLog;
   now: () => Date;
 }
@@ -30,6 +35,8 @@ export interface WarmPoolOptions {
 interface Pooled {
   poolId: string;
   container: Docker.Container;
+  /** The uid slot the container holds (by its name). */
+  slot: UidSlot;
   deadline: number;
 }
 
@@ -62,7 +69,7 @@ export class WarmPool {
    * A ready container for a run of the pool's class whose deadline fits, or null (the caller creates
    * one cold). The caller owns it from here and must call release(poolId) once it is removed.
    */
-  take(limits: Omit<ResolvedLimits, 'execTimeoutS'>, egress: boolean, runDeadline: Date): Pooled | null {
+  take(limits: PoolClass, egress: boolean, runDeadline: Date): Pooled | null {
     if (this.stopped || egress || !sameLimits(limits, this.o.limits)) return null;
     const i = this.idle.findIndex((p) => p.deadline >= runDeadline.getTime());
     if (i < 0) return null;
@@ -108,21 +115,22 @@ export class WarmPool {
     const now = this.o.now();
     const deadline = new Date(now.getTime() + this.o.ttlMs);
     const c = this.o.config;
-    const container = await this.o.docker.createContainer(containerSpec({
-      name: `corral-${poolId}`, runId: poolId, workerId: this.o.workerId, queue: c.CORRAL_QUEUE, deadline, now,
-      limits: this.o.limits, image: c.CORRAL_SANDBOX_IMAGE, runtime: c.CORRAL_SANDBOX_RUNTIME,
-      nproc: c.CORRAL_MAX_PIDS * c.CORRAL_CONCURRENCY + 256,
-    }));
+    const { container, slot } = await createInFreeSlot(this.o.docker, { base: c.CORRAL_SANDBOX_UID_BASE, slots: c.CORRAL_SANDBOX_SLOTS }, (s) =>
+      this.o.docker.createContainer(containerSpec({
+        runId: poolId, workerId: this.o.workerId, queue: c.CORRAL_QUEUE, deadline, now,
+        limits: this.o.limits, image: c.CORRAL_SANDBOX_IMAGE, isolation: this.o.limits.isolation,
+        gvisorRuntime: c.CORRAL_GVISOR_RUNTIME, slot: s,
+      })));
     try {
       await container.start();
     } catch (err) {
       await container.remove({ force: true, v: true }).catch(() => undefined);
       throw err;
     }
-    return { poolId, container, deadline: deadline.getTime() };
+    return { poolId, container, slot, deadline: deadline.getTime() };
   }
 }
 
-function sameLimits(a: Omit<ResolvedLimits, 'execTimeoutS'>, b: Omit<ResolvedLimits, 'execTimeoutS'>): boolean {
-  return a.memoryMb === b.memoryMb && a.cpus === b.cpus && a.pids === b.pids && a.workspaceMb === b.workspaceMb;
+function sameLimits(a: PoolClass, b: PoolClass): boolean {
+  return a.memoryMb === b.memoryMb && a.cpus === b.cpus && a.pids === b.pids && a.workspaceMb === b.workspaceMb && a.isolation === b.isolation;
 }

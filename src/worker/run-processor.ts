@@ -210,7 +210,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       onEgressSummary: (s) => emit(egressEvent(s)),
       signal,
     });
-    emit({ type: 'sandbox.ready', containerId: sandbox.id, image: config.CORRAL_SANDBOX_IMAGE, ms: clock() - a0, egressAllow: spec.egress.allow });
+    emit({ type: 'sandbox.ready', containerId: sandbox.id, image: config.CORRAL_SANDBOX_IMAGE, ms: clock() - a0, egressAllow: spec.egress.allow, ...(sandbox.isolation ? { isolation: sandbox.isolation } : {}) });
     await update({ containerId: sandbox.id });
     const memory = memorySpec ? readMemory(config.CORRAL_DATA_DIR, memorySpec.key) : null;
     const workspace = await loadWorkspaceContext(sandbox, { signal });

@@ -17,13 +17,13 @@ import type { LeasedSandbox, SandboxRequest, WorkspaceExport } from '../../src/d
 import { DockerSandboxProvider } from '../../src/sandbox';
 import { startHarness, type Harness } from '../support/corral-harness';
 import { finalTurn, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
-import { sandboxImageEnv } from '../support/sandbox-image';
+import { sandboxTestEnv } from '../support/sandbox-env';
 
 jest.setTimeout(180_000);
 
 const WORKER = `test-artifacts-${randomBytes(3).toString('hex')}`;
 const docker = new Docker();
-const provider = new DockerSandboxProvider({ docker, config: loadConfig(sandboxImageEnv()) });
+const provider = new DockerSandboxProvider({ docker, config: loadConfig(sandboxTestEnv()) });
 const dirs: string[] = [];
 let clean: LeasedSandbox;
 

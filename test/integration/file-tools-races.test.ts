@@ -11,13 +11,13 @@ import { loadConfig } from '../../src/config';
 import type { LeasedSandbox, SandboxRequest } from '../../src/domain/sandbox';
 import { DockerSandboxProvider } from '../../src/sandbox';
 import { TOOLS } from '../../src/tools/registry';
-import { sandboxImageEnv } from '../support/sandbox-image';
+import { sandboxTestEnv } from '../support/sandbox-env';
 
 jest.setTimeout(240_000);
 
 const WORKER = `test-filerace-${randomBytes(3).toString('hex')}`;
 const docker = new Docker();
-const provider = new DockerSandboxProvider({ docker, config: loadConfig(sandboxImageEnv()) });
+const provider = new DockerSandboxProvider({ docker, config: loadConfig(sandboxTestEnv()) });
 let sb: LeasedSandbox;
 
 function request(): SandboxRequest {

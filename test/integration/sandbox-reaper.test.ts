@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { loadConfig } from '../../src/config';
 import { DockerSandboxProvider, startReaper, sweepSandboxes } from '../../src/sandbox';
-import { sandboxImageEnv } from '../support/sandbox-image';
+import { sandboxTestEnv } from '../support/sandbox-env';
 
 jest.setTimeout(60_000);
 
@@ -44,7 +44,7 @@ test('after a worker is killed with SIGKILL mid-run, the next reaper sweep remov
   expect((await docker.getContainer(left!.Id).inspect()).State.Running).toBe(true); // nothing cleaned up by itself
 
   // A live run of the same worker, acquired by this process.
-  const provider = new DockerSandboxProvider({ docker, config: loadConfig(sandboxImageEnv()) });
+  const provider = new DockerSandboxProvider({ docker, config: loadConfig(sandboxTestEnv()) });
   const live = await provider.acquire({
     runId: 'run_reaper_live', workerId: WORKER, deadline: new Date(Date.now() + 60_000), files: {},
     limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, egressAllow: [],
@@ -63,14 +63,16 @@ test('after a worker is killed with SIGKILL mid-run, the next reaper sweep remov
   expect(existsSync(dir)).toBe(false);
   expect((await docker.getContainer(live.id).inspect()).State.Running).toBe(true);
 
-  // Past its deadline, even an "active" run's container goes.
+  // Past its deadline, even an "active" run's container goes, with its in-container deadline disarmed
+  // (PID 1 stopped through the engine).
+  await docker.getContainer(live.id).kill({ signal: 'SIGSTOP' });
   const later = await sweepSandboxes({ docker, onlyWorkerId: WORKER, isActive: () => true, now: () => new Date(Date.now() + 120_000) });
   expect(later.removed.map((r) => [r.id, r.reason])).toEqual([[live.id, 'deadline passed']]);
   await live.dispose(); // idempotent with the reaper's removal
 });
 
 test('a reaper scoped to its queue leaves other deployments alone: their containers and their egress socket directories', async () => {
-  const other = new DockerSandboxProvider({ docker, config: loadConfig({ ...sandboxImageEnv(), CORRAL_QUEUE: `other-${randomBytes(3).toString('hex')}` }) });
+  const other = new DockerSandboxProvider({ docker, config: loadConfig({ ...sandboxTestEnv(), CORRAL_QUEUE: `other-${randomBytes(3).toString('hex')}` }) });
   const sb = await other.acquire({
     runId: 'run_reaper_other', workerId: WORKER, deadline: new Date(Date.now() + 60_000), files: {},
     limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, egressAllow: ['allowed.test'],

@@ -1,21 +1,21 @@
 /**
  * The warm pool on the real engine: a worker keeps N started sandboxes of its default class; a run of
- * that class gets one at once (renamed for the run), the pool refills, the run's dispose removes it
- * (never reused); other classes (egress, other limits) are created cold; stop() removes idle ones;
- * expired pool containers are reaped.
+ * that class gets one at once (it keeps its name, which is its uid slot's lease), the pool refills, the
+ * run's dispose removes it (never reused); other classes (egress, other limits, another isolation class)
+ * are created cold; stop() removes idle ones; expired pool containers are reaped.
  */
 import { randomBytes } from 'node:crypto';
 import Docker from 'dockerode';
 import { loadConfig } from '../../src/config';
 import { resolveLimits } from '../../src/sandbox/limits';
 import { DockerSandboxProvider, POOL_PREFIX, sweepSandboxes } from '../../src/sandbox';
-import { sandboxImageEnv } from '../support/sandbox-image';
+import { sandboxTestEnv } from '../support/sandbox-env';
 
 jest.setTimeout(90_000);
 
 const docker = new Docker();
 const WORKER = `test-pool-${randomBytes(3).toString('hex')}`;
-const config = loadConfig({ ...sandboxImageEnv(), CORRAL_QUEUE: `pool-${randomBytes(3).toString('hex')}` });
+const config = loadConfig({ ...sandboxTestEnv(), CORRAL_QUEUE: `pool-${randomBytes(3).toString('hex')}` });
 const { execTimeoutS: _t, ...defaults } = resolveLimits(undefined, config);
 const mine = () => docker.listContainers({ all: true, filters: { label: [`corral.worker-id=${WORKER}`] } });
 const poolIds = async () => (await mine()).map((c) => c.Labels['corral.run-id']!).filter((id) => id.startsWith(POOL_PREFIX)).sort();
@@ -46,9 +46,11 @@ test('a run of the default class takes a started sandbox; the pool refills; the 
   const warmMs = performance.now() - t0;
   const info = await docker.getContainer(sb.id).inspect();
   expect(before).toContain(info.Config.Labels['corral.run-id']);
-  expect(info.Name).toMatch(/^\/corral-run_pool_warm1-/);
+  expect(info.Name).toMatch(/^\/corral-u\d+$/);
+  const uid = info.Config.Labels['corral.uid'];
   expect(provider.poolOwns(info.Config.Labels['corral.run-id']!)).toBe(true);
-  expect((await sb.exec({ argv: ['bash', '-c', 'echo hi > a.txt && cat a.txt && id -u'], timeoutMs: 5000 })).stdout).toBe('hi\n10001\n');
+  expect((await sb.exec({ argv: ['bash', '-c', 'echo hi > a.txt && cat a.txt && id -u'], timeoutMs: 5000 })).stdout).toBe(`hi\n${uid}\n`);
+  expect(info.Name).toBe(`/corral-u${uid}`);
 
   // The pool refills to 2 idle while the run holds its sandbox.
   await until(() => Promise.resolve(provider.poolStats()!), (s) => s.idle === 2);
@@ -67,6 +69,12 @@ test('a run of the default class takes a started sandbox; the pool refills; the 
   const coldMs = performance.now() - t1;
   expect((await docker.getContainer(cold.id).inspect()).Config.Labels['corral.run-id']).toBe('run_pool_cold1');
   await cold.dispose();
+  // So is another isolation class.
+  const gv = await provider.acquire({
+    runId: 'run_pool_gvisor1', workerId: WORKER, deadline: new Date(Date.now() + 60_000), files: {}, limits: { ...defaults, isolation: 'gvisor' }, egressAllow: [],
+  });
+  expect((await docker.getContainer(gv.id).inspect()).Config.Labels).toMatchObject({ 'corral.run-id': 'run_pool_gvisor1', 'corral.isolation': 'gvisor' });
+  await gv.dispose();
   process.stdout.write(`warm acquire ${warmMs.toFixed(1)} ms, cold acquire ${coldMs.toFixed(1)} ms\n`);
 
   // A run longer than what is left of a pooled container's life is made cold too.

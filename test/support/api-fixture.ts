@@ -16,7 +16,7 @@ import { newRunId } from '../../src/queue/run-queue';
 import { RunMetrics } from '../../src/queue/run-metrics';
 import { RunStore } from '../../src/queue/run-store';
 import { TenantQuota } from '../../src/queue/tenant-quota';
-import { sandboxImageEnv } from './sandbox-image';
+import { sandboxTestEnv } from './sandbox-env';
 
 export const TOKENS = { acme: 'acme-token-0123456789', globex: 'globex-token-0123456789' } as const;
 
@@ -43,7 +43,7 @@ export async function startApiFixture(o: { env?: Record<string, string>; tokens?
     CORRAL_QUEUE: `api-${suffix}`,
     CORRAL_DATA_DIR: mkdtempSync(join(tmpdir(), 'corral-api-')),
     CORRAL_POLICY_DIR: resolve(__dirname, '../../policies'),
-    ...sandboxImageEnv(),
+    ...sandboxTestEnv(),
     ...o.env,
   });
   const redis = new Redis(process.env.REDIS_URL, { maxRetriesPerRequest: null });

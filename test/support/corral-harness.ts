@@ -10,7 +10,7 @@ import { loadConfig, type Config } from '../../src/config';
 import { startCorral, type StartedCorral } from '../../src/main';
 import { apiRequest } from './api-request';
 import { startFakeDecisionsServer, type FakeServer, type Handler } from './fake-decisions-server';
-import { sandboxImageEnv } from './sandbox-image';
+import { sandboxTestEnv } from './sandbox-env';
 
 export interface Harness {
   url: string;
@@ -41,7 +41,7 @@ export async function startHarness(name: string, handlers: { chat: Handler; deci
     CORRAL_MODEL: 'fake-agent',
     CORRAL_CLASSIFIER: handlers.decisions ? 'true' : 'false',
     CORRAL_REAP_INTERVAL_S: '3600',
-    ...sandboxImageEnv(),
+    ...sandboxTestEnv(),
     ...env,
   });
   const logs: Harness['logs'] = [];

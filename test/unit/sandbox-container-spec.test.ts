@@ -1,25 +1,36 @@
 /** The sandbox container's create options, flag by flag (pure function, no Docker). */
-import { containerSpec, sandboxEnv, SANDBOX_UID, TMP_MB, HOME_MB, SHM_MB } from '../../src/sandbox/container-spec';
+import { agentUser, containerSpec, MASKED_PATHS, sandboxEnv, TMP_MB, HOME_MB, SHM_MB } from '../../src/sandbox/container-spec';
+import { seccompJson } from '../../src/sandbox/seccomp-profile';
+import { uidSlot } from '../../src/sandbox/uid-slots';
 
 const now = new Date('2026-01-01T00:00:00Z');
+const slot = uidSlot({ base: 2_000_000, slots: 500 }, 7);
 const base = {
-  name: 'corral-run_x-abc',
   runId: 'run_abcdef',
   workerId: 'worker-1',
   deadline: new Date(now.getTime() + 600_000),
   now,
   limits: { memoryMb: 512, cpus: 1.5, pids: 256, workspaceMb: 128 },
   image: 'corral/sandbox:latest',
-  nproc: 4096,
+  isolation: 'runc' as const,
+  gvisorRuntime: 'runsc',
+  slot,
 };
 const spec = containerSpec(base);
 const hc = spec.HostConfig!;
 
 describe('containerSpec', () => {
-  test('runs as the non-root sandbox user, in /workspace', () => {
-    expect(spec.User).toBe(`${SANDBOX_UID}:${SANDBOX_UID}`);
+  test('PID 1 runs as the slot\'s init uid, not the agent\'s; the container is named after its slot (the lease)', () => {
+    expect(slot).toEqual({ slot: 7, initUid: 2_000_014, agentUid: 2_000_015, name: 'corral-u2000015' });
+    expect(spec.User).toBe('2000014:2000014');
+    expect(agentUser(slot)).toBe('2000015:2000015');
     expect(spec.User).not.toMatch(/^0|root/);
+    expect(spec.name).toBe('corral-u2000015');
     expect(spec.WorkingDir).toBe('/workspace');
+  });
+  test('the agent owns /workspace and its home (tmpfs uid), not PID 1', () => {
+    expect(hc.Tmpfs!['/workspace']).toMatch(/uid=2000015,gid=2000015,mode=0755/);
+    expect(hc.Tmpfs!['/home/agent']).toMatch(/uid=2000015,gid=2000015,mode=0700/);
   });
   test('read-only root filesystem; only size-capped tmpfs for /workspace, /tmp and home', () => {
     expect(hc.ReadonlyRootfs).toBe(true);
@@ -27,7 +38,8 @@ describe('containerSpec', () => {
     expect(hc.Tmpfs!['/workspace']).toMatch(/size=128m/);
     expect(hc.Tmpfs!['/tmp']).toMatch(new RegExp(`size=${TMP_MB}m`));
     expect(hc.Tmpfs!['/home/agent']).toMatch(new RegExp(`size=${HOME_MB}m`));
-    for (const o of Object.values(hc.Tmpfs!) as string[]) expect(o).toMatch(/nosuid,nodev/);
+    // exec allowed (./configure), never suid or devices
+    for (const o of Object.values(hc.Tmpfs!) as string[]) expect(o).toMatch(/^rw,exec,nosuid,nodev,/);
     expect(hc.ShmSize).toBe(SHM_MB * 1024 * 1024);
   });
   test('no binds and no volumes without egress; only the egress dir, read-only, with it', () => {
@@ -48,14 +60,28 @@ describe('containerSpec', () => {
   test('no network at all', () => {
     expect(hc.NetworkMode).toBe('none');
   });
-  test('all capabilities dropped, none added; no-new-privileges; default seccomp', () => {
+  test('all capabilities dropped, none added; no-new-privileges; corral\'s seccomp profile by content', () => {
     expect(hc.CapDrop).toEqual(['ALL']);
     expect(hc.CapAdd ?? []).toEqual([]);
-    expect(hc.SecurityOpt).toContain('no-new-privileges:true');
-    expect((hc.SecurityOpt ?? []).some((o: string) => /seccomp|apparmor|label/.test(o))).toBe(false);
+    expect(hc.SecurityOpt).toEqual(['no-new-privileges:true', `seccomp=${seccompJson()}`]);
+    const g = containerSpec({ ...base, isolation: 'gvisor' }).HostConfig!;
+    expect(g.SecurityOpt).toEqual(['no-new-privileges:true', `seccomp=${seccompJson({ gvisor: true })}`]);
+    expect(JSON.parse(seccompJson()).defaultAction).toBe('SCMP_ACT_ERRNO');
+  });
+  test('masked paths: Docker\'s defaults and the host kernel\'s command line, config, symbols, BTF', () => {
+    expect(hc.MaskedPaths).toEqual(MASKED_PATHS);
+    for (const p of ['/proc/kcore', '/proc/keys', '/proc/timer_list', '/sys/firmware', '/proc/cmdline', '/proc/config.gz', '/proc/kallsyms', '/sys/kernel', '/sys/module']) {
+      expect(hc.MaskedPaths).toContain(p);
+    }
+    // needed inside: the cgroup files (OOM accounting) and the CPU list (nproc, os.cpu_count)
+    expect(hc.MaskedPaths!.some((p: string) => p.startsWith('/sys/fs') || p.startsWith('/sys/devices/system'))).toBe(false);
   });
   test('pids, memory (= memory+swap, covering tmpfs), CPU limits', () => {
     expect(hc.PidsLimit).toBe(256);
+    // under gVisor the cgroup also holds the Sentry's host threads; the process limit is RLIMIT_NPROC
+    const g = containerSpec({ ...base, isolation: 'gvisor' }).HostConfig!;
+    expect(g.PidsLimit).toBe(256 * 24 + 256);
+    expect(g.Ulimits!.find((u) => u.Name === 'nproc')).toEqual({ Name: 'nproc', Soft: 256, Hard: 256 });
     const mb = 1024 * 1024;
     expect(hc.Memory).toBe((512 + 128 + TMP_MB + HOME_MB + SHM_MB) * mb);
     expect(hc.MemorySwap).toBe(hc.Memory);
@@ -67,7 +93,8 @@ describe('containerSpec', () => {
   test('nofile and nproc ulimits', () => {
     const u = Object.fromEntries((hc.Ulimits ?? []).map((l) => [l.Name, l]));
     expect(u.nofile).toEqual({ Name: 'nofile', Soft: 4096, Hard: 4096 });
-    expect(u.nproc).toEqual({ Name: 'nproc', Soft: 4096, Hard: 4096 });
+    // per uid, and the uid is this sandbox's own: the pids limit
+    expect(u.nproc).toEqual({ Name: 'nproc', Soft: 256, Hard: 256 });
   });
   test('an init process, and PID 1 ends itself at the deadline', () => {
     expect(hc.Init).toBe(true);
@@ -77,12 +104,14 @@ describe('containerSpec', () => {
     expect(e.Cmd?.[3]).toBe('600');
     expect(containerSpec({ ...base, deadline: new Date(now.getTime() - 5000) }).Cmd).toEqual(['sleep', '1']);
   });
-  test('labels: corral, run id, worker id, deadline', () => {
+  test('labels: corral, run id, worker id, deadline, uid, isolation', () => {
     expect(spec.Labels).toEqual({
       corral: '1',
       'corral.run-id': 'run_abcdef',
       'corral.worker-id': 'worker-1',
       'corral.deadline': base.deadline.toISOString(),
+      'corral.uid': '2000015',
+      'corral.isolation': 'runc',
     });
   });
   test('Env is exactly what corral sets (no host environment)', () => {
@@ -93,9 +122,10 @@ describe('containerSpec', () => {
     expect(s.Env!.map((e) => e.split('=')[0]).sort()).toEqual(['HOME', 'LANG', 'PATH', 'PYTEST_ADDOPTS', 'PYTHONDONTWRITEBYTECODE', 'USER']);
     expect(sandboxEnv(true)).toContain('HTTPS_PROXY=http://127.0.0.1:3128');
   });
-  test('runtime from config; none by default', () => {
-    expect(hc.Runtime).toBeUndefined();
-    expect(containerSpec({ ...base, runtime: 'runsc' }).HostConfig!.Runtime).toBe('runsc');
+  test('the runtime follows the isolation class, explicitly for both', () => {
+    expect(hc.Runtime).toBe('runc');
+    expect(containerSpec({ ...base, isolation: 'gvisor' }).HostConfig!.Runtime).toBe('runsc');
+    expect(containerSpec({ ...base, isolation: 'gvisor', gvisorRuntime: 'gvisor-ptrace' }).HostConfig!.Runtime).toBe('gvisor-ptrace');
   });
   test('not auto-removed, never restarted', () => {
     expect(hc.AutoRemove).toBe(false);

@@ -18,6 +18,7 @@ test.each([
   [['exec', '--timeout-s', 'soon', '--', 'true'], /positive integer/],
   [['exec', '--memory-mb', '-5', '--', 'true'], /positive integer/],
   [['exec', '--allow-domain', '*', '--', 'true'], /never "\*" alone/],
+  [['exec', '--isolation', 'kata', '--', 'true'], /--isolation must be runc or gvisor, got "kata"/],
   [['exec', '--allow-domain', '*.com', '--', 'true'], /public suffix/],
 ])('%j is refused', (argv, msg) => {
   expect(parseSandboxExecArgs(argv)).toMatch(msg);

@@ -33,3 +33,18 @@ test.each([
   expect((err as InvalidInputError).field).toBe(`limits.${field}`);
   expect((err as Error).message).toMatch(/maximum/);
 });
+
+test('isolation: absent = the server default (resolved against the engine later); a class the server does not permit is refused', () => {
+  expect(resolveLimits({}, config).isolation).toBeUndefined();
+  expect(resolveLimits({ isolation: 'gvisor' }, config).isolation).toBe('gvisor');
+  const onlyGvisor = loadConfig({ CORRAL_ISOLATION_CLASSES: 'gvisor', CORRAL_SANDBOX_RUNTIME: 'gvisor' });
+  expect(() => resolveLimits({ isolation: 'runc' }, onlyGvisor)).toThrow(expect.objectContaining({ field: 'limits.isolation', message: expect.stringMatching(/"runc" is not permitted on this server \(it permits: gvisor\)/) }));
+});
+
+test('isolation config: bad classes and a default outside the permitted ones stop start-up naming the variable', () => {
+  expect(() => loadConfig({ CORRAL_ISOLATION_CLASSES: 'runc,kata' })).toThrow(/CORRAL_ISOLATION_CLASSES: must list runc and\/or gvisor, comma-separated \(unknown: kata\)/);
+  expect(() => loadConfig({ CORRAL_ISOLATION_CLASSES: 'gvisor', CORRAL_SANDBOX_RUNTIME: 'runc' })).toThrow(/CORRAL_SANDBOX_RUNTIME: the default class "runc" is not in CORRAL_ISOLATION_CLASSES/);
+  expect(loadConfig({ CORRAL_SANDBOX_RUNTIME: 'runsc' }).CORRAL_SANDBOX_RUNTIME).toBe('gvisor');
+  expect(loadConfig({}).CORRAL_SANDBOX_RUNTIME).toBe('runc');
+  expect(loadConfig({ CORRAL_SANDBOX_RUNTIME: 'auto' }).CORRAL_SANDBOX_RUNTIME).toBe('auto');
+});
