@@ -5,7 +5,7 @@
  *     classifier, no human); otherwise `next` says where an ask goes (classifier, or approval —
  *     refused when the run is unattended). With --classifier an ask is sent to it, as in a run.
  *     Exit 0 whatever the decision; exit 2 for bad input.
- *   check --batch [...] — JSON lines {"id","tool","args","task"} on stdin, one result line per
+ *   check --batch [...] — JSON lines {"id","tool","args","task"} on stdin (id defaults to the line number), one result line per
  *     input with its id, in order; a bad line gets {"id","error"} and the rest go on.
  *   eval [--policy FILE] [--set FILE]... — per-class numbers of the static layer on labelled sets.
  */
@@ -23,7 +23,7 @@ const HINT = '; see `corral policy --help`\n';
 const MAX_LINE = 1_000_000;
 
 const CallSchema = z.object({ tool: z.string().min(1), args: z.record(z.string(), z.unknown()), task: z.string().default('') });
-const BatchLine = CallSchema.extend({ id: z.union([z.string(), z.number()]) });
+const BatchLine = CallSchema.extend({ id: z.union([z.string(), z.number()], { message: 'must be a string or a number' }).optional() });
 
 async function makeClassifier(config: Config): Promise<Classifier> {
   if (!config.OPENAI_API_KEY && !config.OPENAI_BASE_URL) throw new UsageError('--classifier needs OPENAI_API_KEY and/or OPENAI_BASE_URL');
@@ -57,17 +57,19 @@ async function check(argv: string[], config: Config): Promise<number> {
   const g = makeGate(opts.policy ?? join(config.CORRAL_POLICY_DIR, 'default.yaml'), classifier);
   if (opts.batch) {
     let bad = false;
+    let lineNo = 0;
     const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
     for await (const line of lines) {
+      lineNo++;
       if (!line.trim()) continue;
-      let id: unknown = null;
+      let id: unknown = lineNo;
       try {
         if (line.length > MAX_LINE) throw new Error(`the line is longer than ${MAX_LINE} characters`);
         const json = JSON.parse(line) as { id?: unknown };
-        id = json?.id ?? null;
+        id = json?.id ?? lineNo;
         const r = BatchLine.safeParse(json);
         if (!r.success) throw new Error(r.error.issues.map((x) => `${x.path.join('.') || '(line)'}: ${x.message}`).join('; '));
-        process.stdout.write(JSON.stringify({ id: r.data.id, ...(await checkOne(g, r.data, !!classifier)) }) + '\n');
+        process.stdout.write(JSON.stringify({ id: r.data.id ?? lineNo, ...(await checkOne(g, r.data, !!classifier)) }) + '\n');
       } catch (e) {
         bad = true;
         process.stdout.write(JSON.stringify({ id, error: `bad input: ${(e as Error).message}` }) + '\n');

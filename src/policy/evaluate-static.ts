@@ -182,12 +182,15 @@ function envVerdicts(policy: Policy, label: string, assigns: Array<{ name: strin
 }
 
 const MAX_INNER_DEPTH = 4;
+const LINE_READERS = new Set(['read', 'mapfile', 'readarray']);
 const HELP = /^(-h|--help|-help|help|-V|--version|-version|version|-v)$/;
 
 export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandContext, depth: number): Verdict[] {
   const out: Verdict[] = [];
   const label = c.argv.length ? commandName(c.argv[0]!) : 'assignment';
-  out.push(...envVerdicts(policy, label, c.assigns));
+  // `IFS=… read` / `mapfile`: the separator only changes how that builtin splits its input line.
+  const scopedIfs = c.argv.length > 0 && !c.argv[0]!.dynamic && LINE_READERS.has(c.argv[0]!.value);
+  out.push(...envVerdicts(policy, label, scopedIfs ? c.assigns.filter((a) => a.name !== 'IFS') : c.assigns));
   if (c.argv.length === 0) return out;
   for (const w of c.wrapperEffects) out.push(...effectVerdicts(policy, w.effect, w.why));
   const head = c.argv[0]!;
@@ -207,7 +210,7 @@ export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandCo
     for (const a of args) if (!a.dynamic) out.push(...scanArgument(policy, a.value, c.cwds, label));
     return out;
   }
-  for (const p of use.problems) out.push({ decision: 'ask', rule: 'shell:not-understood', risk: 'medium', reason: `${use.label}: ${p}` });
+  for (const p of use.problems) out.push({ decision: 'ask', rule: 'shell:not-understood', risk: 'medium', reason: p.startsWith(`${use.label}`) || p.startsWith(`${use.label.split(' ')[0]}`) ? p : `${use.label}: ${p}` });
   for (const e of use.effects) out.push(...effectVerdicts(policy, e.effect, e.why));
   for (const p of use.paths) out.push(...pathVerdicts(policy, p, c));
   if (use.runsProjectCode) {

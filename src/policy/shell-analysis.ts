@@ -189,6 +189,19 @@ class Walker {
     }
   }
 
+  /** The variable of a loop condition that is exactly `read [-r] NAME` (optionally with `IFS=`), else undefined. */
+  private readLoopVariable(cond: ShNode[]): string | undefined {
+    if (cond.length !== 1 || cond[0].Redirs?.length || cond[0].Negated || nodeType(cond[0].Cmd) !== 'CallExpr') return undefined;
+    const call = cond[0].Cmd;
+    if ((call.Assigns ?? []).some((a: ShNode) => String(a.Name?.Value) !== 'IFS' || a.Value || a.Append || a.Index || a.Array)) return undefined;
+    const argv: ShellWord[] = (call.Args ?? []).map((w: ShNode) => resolveWord(w, this.opts.home, () => undefined));
+    if (argv.some((a) => a.dynamic || a.glob)) return undefined;
+    const v = argv.map((a) => a.value);
+    if (v[0] !== 'read') return undefined;
+    const rest = v.slice(1).filter((x) => x !== '-r');
+    return rest.length === 1 && /^[A-Za-z_][A-Za-z0-9_]*$/.test(rest[0]!) ? rest[0] : undefined;
+  }
+
   /** What a command substitution prints, when it is one simple command whose output is known. */
   private knownOutput(stmts: ShNode[]): NestedResult | undefined {
     if (stmts.length !== 1 || stmts[0].Redirs?.length || nodeType(stmts[0].Cmd) !== 'CallExpr' || stmts[0].Cmd.Assigns?.length) return undefined;
@@ -203,10 +216,10 @@ class Walker {
     if (v[0] === 'basename' && v.length === 2) return { value: v[1]!.replace(/\/+$/, '').split('/').pop() ?? '' };
     if (v[0] === 'dirname' && v.length === 2) { const d = v[1]!.replace(/\/+$/, '').split('/').slice(0, -1).join('/'); return { value: d || (v[1]!.startsWith('/') ? '/' : '.') }; }
     if (v[0] === 'git' && v[1] === 'ls-files' && v.slice(2).every((x) => !x.startsWith('-'))) return { word: { ...DYNAMIC_WORD, confined: true, prefix: './', pattern: v[2] ? `./**/${v[2].replace(/^\*\*?\/?/, '')}` : './**' } };
-    if (v[0] === 'ls' && v.slice(1).every((x) => /^-[aA1]+$/.test(x) || !x.startsWith('-'))) {
-      const dirs = v.slice(1).filter((x) => !x.startsWith('-'));
-      if (dirs.length <= 1) return { word: { ...DYNAMIC_WORD, confined: true, prefix: '', pattern: `${escapeGlob(dirs[0] ?? '.')}/*` } };
-    }
+    // `ls` (or `ls -1`) of the current directory prints the names a `*` matches; with -a/-A it would add
+    // dot names and `..`, and `ls DIR` prints bare names relative to DIR (or DIR itself when it is a file),
+    // so those are not modelled.
+    if (v[0] === 'ls' && v.slice(1).every((x) => x === '-1')) return { word: { ...DYNAMIC_WORD, confined: true, prefix: '', pattern: '*' } };
     return undefined;
   }
 
@@ -271,19 +284,28 @@ class Walker {
         }
         return this.redirectOnly(redirects, ctx);
       }
-      case 'WhileClause':
+      case 'WhileClause': {
         this.stmts(cmd.Cond ?? [], ctx);
-        this.stmts(cmd.Do ?? [], ctx);
+        // `find … | while read -r f; do …; done`: f takes each line, a path the piped command prints.
+        const readVar = !cmd.Until && ctx.pipeIn?.confined && ctx.pipeIn.pattern !== undefined ? this.readLoopVariable(cmd.Cond ?? []) : undefined;
+        if (readVar && (this.assignedNames.get(readVar) ?? 0) === 0) {
+          const saved = this.bindings.get(readVar);
+          this.bindings.set(readVar, [ctx.pipeIn!]);
+          this.stmts(cmd.Do ?? [], ctx);
+          if (saved) this.bindings.set(readVar, saved); else this.bindings.delete(readVar);
+        } else this.stmts(cmd.Do ?? [], ctx);
         return this.redirectOnly(redirects, ctx);
+      }
       case 'ForClause': {
         if (cmd.Select) this.finding('ask', 'shell:select', 'select reads choices from a terminal');
         const loop = cmd.Loop;
         const lt = nodeType(loop);
         if (lt === 'WordIter') {
-          const items = this.words(loop.Items);
+          // `$(git ls-files)`, `$(ls dir)`: the loop variable takes the paths the substitution prints.
+          const items = this.words(loop.Items).map((w) => (w.dynamic && !w.alternatives && w.candidates?.length === 1 && w.candidates[0]!.confined && w.candidates[0]!.pattern !== undefined ? w.candidates[0]! : w));
           const name = String(loop.Name?.Value ?? '');
           this.pushCommand({ argv: [], assigns: [{ name, value: items.length === 1 ? items[0]! : DYNAMIC_WORD }], wrappers: ctx.wrappers, dynamicTail: false, redirects: [], wrapperEffects: [] });
-          const knowable = items.length > 0 && items.length <= 64 && items.every((w) => !w.dynamic || w.alternatives) && (this.assignedNames.get(name) ?? 0) <= 1;
+          const knowable = items.length > 0 && items.length <= 64 && items.every((w) => !w.dynamic || w.alternatives || (w.confined && w.pattern !== undefined)) && (this.assignedNames.get(name) ?? 0) <= 1;
           if (knowable) {
             const saved = this.bindings.get(name);
             this.bindings.set(name, items.flatMap((w) => w.alternatives ?? [w]));

@@ -59,11 +59,16 @@ describe('corral policy', () => {
       JSON.stringify({ id: 'long', tool: 'bash', args: { command: 'x'.repeat(150_000) } }),
       JSON.stringify({ id: 'surrogate', tool: 'bash', args: { command: 'echo \ud800; rm -rf ~' } }),
       JSON.stringify({ id: 'ok', tool: 'bash', args: { command: 'ls' } }),
+      JSON.stringify({ tool: 'bash', args: { command: 'pwd' } }),
+      JSON.stringify({ id: true, tool: 'bash', args: { command: 'pwd' } }),
     ].join('\n');
     const r = await corral(['policy', 'check', '--batch'], lines + '\n');
     expect(r.code).toBe(2);
     const out = r.out.trim().split('\n').map((l) => JSON.parse(l));
-    expect(out.map((o) => o.id)).toEqual([null, 'no-args', 'deep', 'pipe', 'long', 'surrogate', 'ok']);
+    // a line without an id is answered under its line number
+    expect(out.map((o) => o.id)).toEqual([1, 'no-args', 'deep', 'pipe', 'long', 'surrogate', 'ok', 8, true]);
+    expect(out[7]).toMatchObject({ decision: 'allow' });
+    expect(out[8].error).toMatch(/id: must be a string or a number/);
     expect(out[0].error).toMatch(/bad input/);
     expect(out[1].error).toMatch(/args/);
     for (const o of out.slice(2, 6)) expect(o).toMatchObject({ decision: 'deny', final: true });

@@ -88,7 +88,12 @@ const chmod: CommandSpec = {
     if (!p.has('--reference')) {
       const mode = modeIdx >= 0 ? args[modeIdx]! : ops.shift();
       if (!mode) return b.problem('chmod without a mode').use;
-      if (mode.dynamic) b.problem('chmod: the mode is computed at run time');
+      if (mode.dynamic) {
+        // A mode computed at run time is not understood; one whose possible values set an id bit is denied.
+        const idCandidate = (mode.candidates ?? []).find((c) => !c.dynamic && modeSetsId(c.value) === true);
+        if (idCandidate) b.effect('setuid', `chmod ${idCandidate.value} (a value the mode may take) sets a setuid, setgid or sticky bit`);
+        else b.problem('chmod: the mode is computed at run time');
+      }
       else {
         const s = modeSetsId(mode.value);
         if (s === null) b.problem(`chmod: mode "${mode.value}" is not understood`);

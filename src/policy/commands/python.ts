@@ -151,6 +151,10 @@ const pytest = simpleSpec(['pytest', 'py.test'], PYTEST_OPTS, (p, b) => {
   for (const v of p.values('-p')) if (v.dynamic || !v.value.startsWith('no:')) b.problem(`pytest -p ${v.value || '(computed)'} loads a plugin`);
   for (const v of p.values('-o')) {
     const key = v.value.split('=')[0]!;
+    const val = v.value.slice(key.length + 1);
+    // cache_dir is a directory pytest writes, and --cache-clear empties it first.
+    if (!v.dynamic && key === 'cache_dir' && val) { b.path(literalWord(val), p.has('--cache-clear') ? 'clear' : 'write', 'pytest -o cache_dir'); continue; }
+    if (!v.dynamic && key === 'pythonpath' && val) { for (const d of val.split(/\s+/).filter(Boolean)) b.read(literalWord(d)); continue; }
     if (v.dynamic || !SAFE_INI.has(key) || key === 'addopts' || key === 'cache_dir' || key === 'pythonpath') b.problem(`pytest -o ${v.value || '(computed)'} overrides a setting that is not modelled`);
   }
   for (const v of p.values('--cov-report')) if (v.value.includes(':')) b.path(literalWord(v.value.slice(v.value.indexOf(':') + 1)), 'write', 'pytest --cov-report');
