@@ -11,7 +11,9 @@
  *                               start, and corral serve with a run flooding its proxy (bench/egress.ts)
  *   6. artifacts                workspace export (300 MB, 20 GB sparse) and file-tool calls, beside the
  *                               pre-streaming baseline commit (bench/artifacts.ts; BENCH_EXPORT_MB, BENCH_FILE_OPS)
- * BENCH_STAGES=egress (or =artifacts) runs stage 5 (or 6) alone and merges its result into bench/results.json.
+ *   7. policy                   `corral policy check --batch` throughput, startup and crash class, beside the baseline
+ *                               (the gate before its second pass) (bench/policy.ts; BENCH_POLICY_CALLS)
+ * BENCH_STAGES=egress (or =artifacts, =policy) runs stage 5 (or 6, 7) alone and merges its result into bench/results.json.
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
  *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_ISOLATION_EXECS (30)  BENCH_ISOLATION_ACQUIRES (8)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
@@ -33,6 +35,7 @@ import { benchLoadBurst } from './load-burst';
 import { benchRedis } from './redis';
 import { benchRunsPerMinute, soak, type RateResult, type SoakResult } from './runs-per-minute';
 import { benchIsolation } from './isolation';
+import { benchPolicy, type PolicyBench } from './policy';
 import { benchSandbox } from './sandbox-exec';
 import { envInt, note, round } from './stats';
 
@@ -80,9 +83,29 @@ function artifactsOnly(): void {
   process.stdout.write(`${JSON.stringify({ artifacts }, null, 2)}\n`);
 }
 
+function policyTargets(p: PolicyBench): Record<string, Target> {
+  const c = p.current;
+  return {
+    policy_batch_ge_1000_per_s: { target: 'corral policy check --batch ≥ 1,000 calls/s', measured: c.calls_per_s, met: c.calls_per_s >= 1000, note: `${c.end_to_end_per_s}/s with the ${c.startup_ms} ms start-up included, over ${p.calls} calls` },
+    policy_crash_class_answered: { target: 'every line of the crash class answered', measured: c.crash_class.answered, met: c.crash_class.answered === c.crash_class.lines },
+  };
+}
+
+/** Stage 7 alone (BENCH_STAGES=policy): its result merged into bench/results.json. */
+function policyOnly(): void {
+  note('stage 7: policy — corral policy check --batch beside the baseline');
+  const policy = benchPolicy();
+  const file = join(__dirname, 'results.json');
+  const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
+  const out = { ...prev, policy, policy_measured_at: new Date().toISOString(), targets: { ...(prev.targets as Record<string, Target> | undefined), ...policyTargets(policy) } };
+  writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify({ policy, targets: policyTargets(policy) }, null, 2)}\n`);
+}
+
 async function main(): Promise<void> {
   if (process.env.BENCH_STAGES === 'egress') return egressOnly();
   if (process.env.BENCH_STAGES === 'artifacts') return artifactsOnly();
+  if (process.env.BENCH_STAGES === 'policy') return policyOnly();
   const started = new Date();
   const t0 = Date.now();
   note('stage 1/5: sandbox exec / acquire / remove');
@@ -143,6 +166,8 @@ async function main(): Promise<void> {
     const egress = await benchEgress({ redisUrl: redisBox.db(2) });
     note('stage 6: artifacts — export and file tools beside the baseline');
     const artifacts = benchArtifacts();
+    note('stage 7: policy — corral policy check --batch beside the baseline');
+    const policy = benchPolicy();
 
     const enq = corralEnqueue!;
     const rssPeak = Math.max(...Object.values(rssByConcurrency));
@@ -162,6 +187,7 @@ async function main(): Promise<void> {
       },
       load_every_run_once: { target: `${loadRuns} runs on 3 workers: every run succeeded exactly once`, measured: load.every_run_once, met: load.every_run_once },
       ...egressTargets(egress),
+      ...policyTargets(policy),
       load_nothing_left: {
         target: 'no container of the queue and no unexpected Redis key left', measured: load.containers_left === 0 && load.redis_ok,
         met: load.containers_left === 0 && load.redis_ok,
@@ -186,6 +212,7 @@ async function main(): Promise<void> {
       load,
       egress,
       artifacts,
+      policy,
       targets,
       notes: {
         isolation: 'the same provider per class (CORRAL_SANDBOX_RUNTIME=runc / gvisor); exec_ms.python = `python3 -c pass`; gVisor on the ptrace platform, as .ci/bootstrap registers it',
