@@ -2,6 +2,9 @@
  * Line output with an optional footer that stays at the bottom of a terminal and is redrawn in place
  * (cursor up, clear to the end of the screen). Without a TTY there is no footer and no escape code:
  * every line is written once.
+ *
+ * partial() writes text that does not end a line (a model answer as it streams in): while such a
+ * line is open the footer is not drawn, and the next print() ends the line first.
  */
 
 export interface LineSink {
@@ -13,6 +16,8 @@ export interface LineSink {
 export class LiveOutput {
   private footerRows = 0;
   private footerLines: string[] = [];
+  /** A partial line is open (text written without its newline yet). */
+  private open = false;
 
   constructor(
     private readonly out: LineSink,
@@ -22,6 +27,14 @@ export class LiveOutput {
 
   /** Writes lines above the footer and, when given, replaces the footer — in one write. */
   print(lines: readonly string[], footer?: readonly string[]): void {
+    if (this.open) {
+      if (!lines.length) {
+        if (footer) this.footerLines = [...footer];
+        return;
+      }
+      this.out.write('\n');
+      this.open = false;
+    }
     if (!this.live) {
       if (lines.length) this.out.write(lines.map((l) => `${l}\n`).join(''));
       return;
@@ -31,6 +44,13 @@ export class LiveOutput {
     if (!lines.length && same) return;
     this.out.write(`${this.erase()}${lines.map((l) => `${l}\n`).join('')}${this.draw(next)}`);
     this.footerLines = [...next];
+  }
+
+  /** Writes text without ending the line (the footer is taken away until the line ends). */
+  partial(text: string): void {
+    if (!text) return;
+    this.out.write(`${this.open ? '' : this.erase()}${text}`);
+    this.open = true;
   }
 
   /** Replaces the footer (live mode only). */

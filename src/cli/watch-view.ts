@@ -6,8 +6,12 @@
  *
  * Pure: no I/O and no clock of its own (callers pass `now`). In plain mode a budget line is printed
  * with each model turn; in live mode (a terminal) the caller keeps footer() at the bottom instead.
+ *
+ * A streaming answer arrives as live deltas first: pushDelta() returns the text to show as it comes
+ * (`turn 3 ▸ …`, control characters made visible), and that turn's model.response then prints only
+ * what the text did not show (final answer or how many tool calls, and the budget line).
  */
-import type { BudgetName, RunEvent, RunUsage } from '../domain/events';
+import type { BudgetName, LiveDelta, RunEvent, RunUsage } from '../domain/events';
 import type { GateVerdict } from '../domain/gate';
 import { clip, describeArgs, renderEvent } from './render-event';
 
@@ -81,6 +85,10 @@ export class WatchView {
   private readonly decided = new Set<string>();
   private readonly pending = new Map<string, string>();
   private runId: string | null = null;
+  /** The turn whose text is streaming now, the last turn that got its model.response, tool names shown. */
+  private streaming: number | null = null;
+  private lastTurn = 0;
+  private readonly toolsShown = new Set<number>();
   finished: Extract<RunEvent, { type: 'run.finished' }> | null = null;
 
   constructor(private readonly opts: WatchViewOptions) {}
@@ -111,8 +119,14 @@ export class WatchView {
         this.usage.outputTokens += e.usage.outputTokens;
         this.usage.costUsd += e.costUsd;
         const final = e.toolCalls.length === 0;
+        const streamed = this.streaming === e.turn;
+        this.streaming = null;
+        this.lastTurn = Math.max(this.lastTurn, e.turn);
         const said = e.content ? ` “${clip(e.content, final ? 100 : 110)}”` : '';
-        const head = `turn ${e.turn}${final ? ' · final answer' : ''}${said}`;
+        const on = e.route ? ` [${e.route.tier}: ${e.route.model}]` : '';
+        const head = streamed
+          ? `  ↳ ${final ? 'final answer' : `${e.toolCalls.length} tool call${e.toolCalls.length === 1 ? '' : 's'}`}${on}`
+          : `turn ${e.turn}${final ? ' · final answer' : ''}${on}${said}`;
         return !this.opts.live && !final && this.budgets ? [head, `  ${this.budgetSummary()}`] : [head];
       }
       case 'tool.call': {
@@ -158,6 +172,25 @@ export class WatchView {
       default:
         return this.other(e);
     }
+  }
+
+  /** Text to write as it arrives (no newline at its end), for one live delta; '' when nothing to show. */
+  pushDelta(d: LiveDelta): string {
+    if (d.turn <= this.lastTurn || this.finished) return '';
+    let out = '';
+    if (this.streaming !== d.turn) {
+      this.streaming = d.turn;
+      this.toolsShown.clear();
+      out += `turn ${d.turn} ▸ `;
+    }
+    if (d.text) out += visible(d.text).replace(/\n/g, '\n    ');
+    for (const t of d.tools ?? []) {
+      if (!t.name || this.toolsShown.has(t.index)) continue;
+      this.toolsShown.add(t.index);
+      out += ` [→ ${visible(t.name).slice(0, 60)}]`;
+    }
+    if (d.note) out += ` [${visible(d.note)}]`;
+    return out;
   }
 
   private other(e: RunEvent): string[] {
@@ -214,4 +247,13 @@ export class WatchView {
   private approveCommand(runId: string, callId: string): string {
     return this.opts.approveCommand ? this.opts.approveCommand(runId, callId) : `corral approve ${runId} ${callId}`;
   }
+}
+
+/**
+ * Model text made safe for a terminal: newlines and tabs stay; other control characters (C0, DEL,
+ * C1), bidi controls and line separators are shown as \u{…} instead of being written.
+ */
+export function visible(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069\u2028\u2029]/g, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`);
 }

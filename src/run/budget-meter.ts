@@ -34,6 +34,9 @@ export interface MeterState {
 
 const NONE: RunBudgets = { llmCalls: 0, toolCalls: 0, tokens: 0, wallTimeS: 0, costUsd: 0 };
 
+/** The budgets a sub-run's grant is carved out of (wall time is shared, see reserve()). */
+const CARVED: readonly BudgetName[] = ['llmCalls', 'toolCalls', 'tokens', 'costUsd'];
+
 const LABELS: Record<BudgetName, string> = { llmCalls: 'LLM calls', toolCalls: 'tool calls', tokens: 'tokens', wallTimeS: 'wall time (s)', costUsd: 'cost (USD)' };
 
 export function budgetLabel(b: BudgetName): string {
@@ -78,13 +81,16 @@ export class BudgetMeter {
     this.warn();
   }
 
-  /** Sets aside budgets granted to a sub-run (they count as spent until release()). */
+  /**
+   * Sets aside budgets granted to a sub-run (they count as spent until release()). Wall time is not
+   * set aside: sub-runs of a turn run side by side on the same clock, each ending by this run's deadline.
+   */
   reserve(b: RunBudgets): void {
-    for (const k of Object.keys(NONE) as BudgetName[]) this.reserved[k] += b[k];
+    for (const k of CARVED) this.reserved[k] += b[k];
   }
 
   release(b: RunBudgets): void {
-    for (const k of Object.keys(NONE) as BudgetName[]) this.reserved[k] = Math.max(0, this.reserved[k] - b[k]);
+    for (const k of CARVED) this.reserved[k] = Math.max(0, this.reserved[k] - b[k]);
   }
 
   /** Counts what a finished sub-run used (its LLM calls, tool calls, tokens and cost are this run's too). */

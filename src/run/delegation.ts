@@ -7,7 +7,10 @@
  *   parent can read the results. Wall time left counts from the parent's start.
  * - A budget the sheet names must be at most what is left, else the call is refused saying so.
  * - A budget the sheet omits gets an equal share of what was left when the turn began: with k
- *   delegate calls in the turn, 1/(k+1) each (the parent keeps a share too).
+ *   delegate calls in the turn, 1/(k+1) each (the parent keeps a share too). Wall time is the
+ *   exception: sub-runs run side by side on one clock, so siblings do not divide it; an omitted one
+ *   gets three quarters of what is left (the parent keeps the rest to use the results), and none
+ *   outlives the parent's deadline whatever it asks.
  * - A share below a budget's minimum (an LLM call, 1,000 tokens, 5 s) is refused: too little is left.
  */
 import type { BudgetName } from '../domain/events';
@@ -26,11 +29,15 @@ function floorTo(b: BudgetName, n: number): number {
 }
 
 function show(b: BudgetName, n: number): string {
-  return b === 'costUsd' ? `$${n.toFixed(4)}` : `${floorTo(b, n)} ${LABEL[b]}`;
+  // Rounded down, so "has only $X left" never shows more than there is.
+  return b === 'costUsd' ? `$${(Math.floor(n * 1e4) / 1e4).toFixed(4)}` : `${floorTo(b, n)} ${LABEL[b]}`;
 }
 
 /** A default share must leave the sub-run able to work: cost above zero too. */
 const MIN_SHARE: Readonly<RunBudgets> = { ...MIN_BUDGETS, costUsd: 1e-6 };
+
+/** An omitted wall time: this fraction of what the parent has left. */
+const WALL_SHARE = 0.75;
 
 export type Grant = { ok: true; budgets: RunBudgets } | { ok: false; reason: string };
 
@@ -52,7 +59,7 @@ export function grantBudgets(asked: SheetBudgets, left: Readonly<RunBudgets>, le
       out[b] = want;
       continue;
     }
-    const given = floorTo(b, Math.min(have, leftAtTurnStart[b] * share));
+    const given = floorTo(b, b === 'wallTimeS' ? have * WALL_SHARE : Math.min(have, leftAtTurnStart[b] * share));
     if (given < MIN_SHARE[b]) {
       return { ok: false, reason: `too little budget is left for a sub-run: ${show(b, have)} left${b === 'llmCalls' ? ' after the one this run keeps' : ''}, and a sub-run needs at least ${show(b, MIN_SHARE[b])}` };
     }
