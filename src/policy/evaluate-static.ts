@@ -46,6 +46,16 @@ export function combine(verdicts: Verdict[], fallback: Verdict): StaticResult {
 }
 
 export function evaluateStatic(policy: Policy, call: StaticCall): StaticResult {
+  try {
+    return evaluateStaticUnguarded(policy, call);
+  } catch (err) {
+    // A defect of the analyser must not crash the gate or let the call through: it is refused, and says so.
+    const msg = err instanceof Error ? err.message : String(err);
+    return { decision: 'deny', rule: 'gate:internal-error', risk: 'high', reason: `the gate could not analyse this call (internal error: ${msg.slice(0, 200)}), so it is refused` };
+  }
+}
+
+function evaluateStaticUnguarded(policy: Policy, call: StaticCall): StaticResult {
   const bad = findIllFormed(call.args);
   if (bad) return combine([{ decision: 'deny', rule: 'input:ill-formed', risk: 'high', reason: `${call.tool}: ${bad.path} ${bad.reason}` }], { decision: 'deny', rule: 'input:ill-formed', reason: '' });
   const entry = policy.tools[call.tool];
