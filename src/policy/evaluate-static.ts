@@ -204,7 +204,11 @@ export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandCo
   if (c.argv.length === 0) return out;
   for (const w of c.wrapperEffects) out.push(...effectVerdicts(policy, w.effect, w.why));
   const head = c.argv[0]!;
-  if (head.dynamic || head.glob) return out; // already a finding
+  if (head.dynamic || head.glob) {
+    // already a finding (the name is computed); what it is handed is still checked
+    for (const a of c.argv.slice(1)) if (!a.dynamic) out.push(...scanArgument(policy, a.value, c.cwds, 'a computed command'));
+    return out;
+  }
   const args = c.dynamicTail ? [...c.argv.slice(1), c.tail ?? DYNAMIC_WORD] : c.argv.slice(1);
   const rules = policy.bash.commands.filter((r) => r.commands.some((n) => (n.includes('/') || n.includes('*') ? globToRegExp(n).test(head.value) : n === label)));
   for (const r of rules) out.push({ decision: r.decision, rule: r.name, risk: r.risk, reason: `${label}: ${r.reason}` });

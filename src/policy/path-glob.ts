@@ -111,8 +111,9 @@ function compileGlob(glob: string, o: GlobOptions): RegExp {
 }
 
 /** True when a shell glob segment (e.g. `.*`) could expand to `..`. */
-export function segmentCouldBeDotDot(segment: string): boolean {
-  return /[*?[]/.test(segment) && globToRegExp(segment).test('..');
+export function segmentCouldBeDotDot(segment: string, shell = false): boolean {
+  // in bash (`shell`) a wildcard at the start of a segment never matches a leading dot, so `*` is never `..`; `.*` may be
+  return /[*?[]/.test(segment) && globToRegExp(segment, { shell }).test('..');
 }
 
 // ---- intersection ---------------------------------------------------------------------------

@@ -29,7 +29,7 @@
 import type { ShNode } from 'mvdan-sh';
 import { nodeType, opText, parseBash } from './shell-parse';
 import { arithmeticReadsVariables, decodeAnsiC, DYNAMIC_WORD, escapeGlob, literalWord, resolveWord, type NestedResult, type ShellWord } from './shell-words';
-import { unwrapCommand, XARGS_SLOT } from './unwrap-command';
+import { findNames, unwrapCommand, XARGS_SLOT } from './unwrap-command';
 import { resolvePathIn } from './path-resolve';
 
 export interface ShellAssign { name: string; value: ShellWord | null }
@@ -465,16 +465,7 @@ class Walker {
     }
     const head = argv[0]!;
     if (head.value === 'echo' || head.value === 'printf') this.literal(argv.slice(head.value === 'printf' ? 2 : 1).map((a) => a.value).join(' '));
-    if (head.dynamic || head.glob) {
-      this.finding('ask', 'shell:dynamic-command', 'the command name is computed at run time');
-      this.pushCommand({ argv, assigns, wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [] });
-      for (const cand of [...(head.alternatives ?? []), ...(head.candidates ?? [])].slice(0, 8)) {
-        if (cand.dynamic) continue;
-        const words = cand.value.split(/\s+/).filter(Boolean).map((x) => literalWord(x));
-        if (words.length) this.pushCommand({ argv: [...words, ...argv.slice(1)], assigns, wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [], speculative: true });
-      }
-      return;
-    }
+    if (head.dynamic || head.glob) return this.dynamicHead(argv, assigns, ctx.wrappers, redirects);
     this.runKnownFile(argv, ctx);
     const body = this.functionBodies.get(head.value);
     if (body && this.functionCalls < 16) {
@@ -498,6 +489,18 @@ class Walker {
       if (tail) inner.argv = inner.argv.map((a) => (a === XARGS_SLOT ? tail : a));
       if (inner.cwd !== undefined) this.cwds = inner.cwd === null || !this.cwds ? null : this.cwds.map((d) => resolvePathIn(this.opts.workspace, inner.cwd!.value, d));
       const extra: ShellRedirect[] = [...(inner.writes ?? []).map((target): ShellRedirect => ({ op: '>', target, access: 'write' })), ...(inner.reads ?? []).map((target): ShellRedirect => ({ op: '<', target, access: 'read' }))];
+      const innerHead = inner.argv[0];
+      if (!innerHead || innerHead.dynamic || innerHead.glob) {
+        // the wrapped command's name is itself computed (`timeout 5 $(cat f)`, `xargs -a f env`, `find -exec {} …`)
+        if (innerHead) this.dynamicHead(inner.argv, [...assigns, ...inner.assigns], [...ctx.wrappers, ...inner.wrappers], [...redirects, ...extra], inner.placeholder ? { placeholder: inner.placeholder } : {});
+        else this.finding('ask', 'shell:dynamic-command', `the command run by ${[...ctx.wrappers, ...inner.wrappers].join(' → ') || 'a wrapper'} is computed at run time`);
+        if (inner.cwd !== undefined) this.cwds = saved;
+        continue;
+      }
+      if (inner.dynamicTail && unwrapCommand([...inner.argv, DYNAMIC_WORD]).commands.some((u) => !u.argv[0] || u.argv[0].dynamic)) {
+        // the appended arguments complete a wrapper (`xargs -a cmds env`): what it runs is computed
+        this.finding('ask', 'shell:dynamic-command', `${innerHead.value} runs a command that ${[...ctx.wrappers, ...inner.wrappers].join(' → ')} appends at run time`);
+      }
       this.pushCommand({
         argv: inner.argv, assigns: [...assigns, ...inner.assigns], wrappers: [...ctx.wrappers, ...inner.wrappers],
         dynamicTail: inner.dynamicTail, ...(tail && inner.dynamicTail ? { tail } : {}), redirects: [...redirects, ...extra], wrapperEffects: inner.effects, ...(inner.placeholder ? { placeholder: inner.placeholder } : {}),
@@ -518,6 +521,24 @@ class Walker {
       }
     }
     if (this.out.commands.length > this.opts.maxCommands * 4) throw new TooDeep();
+  }
+
+  /**
+   * A command whose name is computed at run time (`$X …`, `find … -exec {} …`, `xargs -I{} {}`): not
+   * understood (ask), and each name it may take (`${X:-rm}`, a find's `-name curl`) is tried, keeping
+   * only the denials that reading gives.
+   */
+  private dynamicHead(argv: ShellWord[], assigns: ShellAssign[], wrappers: string[], redirects: ShellRedirect[], extra: Partial<SimpleCommand> = {}): void {
+    const head = argv[0]!;
+    this.finding('ask', 'shell:dynamic-command', `the command name is computed at run time${wrappers.length ? ` (inside ${wrappers.join(' → ')})` : ''}`);
+    this.pushCommand({ argv, assigns, wrappers, dynamicTail: false, redirects, wrapperEffects: [], ...extra });
+    const named = head.pattern !== undefined && head.dynamic ? /(?:^|\/)([A-Za-z0-9_.+-]+)$/.exec(head.pattern)?.[1] : undefined;
+    const cands = [...(head.alternatives ?? []), ...(head.candidates ?? []), ...(named ? [literalWord(named)] : [])];
+    for (const cand of cands.slice(0, 8)) {
+      if (cand.dynamic) continue;
+      const words = cand.value.split(/\s+/).filter(Boolean).map((x) => literalWord(x));
+      if (words.length) this.pushCommand({ argv: [...words, ...argv.slice(1)], assigns, wrappers, dynamicTail: false, redirects, wrapperEffects: [], speculative: true, ...extra });
+    }
   }
 
   /** Remembers what `echo …`/`printf …`/`cat <<EOF` wrote into a file, so running that file can be analysed. */
@@ -566,9 +587,10 @@ class Walker {
     const under = (root: string, name?: string): ShellWord => ({ ...DYNAMIC_WORD, confined: true, prefix: `${root.replace(/\/+$/, '')}/`, pattern: `${escapeGlob(root.replace(/\/+$/, '') || '/')}/**${name ? `/${name}` : ''}` });
     if (v[0] === 'find') {
       const roots = v.slice(1).filter((a: string, i: number, all: string[]) => !/^[-(!),]/.test(a) && all.slice(0, i).every((p) => !/^[-(!),]/.test(p) || ['-H', '-L', '-P'].includes(p)));
-      const nameAt = v.indexOf('-name');
-      const name = nameAt > 0 && !v.some((a: string) => ['-o', '-or', ','].includes(a)) ? v[nameAt + 1] : undefined;
-      return roots.length <= 1 ? under(roots[0] ?? '.', name) : undefined;
+      const exprAt = v.findIndex((a: string, k: number) => k > 0 && /^[-(!),]/.test(a) && !['-H', '-L', '-P'].includes(a));
+      const names = exprAt > 0 ? findNames(argv.slice(exprAt)) : undefined;
+      if (roots.length > 1) return undefined;
+      return names && names.length > 1 ? { ...under(roots[0] ?? '.'), alternatives: names.map((n) => under(roots[0] ?? '.', n)) } : under(roots[0] ?? '.', names?.[0]);
     }
     if (v[0] === 'git' && (v[1] === 'ls-files' || (v[1] === 'diff' && v.includes('--name-only')))) return under('.');
     if (v[0] === 'echo' || v[0] === 'printf') {
@@ -618,6 +640,8 @@ interface Ctx {
   pipeIn?: ShellWord;
 }
 
+const GLOB_OPTIONS = /dotglob|nocaseglob|extglob|globasciiranges|globskipdots|nocasematch|BASHOPTS/;
+
 export function analyzeShell(command: string, opts: AnalyzeOptions): ShellAnalysis {
   const w = new Walker(opts);
   if (command.length > opts.maxLength) {
@@ -634,6 +658,11 @@ export function analyzeShell(command: string, opts: AnalyzeOptions): ShellAnalys
   } catch (e) {
     if (!(e instanceof TooDeep)) throw e;
     w.finding('deny', 'shell:too-deep', 'the command is nested too deeply, or has too many parts, to analyse');
+  }
+  // Globs are matched with bash's default options; a command that may turn on options changing what a
+  // glob matches (dot files, case, extended patterns, ranges) has its globs judged as not understood.
+  if (GLOB_OPTIONS.test(command) && w.out.commands.some((c) => c.argv.some((a) => a.glob) || c.redirects.some((r) => r.target.glob))) {
+    w.finding('ask', 'shell:glob-options', 'globs are matched under shell options (dotglob, nocaseglob, extglob, …) the analyser does not model');
   }
   if (w.out.commands.filter((c) => c.argv.length > 0).length > opts.maxCommands) {
     w.finding('deny', 'shell:too-many-commands', `more than ${opts.maxCommands} simple commands`);

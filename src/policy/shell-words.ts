@@ -415,7 +415,7 @@ function addPart(b: WordBuilder, p: ShNode, first: boolean, quoted: boolean, c: 
       return;
     case 'ExtGlob':
       if (opText('globOp', p.Op) === undefined) b.unmodelled.push('an unknown extended glob');
-      b.globChar('*'); // matches within one path segment, like *
+      b.globChar('**'); // `?(.)git` matches `.git`: an extended glob may match a leading dot (and is not narrowed further)
       return;
     default:
       b.unmodelled.push(`a ${t} in a word`);

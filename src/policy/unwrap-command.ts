@@ -200,6 +200,42 @@ export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
 const FIND_ACTIONS = ['-exec', '-execdir', '-ok', '-okdir'];
 
 /**
+ * The names a find expression can match, when every alternative of it requires a `-name NAME` test:
+ * `-name '*.pyc'`, `-type f -name a -o -name b`, `\( -name a -o -name b \) -delete`. Undefined when
+ * some branch matches other names (no -name, a negated one, -iname, -regex, nested groups).
+ */
+export function findNames(expr: ShellWord[]): string[] | undefined {
+  if (expr.some((a) => a.dynamic)) return undefined;
+  let v = expr.map((a) => a.value);
+  const open = v.indexOf('(');
+  if (open >= 0) {
+    // one group of pure name alternatives, anded with the rest
+    const close = v.indexOf(')', open);
+    if (close < 0 || v.indexOf('(', open + 1) >= 0 && v.indexOf('(', open + 1) < close || v.lastIndexOf('(') !== open) return undefined;
+    const inner = v.slice(open + 1, close);
+    const outside = [...v.slice(0, open), ...v.slice(close + 1)];
+    if (outside.some((x) => ['-o', '-or', ',', '!', '-not'].includes(x)) || (open > 0 && ['!', '-not'].includes(v[open - 1]!))) return undefined;
+    v = inner;
+  }
+  if (v.some((x) => ['-iname', '-ipath', '-regex', '-iregex', '-path', '-wholename', '-lname', '-ilname', ','].includes(x))) return undefined;
+  const names: string[] = [];
+  let branch: string[] = [];
+  const close = (): boolean => {
+    const k = branch.indexOf('-name');
+    if (k < 0 || branch[k + 1] === undefined || ['!', '-not'].includes(branch[k - 1] ?? '')) return false;
+    names.push(branch[k + 1]!);
+    branch = [];
+    return true;
+  };
+  for (const x of v) {
+    if (x === '-o' || x === '-or') { if (!close()) return undefined; continue; }
+    branch.push(x);
+  }
+  if (!close() || names.length > 16 || names.some((n) => n.includes('/'))) return undefined;
+  return names;
+}
+
+/**
  * Splits find's -exec actions out: the find command keeps its expression (actions replaced by a
  * `-exec` marker), and each action becomes an inner command where `{}` stands for a path under the
  * search roots (its pattern: root/**, narrowed by a lone -name). `{}` inside a larger word
@@ -212,12 +248,11 @@ function unwrapFind(argv: ShellWord[], res: UnwrapResult, wrappers: string[]): {
   let i = 1;
   while (i < argv.length && ['-H', '-L', '-P'].includes(argv[i]!.value)) outer.push(argv[i++]!);
   for (; i < argv.length && !argv[i]!.dynamic && !/^[-(!),]/.test(argv[i]!.value); i++) roots.push(argv[i]!);
-  const names = argv.filter((a, k) => k > 0 && ['-name', '-iname'].includes(argv[k - 1]!.value) && !a.dynamic).map((a) => a.value);
-  const alternatives = argv.some((a) => ['-o', '-or', ','].includes(a.value));
+  const actionAt = argv.findIndex((a, k) => k >= i && FIND_ACTIONS.includes(a.value));
+  const names = findNames(argv.slice(i, actionAt < 0 ? argv.length : actionAt));
   const root = roots.length === 1 && !roots[0]!.dynamic ? roots[0]!.value.replace(/\/+$/, '') || '/' : roots.length === 0 ? '.' : null;
-  const placeholder: ShellWord = root === null
-    ? DYNAMIC_WORD
-    : { ...DYNAMIC_WORD, prefix: '', confined: true, pattern: `${root.replace(/[*?[\]\\{}]/g, '\\$&')}/**${names.length === 1 && !alternatives ? `/${names[0]}` : ''}` };
+  const under = (name?: string): ShellWord => ({ ...DYNAMIC_WORD, prefix: '', confined: true, pattern: `${root!.replace(/[*?[\]\\{}]/g, '\\$&')}/**${name ? `/${name}` : ''}` });
+  const placeholder: ShellWord = root === null ? DYNAMIC_WORD : names && names.length > 1 ? { ...under(), alternatives: names.map(under) } : under(names?.[0]);
   outer.unshift(argv[0]!, ...roots);
   for (; i < argv.length; i++) {
     const a = argv[i]!;
