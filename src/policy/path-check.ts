@@ -107,15 +107,17 @@ function checkLiteral(policy: Policy, r: { abs: string; escapes: boolean }, raw:
     // `/tmp/../workspace/src`: a change to the workspace dressed as a path elsewhere
     return [{ decision: 'deny', rule: 'path:traversal', risk: 'high', reason: `${what}: "${raw}" climbs with .. from outside the workspace back into it` }];
   }
-  let exempt = false;
+  // an allow rule lifts the outside default only when it covers every access (a link is read and written through)
+  const exemptFor = new Set<RuleAccess>();
   for (const ra of ruleAccessFor(access)) {
     for (const rule of policy.paths.rules) {
       if (!applies(rule, ra) || !matchesRule(policy, rule, r.abs)) continue;
-      if (rule.decision === 'allow') { if ((access !== 'exec' || !rule.no_exec) && !r.escapes) exempt = true; continue; }
+      if (rule.decision === 'allow') { if ((access !== 'exec' || !rule.no_exec) && !r.escapes) exemptFor.add(ra); continue; }
       out.push({ decision: rule.decision, rule: rule.name, risk: rule.decision === 'deny' ? 'high' : 'medium', reason: `${reasonOf(what, access, raw)} — ${rule.reason}` });
     }
   }
   const outside = r.escapes || !isInside(ws, r.abs);
+  const exempt = ruleAccessFor(access).every((ra) => exemptFor.has(ra));
   if (outside && !exempt) out.push(outsideVerdict(policy, access, raw, what));
   return out;
 }
@@ -206,7 +208,7 @@ function checkPattern(policy: Policy, word: ShellWord, cwd: string, raw: string,
       return [{ decision: 'deny', rule: 'path:workspace-wide-delete', risk: 'critical', reason: `${what}: deletes ${wide[3] === '**' ? 'everything' : `every "${wide[3]}"`} in ${wide[1] === ws ? 'the workspace' : `"${wide[1]!.slice(ws.length + 1)}"`}` }];
     }
   }
-  let exempt = false;
+  const exemptFor = new Set<RuleAccess>();
   // a directory the pattern stays in that an allow rule covers whole (/tmp/**, the read-only system dirs)
   const coveredDir = (ra: RuleAccess) => !!dir && !dir.escapes && policy.paths.rules.some((rule) => rule.decision === 'allow' && applies(rule, ra) && rule.globs.some((g) => g.endsWith('/**') && globToRegExp(absRuleGlob(policy, g)).test(`${dir.abs}/x`)));
   for (const ra of ruleAccessFor(access)) {
@@ -216,7 +218,7 @@ function checkPattern(policy: Policy, word: ShellWord, cwd: string, raw: string,
       if (rule.decision === 'allow') {
         // the pattern stays under a directory a `DIR/**` glob of the rule covers whole
         const contains = dir && !dir.escapes && rule.globs.some((g) => g.endsWith('/**') && globToRegExp(absRuleGlob(policy, g)).test(`${dir.abs}/x`));
-        if (contains && (access !== 'exec' || !rule.no_exec)) exempt = true;
+        if (contains && (access !== 'exec' || !rule.no_exec)) exemptFor.add(ra);
         continue;
       }
       const globs = rule.globs.map((g) => absRuleGlob(policy, g));
@@ -229,7 +231,7 @@ function checkPattern(policy: Policy, word: ShellWord, cwd: string, raw: string,
       if (!exact && access === 'read' && word.confined && dir && !dir.escapes && isInside(ws, dir.abs)) continue;
       // a glob in the workspace that is not aimed at a secret's name (`cat *`, `chmod +x src/*`) reads or writes
       // the project's files, as `grep -r .` does; rules that guard writes (CI, hooks) still ask when it could hit them
-      if (!exact && word.glob && !word.dynamic && inOpenDir && (rule.access !== 'write' || !isInside(ws, dir!.abs))) continue;
+      if (!exact && (word.glob && !word.dynamic || word.confined) && inOpenDir && (rule.access !== 'write' || !isInside(ws, dir!.abs))) continue;
       out.push({
         decision: exact ? rule.decision : 'ask', rule: exact ? rule.name : 'path:may-match', risk: exact && rule.decision === 'deny' ? 'high' : 'medium',
         reason: `${reasonOf(what, access, raw)}, which ${exact ? 'names' : 'could name'} a protected path — ${rule.reason}`,
@@ -241,7 +243,7 @@ function checkPattern(policy: Policy, word: ShellWord, cwd: string, raw: string,
     else out.push({ decision: policy.paths.unknown, rule: 'path:unknown', risk: 'medium', reason: `${what}: "${raw}" is a path computed at run time; it cannot be checked` });
     return out;
   }
-  if (!isInside(ws, dir.abs) && !exempt) out.push(outsideVerdict(policy, access, raw, what));
+  if (!isInside(ws, dir.abs) && !ruleAccessFor(access).every((ra) => exemptFor.has(ra))) out.push(outsideVerdict(policy, access, raw, what));
   return out;
 }
 

@@ -72,7 +72,7 @@ function copyLike(name: string, p: ParsedArgs, b: UseBuilder, accessIn: 'read' |
   }
   const symbolic = name === 'ln' && p.has('-s') && !p.has('-r');
   if (sources.some((s) => !s.dynamic && /^\/dev\/(null|zero)$/.test(s.value)) && dest) b.effect('delete', `${name} from ${sources[0]!.value} empties "${dest.value || 'a computed path'}"`);
-  if (name === 'ln' && p.has('-f')) b.effect('delete', 'ln -f replaces whatever the link name already is');
+  // ln -f replaces the link name as cp overwrites its destination: a write, judged by the path rules
   const takesOut = name === 'mv' && (!dest || dest.dynamic || (dest.value.startsWith('/') && !dest.value.startsWith('/workspace')) || dest.value.startsWith('..') || dest.value.startsWith('~'));
   if (takesOut && dest) b.effect('delete', 'mv takes files out of the workspace');
   // a move inside the workspace keeps the files: its sources are written (renamed), not deleted
@@ -266,7 +266,10 @@ export const FILE_TOOL_SPECS: CommandSpec[] = [
   simpleSpec(['rm'], `-f|--force -i -I --interactive?any --one-file-system --no-preserve-root --preserve-root?any -r|-R|--recursive -d|--dir -v|--verbose ${HV}`, 'delete*', {
     check: (p, b) => {
       // deleting scratch files and build by-products one by one loses no work; anything else asks
-      const cheap = p.operands.length > 0 && p.operands.every((o) => cheapDelete(o, p.has('-r')));
+      // by-products and scratch by any number; one or two project files by name (a refactoring's `rm old.py`)
+      const named = p.operands.filter((o) => !cheapDelete(o, true));
+      const oneOrTwo = !p.has('-r', '-d') && named.length <= 2 && named.every((o) => !o.dynamic && !o.glob && !o.value.includes('..') && !/(^|\/)\.{0,2}\/?$/.test(o.value));
+      const cheap = p.operands.length > 0 && (p.operands.every((o) => cheapDelete(o, p.has('-r'))) || oneOrTwo);
       if (!cheap) b.effect('delete', 'rm deletes files');
     },
   }),
