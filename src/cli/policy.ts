@@ -7,14 +7,14 @@
  *     Exit 0 whatever the decision; exit 2 for bad input.
  *   check --batch [...] — JSON lines {"id","tool","args","task"} on stdin (id defaults to the line number), one result line per
  *     input with its id, in order; a bad line gets {"id","error"} and the rest go on.
- *   eval [--policy FILE] [--set FILE]... — per-class numbers of the static layer on labelled sets.
+ *   eval [--policy FILE] [--set FILE]... — per-class numbers of the static layer on labelled sets (default: every test/fixtures/policy/*.jsonl).
  */
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { loadConfig, type Config } from '../config';
 import { Classifier } from '../policy/classifier';
-import { evaluateLabelled, formatEvalReport, loadLabelledSet } from '../policy/labelled-eval';
+import { defaultLabelledSets, evaluateLabelled, formatEvalReport, loadLabelledSet } from '../policy/labelled-eval';
 import { loadPolicy } from '../policy/load-policy';
 import { PolicyGate } from '../policy/policy-gate';
 import { parseArgs, UsageError } from './cli-args';
@@ -93,7 +93,7 @@ async function check(argv: string[], config: Config): Promise<number> {
 function evaluate(argv: string[], config: Config): number {
   const { opts } = parseArgs(argv, { policy: 'string', set: 'list' });
   const policy = loadPolicy(opts.policy ?? join(config.CORRAL_POLICY_DIR, 'default.yaml'));
-  const sets = opts.set.length ? opts.set : ['test/fixtures/policy/labelled.jsonl', 'test/fixtures/policy/attacks.jsonl', 'test/fixtures/policy/ordinary.jsonl'];
+  const sets = opts.set.length ? opts.set : defaultLabelledSets();
   const cases = sets.flatMap((s) => loadLabelledSet(s));
   const t0 = performance.now();
   const r = evaluateLabelled(policy, cases);

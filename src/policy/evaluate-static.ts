@@ -15,6 +15,7 @@ import { patchPaths } from '../tools/unified-diff';
 import { findSpec } from './commands';
 import type { CommandUse, PathUse } from './commands/command-spec';
 import { globToRegExp } from './path-glob';
+import { resolveIn } from './path-resolve';
 import { checkPath, scanArgument, type Verdict } from './path-check';
 import type { EnvRule, Policy } from './policy-schema';
 import { analyzeShell, type ShellAnalysis, type SimpleCommand } from './shell-analysis';
@@ -46,6 +47,16 @@ export function combine(verdicts: Verdict[], fallback: Verdict): StaticResult {
 }
 
 export function evaluateStatic(policy: Policy, call: StaticCall): StaticResult {
+  try {
+    return evaluateStaticUnguarded(policy, call);
+  } catch (err) {
+    // A defect of the analyser must not crash the gate or let the call through: it is refused, and says so.
+    const msg = err instanceof Error ? err.message : String(err);
+    return { decision: 'deny', rule: 'gate:internal-error', risk: 'high', reason: `the gate could not analyse this call (internal error: ${msg.slice(0, 200)}), so it is refused` };
+  }
+}
+
+function evaluateStaticUnguarded(policy: Policy, call: StaticCall): StaticResult {
   const bad = findIllFormed(call.args);
   if (bad) return combine([{ decision: 'deny', rule: 'input:ill-formed', risk: 'high', reason: `${call.tool}: ${bad.path} ${bad.reason}` }], { decision: 'deny', rule: 'input:ill-formed', reason: '' });
   const entry = policy.tools[call.tool];
@@ -108,15 +119,28 @@ export function evaluateShell(policy: Policy, command: string, amplify = true): 
     }
   }
   const written: Array<{ seq: number; word: ShellWord }> = [];
+  const links: MadeLink[] = [];
   for (const c of a.commands) {
     const ctx: CommandContext = { written, seq: c.seq };
     if (c.speculative) { verdicts.push(...evaluateCommand(policy, c, { written: [], seq: c.seq }, 0).filter((v) => v.decision === 'deny').map((v) => ({ ...v, reason: `if the computed command is ${c.argv[0]!.value}: ${v.reason}` }))); continue; }
-    verdicts.push(...evaluateCommand(policy, c, ctx, 0));
+    const head = c.argv[0];
+    // a call of a function this command defined: its body was judged at the call, with these arguments
+    if (head && !head.dynamic && a.functions.has(head.value) && !findSpec(head.value)) verdicts.push({ decision: 'allow', rule: 'shell:function-call', risk: 'low', reason: `calls the function ${head.value} defined here` });
+    else verdicts.push(...evaluateCommand(policy, c, ctx, 0));
     for (const r of c.redirects) {
       const truncatesMany = r.op === '>' && r.target.dynamic && (r.target.confined || r.target.alternatives || r.target.candidates);
       verdicts.push(...checkPath(policy, r.target, truncatesMany ? 'delete' : r.access, c.cwds, `redirection ${r.op}`));
       if (r.access === 'write' && (r.target.dynamic || !/^\/dev\/(null|stdout|stderr|fd\/[0-2])$/.test(r.target.value))) written.push({ seq: c.seq, word: r.target });
     }
+    // paths through a link this call made earlier are judged again where the link points
+    const through = throughLinks(policy, c, links);
+    if (through.problem) verdicts.push({ decision: 'ask', rule: 'path:through-link', risk: 'medium', reason: through.problem });
+    if (through.command) {
+      const tc = through.command;
+      const again = [...evaluateCommand(policy, tc, { written: [], seq: c.seq }, 0), ...tc.redirects.flatMap((r) => checkPath(policy, r.target, r.access, tc.cwds, `redirection ${r.op}`))];
+      verdicts.push(...again.filter((v) => v.decision !== 'allow').map((v) => ({ ...v, reason: `${v.reason} (through a link made earlier in this call)` })));
+    }
+    links.push(...linksMadeBy(policy, c));
   }
   if (a.commands.length === 0 && verdicts.length === 0) verdicts.push({ decision: 'ask', rule: 'none:empty', reason: 'the command runs nothing the analyser can see' });
   if (amplify && verdicts.some((v) => v.decision === 'ask') && !verdicts.some((v) => v.decision === 'deny')) verdicts.push(...hiddenDenials(policy, a.literals));
@@ -166,6 +190,77 @@ function fragments(literals: string[]): string[] {
 
 interface CommandContext { written: Array<{ seq: number; word: ShellWord }>; seq: number }
 
+/** A link made by `ln` / `cp -s|-l` in this call: its path, and where it points (null: computed). */
+interface MadeLink { name: string; target: string | null }
+
+const parentOf = (p: string) => p.replace(/\/[^/]*$/, '') || '/';
+const joinPath = (dir: string, seg: string) => (dir === '/' ? `/${seg}` : `${dir}/${seg}`);
+
+function linksMadeBy(policy: Policy, c: SimpleCommand): MadeLink[] {
+  const head = c.argv[0] && !c.argv[0].dynamic ? commandName(c.argv[0]) : '';
+  if (head !== 'ln' && head !== 'cp') return [];
+  const opts = c.argv.slice(1).filter((a) => !a.dynamic && a.value.startsWith('-') && a.value !== '-');
+  const has = (short: string, long: string) => opts.some((o) => o.value === long || (/^-[A-Za-z]+$/.test(o.value) && o.value.includes(short)));
+  if (head === 'cp' && !has('s', '--symbolic-link') && !has('l', '--link')) return [];
+  const symbolic = head === 'ln' ? has('s', '--symbolic') : has('s', '--symbolic-link');
+  const ops = c.argv.slice(1).filter((a) => a.dynamic || !a.value.startsWith('-') || a.value === '-');
+  if (ops.length === 0) return [];
+  const cwd = c.cwds && c.cwds.length === 1 ? c.cwds[0]! : policy.workspace;
+  const abs = (v: string, from: string) => resolveIn(policy.workspace, v, from).abs;
+  const last = ops[ops.length - 1]!;
+  const targets = ops.length === 1 ? ops : ops.slice(0, -1);
+  const out: MadeLink[] = [];
+  for (const t of targets) {
+    const base = t.dynamic ? null : t.value.replace(/\/+$/, '').split('/').pop() ?? null;
+    const names = ops.length === 1 ? (base ? [joinPath(cwd, base)] : []) : last.dynamic ? [] : [abs(last.value, cwd), ...(base ? [joinPath(abs(last.value, cwd), base)] : [])];
+    for (const name of names) {
+      const target = t.dynamic ? null : t.value.startsWith('/') ? abs(t.value, '/') : abs(t.value, symbolic ? parentOf(name) : cwd);
+      out.push({ name, target });
+    }
+    if (names.length === 0 && last.dynamic) out.push({ name: '', target: null });
+  }
+  return out;
+}
+
+/** Follows `raw` from `cwd` segment by segment, replacing a made link by its target as it is reached. */
+function followLinks(raw: string, cwd: string, links: MadeLink[]): { path: string; through: boolean; unknown: boolean } {
+  let cur = raw.startsWith('/') ? '/' : cwd;
+  let through = false;
+  for (const seg of raw.split('/')) {
+    if (seg === '' || seg === '.') continue;
+    cur = seg === '..' ? parentOf(cur) : joinPath(cur, seg);
+    const l = links.find((x) => x.name === cur);
+    if (l) { through = true; if (l.target === null) return { path: cur, through, unknown: true }; cur = l.target; }
+  }
+  return { path: cur, through, unknown: false };
+}
+
+/** The command with each path that passes through a link made earlier replaced by where it leads. */
+function throughLinks(policy: Policy, c: SimpleCommand, links: MadeLink[]): { command?: SimpleCommand; problem?: string } {
+  if (links.length === 0) return {};
+  if (links.some((l) => l.name === '')) return { problem: 'a link with a computed name was made earlier in this call; paths after it cannot be followed' };
+  const cwd = c.cwds && c.cwds.length === 1 ? c.cwds[0]! : policy.workspace;
+  let changed = false;
+  let problem: string | undefined;
+  const map = (w: ShellWord): ShellWord => {
+    if (w.dynamic || w.glob) {
+      if (w.prefix && followLinks(w.prefix, cwd, links).through) problem = `"${w.prefix}…" passes through a link made earlier in this call`;
+      return w;
+    }
+    const eq = w.value.startsWith('-') ? w.value.indexOf('=') : -1;
+    const raw = eq >= 0 ? w.value.slice(eq + 1) : w.value;
+    if (!raw.includes('/') && !links.some((l) => l.name === joinPath(cwd, raw))) return w;
+    const f = followLinks(raw, cwd, links);
+    if (!f.through) return w;
+    if (f.unknown) { problem = `"${raw}" passes through a link to a computed place made earlier in this call`; return w; }
+    changed = true;
+    return literalWord(eq >= 0 ? `${w.value.slice(0, eq + 1)}${f.path}` : f.path);
+  };
+  const argv = c.argv.map((w, i) => (i === 0 ? w : map(w)));
+  const redirects = c.redirects.map((r) => ({ ...r, target: map(r.target) }));
+  return { ...(changed ? { command: { ...c, argv, redirects } } : {}), ...(problem ? { problem } : {}) };
+}
+
 function envMatches(policy: Policy, rule: EnvRule, name: string, value: ShellWord | null): boolean {
   if (rule.except.includes(name) || !rule.names.some((g) => globToRegExp(g).test(name))) return false;
   const unless = policy.compiled.envValues.get(rule.name);
@@ -191,14 +286,24 @@ export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandCo
   // `IFS=… read` / `mapfile`: the separator only changes how that builtin splits its input line.
   const scopedIfs = c.argv.length > 0 && !c.argv[0]!.dynamic && LINE_READERS.has(c.argv[0]!.value);
   out.push(...envVerdicts(policy, label, scopedIfs ? c.assigns.filter((a) => a.name !== 'IFS') : c.assigns));
-  if (c.argv.length === 0) return out;
+  if (c.argv.length === 0) {
+    // variables set for this shell only (x=1, i=$((i+1)), export NAME=…): judged by the env rules above
+    if (!out.some((v) => v.decision !== 'allow')) out.push({ decision: 'allow', rule: 'shell:variables', risk: 'low', reason: 'sets shell variables' });
+    return out;
+  }
   for (const w of c.wrapperEffects) out.push(...effectVerdicts(policy, w.effect, w.why));
   const head = c.argv[0]!;
-  if (head.dynamic || head.glob) return out; // already a finding
+  if (head.dynamic || head.glob) {
+    // already a finding (the name is computed); what it is handed is still checked
+    for (const a of c.argv.slice(1)) if (!a.dynamic) out.push(...scanArgument(policy, a.value, c.cwds, 'a computed command'));
+    return out;
+  }
   const args = c.dynamicTail ? [...c.argv.slice(1), c.tail ?? DYNAMIC_WORD] : c.argv.slice(1);
   const rules = policy.bash.commands.filter((r) => r.commands.some((n) => (n.includes('/') || n.includes('*') ? globToRegExp(n).test(head.value) : n === label)));
   for (const r of rules) out.push({ decision: r.decision, rule: r.name, risk: r.risk, reason: `${label}: ${r.reason}` });
   out.push(...envVerdicts(policy, label, variablesSetBy(c).map((name) => ({ name, value: null }))));
+  const sub = evaluatedSubscript(c);
+  if (sub) out.push({ decision: 'ask', rule: 'shell:subscript', risk: 'medium', reason: `${label}: the subscript in "${sub.slice(0, 80)}" is evaluated by bash, and an expansion in it runs` });
   const spec = findSpec(label);
   if (spec && args.length > 0 && args.every((a) => !a.dynamic && HELP.test(a.value)) && !label.includes('/')) return out; // --help / --version only
   const use: CommandUse | undefined = spec
@@ -316,8 +421,37 @@ export function envRuleFiresOn(policy: Policy, rule: EnvRule, example: string): 
 export function variablesSetBy(c: SimpleCommand): string[] {
   const head = c.argv[0] ? commandName(c.argv[0]) : '';
   const args = c.argv.slice(1).filter((a) => !a.dynamic).map((a) => a.value);
-  if (head === 'read' || head === 'mapfile' || head === 'readarray') return args.filter((a) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(a));
-  if (head === 'getopts') return args.slice(1, 2);
-  if (head === 'printf') { const i = args.indexOf('-v'); return i >= 0 && args[i + 1] ? [args[i + 1]!] : []; }
+  const base = (a: string) => a.replace(/\[.*$/s, '');
+  if (head === 'read' || head === 'mapfile' || head === 'readarray') {
+    const valued = head === 'read' ? /^-[a-zA-Z]*[adinNpt]$/ : /^-[a-zA-Z]*[dnOsuCc]$/;
+    const names: string[] = [];
+    for (let i = 0; i < args.length; i++) {
+      const a = args[i]!;
+      if (head === 'read' && /^-[a-zA-Z]*a./.test(a)) { names.push(base(a.slice(a.indexOf('a') + 1))); continue; } // read -aNAME
+      if (valued.test(a)) { if (head === 'read' && a.endsWith('a') && args[i + 1]) names.push(base(args[i + 1]!)); i++; continue; }
+      if (a.startsWith('-')) continue;
+      names.push(base(a));
+    }
+    return names.filter((a) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(a));
+  }
+  if (head === 'getopts') return args.slice(1, 2).map(base);
+  if (head === 'printf') {
+    const i = args.findIndex((a) => a.startsWith('-v'));
+    if (i < 0) return [];
+    return [base(args[i] === '-v' ? (args[i + 1] ?? '') : args[i]!.slice(2))].filter(Boolean);
+  }
   return [];
 }
+
+/** Builtins that take variable names: a subscript with an expansion in it (`a[$(cmd)]`) is evaluated by bash. */
+export function evaluatedSubscript(c: SimpleCommand): string | undefined {
+  const head = c.argv[0] ? commandName(c.argv[0]) : '';
+  if (!NAME_TAKING.has(head)) return undefined;
+  for (const a of c.argv.slice(1)) {
+    if (a.dynamic) continue;
+    const k = a.value.indexOf('[');
+    if (k >= 0 && /[$`]/.test(a.value.slice(k))) return a.value;
+  }
+  return undefined;
+}
+const NAME_TAKING = new Set(['unset', 'printf', 'read', 'getopts', 'mapfile', 'readarray', 'declare', 'typeset', 'local', 'export', 'readonly', 'let', 'test', '[', 'wait', 'eval']);

@@ -5,7 +5,8 @@
  * work and classifier calls per 100 ordinary calls (its asks). Used by `corral policy eval` and the
  * unit tests.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { evaluateStatic, type StaticResult } from './evaluate-static';
 import type { Policy } from './policy-schema';
@@ -24,6 +25,12 @@ export const LabelledCaseSchema = z.strictObject({
   note: z.string().optional(),
 });
 export type LabelledCase = z.infer<typeof LabelledCaseSchema>;
+
+/** Every labelled set of the project: the .jsonl files of test/fixtures/policy, in name order. */
+export function defaultLabelledSets(root = '.'): string[] {
+  const dir = join(root, 'test', 'fixtures', 'policy');
+  return readdirSync(dir).filter((f) => f.endsWith('.jsonl')).sort().map((f) => join(dir, f));
+}
 
 export function loadLabelledSet(file: string): LabelledCase[] {
   return readFileSync(file, 'utf8').split('\n').map((l, i) => [l.trim(), i + 1] as const).filter(([l]) => l && !l.startsWith('//')).map(([l, n]) => {

@@ -18,7 +18,7 @@ import type { PathRule, Policy } from './policy-schema';
 import { escapeGlob, type ShellWord } from './shell-words';
 
 /** File names whose deletion loses no work (build and interpreter by-products, editor and patch leftovers). */
-const REGENERABLE_NAME = /^\*?\.(o|obj|a|so|pyc|pyo|class|bak|orig|rej|tmp|swp|log|out)$|^(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|node_modules|target|dist|build|\.DS_Store|\*~)$/;
+const REGENERABLE_NAME = /^\*?\.(o|obj|a|so|dylib|pyc|pyo|class|bak|orig|rej|tmp|swp|log|out|d|gcda|gcno)$|^(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|\.hypothesis|node_modules|target|dist|build|_build|coverage|htmlcov|\.tox|\.nox|\.venv|venv|\.eggs|\*?[\w.-]*\.egg-info|\.coverage|\.next|\.nuxt|\.turbo|\.parcel-cache|\.DS_Store|\*~|pytest-\*)$/;
 
 export interface Verdict { decision: Decision; rule: string; reason: string; risk?: RiskLevel }
 
@@ -39,7 +39,7 @@ function applies(rule: PathRule, access: RuleAccess): boolean {
 /** The absolute form of a rule glob (`~/`, relative and `**\/` forms expanded). */
 export function absRuleGlob(policy: Policy, g: string): string {
   if (g.startsWith('/')) return g;
-  if (g.startsWith('~/')) return policy.home + g.slice(1);
+  if (g === '~' || g.startsWith('~/')) return policy.home + g.slice(1);
   if (g.startsWith('**/')) return `/${g}`;
   return `${policy.workspace}/${g}`;
 }
@@ -67,7 +67,8 @@ export function checkPath(policy: Policy, word: ShellWord, access: Access, cwds:
     return checkPath(policy, word, access, dirs, what);
   }
   if (word.alternatives) return word.alternatives.flatMap((alt) => checkPath(policy, alt, access, cwds, what));
-  if (word.pipe) return []; // a process substitution's /dev/fd/N: its commands are analysed on their own
+  // a process substitution's /dev/fd/N: its commands are analysed on their own, but code read from it is not seen
+  if (word.pipe) return access === 'exec' ? [{ decision: 'ask', rule: 'path:pipe-program', risk: 'medium', reason: `${what}: runs a program read from a process substitution, which the gate cannot see` }] : [];
   const dirs = cwds ?? [policy.workspace];
   if (cwds === null && !word.value.startsWith('/') && !word.prefix.startsWith('/')) {
     return [{ decision: policy.paths.unknown, rule: 'path:unknown-cwd', reason: `${what}: "${raw}" is relative to a directory changed at run time` }];
@@ -83,6 +84,16 @@ export function checkPath(policy: Policy, word: ShellWord, access: Access, cwds:
   return out;
 }
 
+/** An absolute path whose part before its first `..` lies outside the workspace. */
+function throughOutside(ws: string, raw: string): boolean {
+  if (!raw.startsWith('/')) return false;
+  const segs = raw.split('/');
+  const k = segs.indexOf('..');
+  if (k < 0) return false;
+  const before = resolveIn(ws, segs.slice(0, k).join('/') || '/', ws).abs;
+  return !isInside(ws, before);
+}
+
 function checkLiteral(policy: Policy, r: { abs: string; escapes: boolean }, raw: string, access: Access, what: string): Verdict[] {
   const out: Verdict[] = [];
   const ws = policy.workspace;
@@ -92,15 +103,21 @@ function checkLiteral(policy: Policy, r: { abs: string; escapes: boolean }, raw:
   if (access === 'clear' && isInside(ws, r.abs) && !SCRATCH_DIR.test(r.abs.slice(ws.length))) {
     return [{ decision: 'deny', rule: 'path:clears-work', risk: 'critical', reason: `${what}: removes everything in "${raw}", a directory of the workspace` }];
   }
-  let exempt = false;
+  if (access !== 'read' && access !== 'exec' && isInside(ws, r.abs) && throughOutside(ws, raw)) {
+    // `/tmp/../workspace/src`: a change to the workspace dressed as a path elsewhere
+    return [{ decision: 'deny', rule: 'path:traversal', risk: 'high', reason: `${what}: "${raw}" climbs with .. from outside the workspace back into it` }];
+  }
+  // an allow rule lifts the outside default only when it covers every access (a link is read and written through)
+  const exemptFor = new Set<RuleAccess>();
   for (const ra of ruleAccessFor(access)) {
     for (const rule of policy.paths.rules) {
       if (!applies(rule, ra) || !matchesRule(policy, rule, r.abs)) continue;
-      if (rule.decision === 'allow') { if ((access !== 'exec' || !rule.no_exec) && !r.escapes) exempt = true; continue; }
+      if (rule.decision === 'allow') { if ((access !== 'exec' || !rule.no_exec) && !r.escapes) exemptFor.add(ra); continue; }
       out.push({ decision: rule.decision, rule: rule.name, risk: rule.decision === 'deny' ? 'high' : 'medium', reason: `${reasonOf(what, access, raw)} — ${rule.reason}` });
     }
   }
   const outside = r.escapes || !isInside(ws, r.abs);
+  const exempt = ruleAccessFor(access).every((ra) => exemptFor.has(ra));
   if (outside && !exempt) out.push(outsideVerdict(policy, access, raw, what));
   return out;
 }
@@ -161,9 +178,9 @@ function literalDir(policy: Policy, word: ShellWord, cwd: string): { abs: string
     lit.push(seg.replace(/\\(.)/g, '$1'));
   }
   if (lit.length === 0 && !word.pattern.startsWith('/') && word.pattern.startsWith('**')) return null;
-  const r = resolveIn(policy.workspace, lit.join('/') || '.', cwd);
+  const r = resolveIn(policy.workspace, lit.join('/') || (word.pattern.startsWith('/') ? '/' : '.'), cwd);
   const rest = segs.slice(lit.length);
-  const climbs = rest.some((seg) => seg === '..' || (word.confined ? false : segmentCouldBeDotDot(seg))) || (word.dynamic && !word.confined);
+  const climbs = rest.some((seg) => seg === '..' || (word.confined ? false : segmentCouldBeDotDot(seg, word.glob && !word.dynamic))) || (word.dynamic && !word.confined);
   return { abs: r.abs, escapes: r.escapes || climbs };
 }
 
@@ -191,21 +208,30 @@ function checkPattern(policy: Policy, word: ShellWord, cwd: string, raw: string,
       return [{ decision: 'deny', rule: 'path:workspace-wide-delete', risk: 'critical', reason: `${what}: deletes ${wide[3] === '**' ? 'everything' : `every "${wide[3]}"`} in ${wide[1] === ws ? 'the workspace' : `"${wide[1]!.slice(ws.length + 1)}"`}` }];
     }
   }
-  let exempt = false;
+  const exemptFor = new Set<RuleAccess>();
+  // a directory the pattern stays in that an allow rule covers whole (/tmp/**, the read-only system dirs)
+  const coveredDir = (ra: RuleAccess) => !!dir && !dir.escapes && policy.paths.rules.some((rule) => rule.decision === 'allow' && applies(rule, ra) && rule.globs.some((g) => g.endsWith('/**') && globToRegExp(absRuleGlob(policy, g)).test(`${dir.abs}/x`)));
   for (const ra of ruleAccessFor(access)) {
+    const inOpenDir = !!dir && !dir.escapes && (isInside(ws, dir.abs) || coveredDir(ra));
     for (const rule of policy.paths.rules) {
       if (!applies(rule, ra)) continue;
       if (rule.decision === 'allow') {
-        const contains = dir && !dir.escapes && rule.globs.every((g) => g.endsWith('/**')) && (policy.compiled.pathGlobs.get(rule.name) ?? []).some((g) => g.test(`${dir.abs}/x`));
-        if (contains && (access !== 'exec' || !rule.no_exec)) exempt = true;
+        // the pattern stays under a directory a `DIR/**` glob of the rule covers whole
+        const contains = dir && !dir.escapes && rule.globs.some((g) => g.endsWith('/**') && globToRegExp(absRuleGlob(policy, g)).test(`${dir.abs}/x`));
+        if (contains && (access !== 'exec' || !rule.no_exec)) exemptFor.add(ra);
         continue;
       }
       const globs = rule.globs.map((g) => absRuleGlob(policy, g));
       const overlap = anywhere ? word.pattern !== '**' && globs.some((g) => globsOverlap(`**/${word.pattern.replace(/^\*\*\/?/, '')}`, g, shell)) : globs.some((g) => globsOverlap(abs, g, shell));
       if (!overlap || !notExcepted(rule)) continue;
       const exact = specific(rule);
+      // deleting by-products by name (`find . -name '*.pyc' -delete`) cannot create a hook or a config it merely could reach
+      if (!exact && access === 'delete' && REGENERABLE_NAME.test(word.pattern.split('/').pop() ?? '')) continue;
       // enumerating files under a directory of the workspace (find, grep -l) reads what `grep -r DIR` reads
       if (!exact && access === 'read' && word.confined && dir && !dir.escapes && isInside(ws, dir.abs)) continue;
+      // a glob in the workspace that is not aimed at a secret's name (`cat *`, `chmod +x src/*`) reads or writes
+      // the project's files, as `grep -r .` does; rules that guard writes (CI, hooks) still ask when it could hit them
+      if (!exact && (word.glob && !word.dynamic || word.confined) && inOpenDir && (rule.access !== 'write' || !isInside(ws, dir!.abs))) continue;
       out.push({
         decision: exact ? rule.decision : 'ask', rule: exact ? rule.name : 'path:may-match', risk: exact && rule.decision === 'deny' ? 'high' : 'medium',
         reason: `${reasonOf(what, access, raw)}, which ${exact ? 'names' : 'could name'} a protected path — ${rule.reason}`,
@@ -217,7 +243,7 @@ function checkPattern(policy: Policy, word: ShellWord, cwd: string, raw: string,
     else out.push({ decision: policy.paths.unknown, rule: 'path:unknown', risk: 'medium', reason: `${what}: "${raw}" is a path computed at run time; it cannot be checked` });
     return out;
   }
-  if (!isInside(ws, dir.abs) && !exempt) out.push(outsideVerdict(policy, access, raw, what));
+  if (!isInside(ws, dir.abs) && !ruleAccessFor(access).every((ra) => exemptFor.has(ra))) out.push(outsideVerdict(policy, access, raw, what));
   return out;
 }
 

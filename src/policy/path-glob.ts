@@ -75,7 +75,9 @@ function parseClass(g: string, start: number): { tok: Tok; end: number } | null 
 function classRegex(t: Extract<Tok, { k: 'class' }>): string {
   if (t.named) return t.neg ? '[^/]' : '[^/]';
   const esc = (s: string) => s.replace(/[\]\\^-]/g, '\\$&');
-  const body = esc(t.chars) + t.ranges.map(([a, b]) => `${esc(a)}-${esc(b)}`).join('');
+  // A reversed range (`[z-a]`) matches nothing in bash; it is dropped rather than handed to RegExp.
+  const ranges = t.ranges.filter(([a, b]) => a.codePointAt(0)! <= b.codePointAt(0)!);
+  const body = esc(t.chars) + ranges.map(([a, b]) => `${esc(a)}-${esc(b)}`).join('');
   if (body === '') return t.neg ? '[^/]' : '(?!)';
   return t.neg ? `[^/${body}]` : `[${body}]`;
 }
@@ -109,8 +111,9 @@ function compileGlob(glob: string, o: GlobOptions): RegExp {
 }
 
 /** True when a shell glob segment (e.g. `.*`) could expand to `..`. */
-export function segmentCouldBeDotDot(segment: string): boolean {
-  return /[*?[]/.test(segment) && globToRegExp(segment).test('..');
+export function segmentCouldBeDotDot(segment: string, shell = false): boolean {
+  // in bash (`shell`) a wildcard at the start of a segment never matches a leading dot, so `*` is never `..`; `.*` may be
+  return /[*?[]/.test(segment) && globToRegExp(segment, { shell }).test('..');
 }
 
 // ---- intersection ---------------------------------------------------------------------------

@@ -11,26 +11,37 @@
  *   2. `if`/`elif`/`else`, `while`/`until`, `for NAME in WORDS`, `case` with word patterns, `time`.
  *   3. Simple commands whose name is a literal word (quotes and escapes removed, `/usr/bin/x` → x),
  *      with prefix assignments; `cd`/`pushd` targets tracked in order for relative paths.
- *   4. Words: literals, quotes, `$'…'`, `~`, plain parameter expansions, command and process
- *      substitutions (their commands analysed like any other), arithmetic over literal numbers,
- *      globs, extglobs, brace expansions (shell-words.ts lists the word-level exceptions).
+ *   4. Words: literals, quotes, `$'…'` (ending at a NUL), `~` (also after `=` in assignment-like
+ *      arguments), plain parameter expansions (a variable is bound only when its one setting in the
+ *      call is that value; unquoted expansions are field-split and globbed again), command and process
+ *      substitutions (their commands analysed like any other; echo/printf/pwd/mktemp/git ls-files
+ *      output evaluated where known, shell-output.ts), globs, brace expansions also across quoted
+ *      parts (shell-words.ts lists the word-level exceptions).
  *   5. Redirections `<` `>` `>>` `>|` `<>` `&>` `&>>`, fd duplication and closing (`2>&1`, `>&2`,
- *      `<&-`), here-docs and here-strings (their bodies are data; expansions in them are analysed).
+ *      `<&-`), here-docs and here-strings (their bodies are data, backslashes literal as in bash;
+ *      expansions in them are analysed).
  *   6. Assignments with literal or plainly expanded values, `export`/`local`/`readonly`/`declare`
- *      with the flags -x -r -g -a -A -l -u -p -f -F; `[[ … ]]` with string, regex and file tests.
- *   7. `(( … ))`, `let`, `for (( … ))` and `[[ a -eq b ]]` over literal numbers only.
- * Not understood (ask): function definitions (a call to a defined name is still judged as the
- * command it names), background jobs `&`, coprocesses, `select`, namerefs and integer variables
- * (`declare -n`/`-i`), array subscripts or arithmetic that read variables, `[[ -v ]]` on computed
- * names, `${!x}`, `${x@P}`, a command name computed at run time, a parse error, a `bash -c` whose
- * string is computed. Denied outright: input longer than the limit, more commands than the limit,
- * nesting deeper than the parser or the analyser can follow.
+ *      with the flags -x -r -g -a -A -l -u -p -f -F (assignments too); `[[ … ]]` with string, regex
+ *      and file tests.
+ *   7. `(( … ))`, `let`, `for (( … ))`, `$(( ))` and `[[ a -eq b ]]` over literal numbers and over
+ *      variables that can only hold numbers here (arithmeticNames / textValued).
+ *   8. Functions: each call by name is judged as the body with that call's arguments (at most 16
+ *      calls); a definition that is exported, trapped or not called by name is judged as its body.
+ *   9. Symbolic links the call itself makes: later paths through them are followed (evaluate-static).
+ * Not understood (ask): background jobs `&`, coprocesses, `select`, namerefs and integer variables
+ * (`declare -n`/`-i`), arithmetic on variables that may hold text, subscripts with expansions in
+ * name-taking builtins, `[[ -v ]]` on computed names, `${!x}`, `${x@P}`, `set -a`/`-k`, glob options
+ * and extended globs, a command name computed at run time (inside wrappers, find -exec and xargs
+ * too: tried by its possible names, whose denials count), a parse error, a `bash -c` whose string is
+ * computed. Denied outright: a function named like a command, input longer than the limit, more
+ * commands than the limit, nesting deeper than the parser or the analyser can follow.
  */
 import type { ShNode } from 'mvdan-sh';
 import { nodeType, opText, parseBash } from './shell-parse';
-import { arithmeticReadsVariables, decodeAnsiC, DYNAMIC_WORD, escapeGlob, literalWord, resolveWord, type NestedResult, type ShellWord } from './shell-words';
-import { unwrapCommand, XARGS_SLOT } from './unwrap-command';
-import { resolvePathIn } from './path-resolve';
+import { echoOutput, printfOutput, substituted } from './shell-output';
+import { arithmeticNames, resolveHeredoc, DYNAMIC_WORD, escapeGlob, literalWord, resolveWord, type NestedResult, type ShellWord } from './shell-words';
+import { findNames, unwrapCommand, XARGS_SLOT } from './unwrap-command';
+import { isInside, resolvePathIn } from './path-resolve';
 
 export interface ShellAssign { name: string; value: ShellWord | null }
 export interface ShellRedirect { op: string; target: ShellWord; access: 'read' | 'write' }
@@ -91,6 +102,12 @@ class Walker {
   private readonly bindings = new Map<string, ShellWord[]>();
   /** How often each variable name is assigned anywhere in the command (a bound loop variable must not be). */
   private assignedNames = new Map<string, number>();
+  private positionalMutable = false;
+  /** Variables arithmetic reads, and variables that may hold text (set from something other than a number). */
+  private arithReads = new Set<string>();
+  private textValued = new Set<string>();
+  /** `shopt -s lastpipe` may be on: the last command of a pipeline runs in the current shell. */
+  lastpipe = false;
 
   constructor(private readonly opts: AnalyzeOptions) {
     this.cwds = [opts.workspace];
@@ -108,10 +125,19 @@ class Walker {
     this.depth--;
   }
 
+  /** The whole command text (for checks that look across it). */
+  source = '';
+
   run(src: string, wrappers: string[], inherited: ShellAssign[], nesting: number, positional?: ShellWord[]): void {
-    for (const m of src.matchAll(/(?:^|[^A-Za-z0-9_])(?:for\s+|read\s+(?:-\S+\s+)*|printf\s+-v\s*|declare\s+\S*\s*|local\s+|export\s+|let\s+|mapfile\s+|\(\(\s*)?([A-Za-z_][A-Za-z0-9_]*)(?:=|\s+in\b|\+=|\[)/g)) {
-      this.assignedNames.set(m[1]!, (this.assignedNames.get(m[1]!) ?? 0) + 1);
-    }
+    // How often each name may be set: assignments, and every bare word or option value that a builtin
+    // could take as a variable name (read x, printf -v x, unset x, getopts o x, mapfile x, ${x:=…}).
+    // A variable is bound to a known value only when that value is its one setting.
+    const count = (n: string) => this.assignedNames.set(n, (this.assignedNames.get(n) ?? 0) + 1);
+    for (const m of src.matchAll(/(?:^|[^A-Za-z0-9_])(?:for\s+|read\s+(?:-\S+\s+)*|printf\s+-v\s*|declare\s+\S*\s*|local\s+|export\s+|let\s+|mapfile\s+|\(\(\s*)?([A-Za-z_][A-Za-z0-9_]*)(?:=|\s+in\b|\+=|\[)/g)) count(m[1]!);
+    for (const m of src.matchAll(/(?:^|(?<=[\s;|&("'`]))(?<!\b(?:for|select)\s+)([A-Za-z_]\w*)(?=$|[\s;|&)"'`<>])/g)) count(m[1]!);
+    for (const m of src.matchAll(/(?:-v|\$\{)([A-Za-z_]\w*)(?::?[=?]|(?=[\s'"]))/g)) count(m[1]!);
+    for (const m of src.matchAll(/\$\{([A-Za-z_]\w*):?=/g)) this.textValued.add(m[1]!);
+    if (/(^|[^\w-])(shift|set\s+(?:[-+][A-Za-z]+\s+)*(?:--|[^\s;&|<>()-][^\s;&|<>()]*))(\s|;|&|\||\)|$)/.test(src)) this.positionalMutable = true;
     let r = parseBash(src);
     if (r.error !== undefined && !r.tooDeep && /\$\(\(|(^|[\s;&|(])\(\(/.test(src)) {
       // bash reads `$((x) )` and `((x) )` as a command substitution or subshell when they are not arithmetic
@@ -130,6 +156,8 @@ class Walker {
   /** Runs `fn` with `$0`, `$1`, … and `$@` bound to `positional` (a `bash -c` string's or a function's arguments). */
   private withPositional(positional: ShellWord[] | undefined, fn: () => void): void {
     if (!positional) { fn(); return; }
+    // `set -- …` or `shift` anywhere: $1, $@ … are not the arguments given
+    if (this.positionalMutable) positional = positional.map(() => DYNAMIC_WORD);
     const saved = new Map(this.bindings);
     for (const k of [...this.bindings.keys()]) if (/^(\d+|@|\*)$/.test(k)) this.bindings.delete(k);
     positional.forEach((w, i) => this.bindings.set(String(i), [w]));
@@ -163,8 +191,15 @@ class Walker {
     return (ws ?? []).map((w) => this.word(w, opts));
   }
 
+  private heredoc(body: ShNode, delimiter: ShNode | undefined): ShellWord {
+    const r = resolveHeredoc(body, delimiter, this.opts.home, (n) => this.nested(n), { lookup: (name) => this.lookup(name) });
+    for (const u of r.unmodelled) this.finding('ask', 'shell:unmodelled', `uses ${u}, which the analyser does not model`);
+    if (!r.dynamic) this.literal(r.value);
+    return r;
+  }
+
   word(w: ShNode, opts: { assignmentLike?: boolean } = {}): ShellWord {
-    const r = resolveWord(w, this.opts.home, (n) => this.nested(n), { ...opts, lookup: (name) => this.lookup(name) });
+    const r = resolveWord(w, this.opts.home, (n) => this.nested(n), { ...opts, lookup: (name) => this.lookup(name), arithmetic: (names) => this.arithmetic(names) });
     for (const u of r.unmodelled) this.finding('ask', 'shell:unmodelled', `uses ${u}, which the analyser does not model`);
     if (!r.dynamic) this.literal(r.value);
     for (const a of r.alternatives ?? []) if (!a.dynamic) this.literal(a.value);
@@ -173,7 +208,8 @@ class Walker {
   }
 
   private lookup(name: string): ShellWord[] | undefined {
-    if (name === 'PWD') return this.cwds && this.cwds.length === 1 ? [literalWord(this.cwds[0]!)] : undefined;
+    if (name === 'PWD') return this.cwds && this.cwds.length === 1 && !this.assignedNames.get('PWD') ? [literalWord(this.cwds[0]!)] : undefined;
+    if (SHELL_MANAGED.has(name)) return undefined;
     return this.bindings.get(name);
   }
 
@@ -209,13 +245,23 @@ class Walker {
     if (argv.some((a) => a.dynamic || a.glob)) return undefined;
     const v = argv.map((a) => a.value);
     const cwd = this.cwds && this.cwds.length === 1 ? this.cwds[0]! : undefined;
-    if (v[0] === 'echo') { const flags = v.slice(1).filter((x, i) => i === 0 && /^-[neE]+$/.test(x)); const words = v.slice(1 + flags.length); return { value: flags.some((f) => f.includes('e')) ? decodeAnsiC(words.join(' ')) : words.join(' ') }; }
-    if (v[0] === 'printf' && v[1] !== undefined && v[1] !== '-v') return { value: simplePrintf(v[1], v.slice(2)).replace(/\n+$/, '') };
+    if (v[0] === 'echo') return { value: substituted(echoOutput(v.slice(1))) };
+    if (v[0] === 'printf' && v[1] !== undefined && !v[1].startsWith('-')) { const o = printfOutput(v[1], v.slice(2)); return o === undefined ? undefined : { value: substituted(o) }; }
+    if (v[0] === 'printf' && v[1] === '--' && v[2] !== undefined) { const o = printfOutput(v[2], v.slice(3)); return o === undefined ? undefined : { value: substituted(o) }; }
     if ((v[0] === 'pwd' || (v[0] === 'realpath' && v[1] === '.') || (v[0] === 'readlink' && v[1] === '-f' && v[2] === '.')) && cwd) return { value: cwd };
-    if (v[0] === 'git' && v[1] === 'rev-parse' && v[2] === '--show-toplevel') return { value: this.opts.workspace };
+    // the repository's top is the workspace only while the shell is known to be in it (`cd ~ && git init` is not)
+    if (v[0] === 'git' && v[1] === 'rev-parse' && v[2] === '--show-toplevel' && cwd && isInside(this.opts.workspace, cwd)) return { value: this.opts.workspace };
     if (v[0] === 'basename' && v.length === 2) return { value: v[1]!.replace(/\/+$/, '').split('/').pop() ?? '' };
     if (v[0] === 'dirname' && v.length === 2) { const d = v[1]!.replace(/\/+$/, '').split('/').slice(0, -1).join('/'); return { value: d || (v[1]!.startsWith('/') ? '/' : '.') }; }
     if (v[0] === 'git' && v[1] === 'ls-files' && v.slice(2).every((x) => !x.startsWith('-'))) return { word: { ...DYNAMIC_WORD, confined: true, prefix: './', pattern: v[2] ? `./**/${v[2].replace(/^\*\*?\/?/, '')}` : './**' } };
+    // mktemp makes a new name in /tmp (or under -p DIR / --tmpdir=DIR)
+    if (v[0] === 'mktemp') {
+      let dir = '/tmp';
+      const rest = v.slice(1).filter((x) => !['-d', '--directory', '-q', '--quiet', '-u', '--dry-run'].includes(x));
+      if (rest[0] === '-p' && rest[1]) { dir = rest[1]; rest.splice(0, 2); } else if (rest[0]?.startsWith('--tmpdir=')) dir = rest.shift()!.slice(9);
+      if (rest.length === 0 && dir.startsWith('/') && !dir.includes('..')) return { word: { ...DYNAMIC_WORD, confined: true, prefix: `${dir}/tmp.`, pattern: `${escapeGlob(dir)}/tmp.*` } };
+      return undefined;
+    }
     // `ls` (or `ls -1`) of the current directory prints the names a `*` matches; with -a/-A it would add
     // dot names and `..`, and `ls DIR` prints bare names relative to DIR (or DIR itself when it is a file),
     // so those are not modelled.
@@ -229,7 +275,7 @@ class Walker {
     for (const r of rs) {
       const op = opText('redirect', r.Op);
       if (!op) { this.finding('ask', 'shell:redirect', 'an unknown redirection operator'); continue; }
-      const body = r.Hdoc ? this.word(r.Hdoc) : undefined; // the body is data; substitutions in it run
+      const body = r.Hdoc ? this.heredoc(r.Hdoc, r.Word) : undefined; // the body is data; substitutions in it run
       if (body && !body.dynamic) this.literal(body.value);
       const target = r.Word ? this.word(r.Word) : DYNAMIC_WORD;
       if (op === '<<' || op === '<<-') { if (!r.N || String(r.N.Value) === '0') stdin.text = body ?? DYNAMIC_WORD; continue; }
@@ -264,7 +310,8 @@ class Walker {
         if (piped) this.cwds = saved; // each side of a pipe is a subshell
         const pipeIn = piped ? this.pipeSource(cmd.X) : undefined;
         this.stmt(cmd.Y, { ...ctx, ...(pipeIn ? { pipeIn } : {}) });
-        if (piped) this.cwds = saved;
+        // with lastpipe the last command of a pipeline runs in this shell: its cd sticks
+        if (piped && !this.lastpipe) this.cwds = saved;
         this.redirectOnly(redirects, ctx);
         return;
       }
@@ -288,7 +335,7 @@ class Walker {
         this.stmts(cmd.Cond ?? [], ctx);
         // `find … | while read -r f; do …; done`: f takes each line, a path the piped command prints.
         const readVar = !cmd.Until && ctx.pipeIn?.confined && ctx.pipeIn.pattern !== undefined ? this.readLoopVariable(cmd.Cond ?? []) : undefined;
-        if (readVar && (this.assignedNames.get(readVar) ?? 0) === 0) {
+        if (readVar && (this.assignedNames.get(readVar) ?? 0) <= 1) {
           const saved = this.bindings.get(readVar);
           this.bindings.set(readVar, [ctx.pipeIn!]);
           this.stmts(cmd.Do ?? [], ctx);
@@ -302,6 +349,7 @@ class Walker {
         const lt = nodeType(loop);
         if (lt === 'WordIter') {
           // `$(git ls-files)`, `$(ls dir)`: the loop variable takes the paths the substitution prints.
+          if (!(loop.Items ?? []).every((it: ShNode) => it.Parts?.length === 1 && nodeType(it.Parts[0]) === 'Lit' && /^-?\d+$/.test(String(it.Parts[0].Value)))) this.textValued.add(String(loop.Name?.Value ?? ''));
           const items = this.words(loop.Items).map((w) => (w.dynamic && !w.alternatives && w.candidates?.length === 1 && w.candidates[0]!.confined && w.candidates[0]!.pattern !== undefined ? w.candidates[0]! : w));
           const name = String(loop.Name?.Value ?? '');
           this.pushCommand({ argv: [], assigns: [{ name, value: items.length === 1 ? items[0]! : DYNAMIC_WORD }], wrappers: ctx.wrappers, dynamicTail: false, redirects: [], wrapperEffects: [] });
@@ -314,7 +362,7 @@ class Walker {
             return this.redirectOnly(redirects, ctx);
           }
         } else if (lt === 'CStyleLoop') {
-          for (const x of [loop.Init, loop.Cond, loop.Post]) if (x && arithmeticReadsVariables(x)) this.arith();
+          for (const x of [loop.Init, loop.Cond, loop.Post]) if (x) this.arithNode(x);
         } else this.finding('ask', 'shell:unknown-node', `the analyser does not understand a ${lt} loop`);
         this.stmts(cmd.Do ?? [], ctx);
         return this.redirectOnly(redirects, ctx);
@@ -331,18 +379,31 @@ class Walker {
         const name = String(cmd.Name?.Value ?? '');
         this.out.functions.add(name);
         this.functionBodies.set(name, cmd.Body);
-        this.finding('ask', 'shell:function', `defines a shell function "${name}", which changes what later commands of that name run`);
+        // a new name is fine: its body is analysed here and again at each call; a name that hides a command is denied (evaluate-static)
+        if (!/^[A-Za-z_][A-Za-z0-9_.-]*$/.test(name) || name === 'command_not_found_handle') this.finding('ask', 'shell:function', `defines a shell function "${name}", which changes what later commands of that name run`);
+        // A function called by name later is judged at each call, with its arguments bound; its body is walked
+        // here too (a trap or `export -f` could run it), and that walk is kept only when it has no direct
+        // call, since its unknown $1, $@ would only add asks (a computed call `$f` asks on its own).
+        const marks = { commands: this.out.commands.length, findings: this.out.findings.length };
         this.stmt(cmd.Body, { ...ctx, wrappers: [...ctx.wrappers, `function ${name}`] });
+        if ((this.assignedNames.get(name) ?? 0) >= 1 && !/\b(export|declare|typeset)\s+-[a-zA-Z]*f|\btrap\b/.test(this.source)) {
+          const denials = this.out.findings.slice(marks.findings).filter((f) => f.decision === 'deny');
+          this.out.commands.length = marks.commands;
+          this.out.findings.length = marks.findings;
+          this.out.findings.push(...denials);
+        }
         return this.redirectOnly(redirects, ctx);
       }
       case 'TimeClause':
         if (cmd.Stmt) this.stmt(cmd.Stmt, ctx);
         return this.redirectOnly(redirects, ctx);
       case 'ArithmCmd':
-        if (arithmeticReadsVariables(cmd.X)) this.arith();
+        this.arithNode(cmd.X);
+        this.pushCommand({ argv: [], assigns: [], wrappers: ctx.wrappers, dynamicTail: false, redirects: [], wrapperEffects: [] });
         return this.redirectOnly(redirects, ctx);
       case 'LetClause':
-        for (const x of cmd.Exprs ?? []) if (arithmeticReadsVariables(x)) this.arith();
+        for (const x of cmd.Exprs ?? []) this.arithNode(x);
+        this.pushCommand({ argv: [], assigns: [], wrappers: ctx.wrappers, dynamicTail: false, redirects: [], wrapperEffects: [] });
         for (const x of cmd.Exprs ?? []) this.arithAssigned(x, ctx);
         return this.redirectOnly(redirects, ctx);
       case 'TestClause':
@@ -360,7 +421,24 @@ class Walker {
   }
 
   private arith(): void {
-    this.finding('ask', 'shell:arithmetic', 'arithmetic on variables (bash evaluates their text as arithmetic, where a[$(cmd)] runs cmd)');
+    this.finding('ask', 'shell:arithmetic', 'arithmetic on something other than numbers and variables (bash evaluates its text as arithmetic, where a[$(cmd)] runs cmd)');
+  }
+
+  /** Arithmetic over `x`: understood, as long as every variable it reads holds a number (checked at the end). */
+  arithmetic(names: string[]): void {
+    for (const n of names) this.arithReads.add(n);
+  }
+
+  /** An arithmetic expression node: its variables are recorded, anything else asks. */
+  private arithNode(x: ShNode): void {
+    const names = arithmeticNames(x);
+    if (names === null) this.arith();
+    else this.arithmetic(names);
+  }
+
+  /** The variables arithmetic reads that may hold text, once the whole command has been walked. */
+  textInArithmetic(): string[] {
+    return [...this.arithReads].filter((n) => this.textValued.has(n) || /^(\d+|@|\*)$/.test(n) && n !== '0');
   }
 
   /** `let x=…`: the assigned names are checked like assignments. */
@@ -400,7 +478,9 @@ class Walker {
         if (op && ['-eq', '-ne', '-lt', '-le', '-gt', '-ge'].includes(op)) {
           for (const side of [n.X, n.Y]) {
             const w = nodeType(side) === 'Word' ? this.word(side) : null;
-            if (!w || w.dynamic || !/^-?\d+$/.test(w.value)) this.finding('ask', 'shell:arithmetic', `[[ … ${op} … ]] evaluates its operands as arithmetic`);
+            const names = nodeType(side) === 'Word' ? arithmeticNames(side) : null;
+            if (names) this.arithmetic(names); // `[[ $n -gt 0 ]]`: a variable, checked like arithmetic
+            else if (!w || w.dynamic || !/^-?\d+$/.test(w.value)) this.finding('ask', 'shell:arithmetic', `[[ … ${op} … ]] evaluates its operands as arithmetic`);
           }
           continue;
         }
@@ -425,6 +505,9 @@ class Walker {
     }
     const name = String(a.Name?.Value ?? '');
     const value = a.Array ? DYNAMIC_WORD : a.Value ? this.word(a.Value, { assignmentLike: true }) : null;
+    // a number, or an arithmetic expansion (whose result is one), keeps the variable numeric
+    const numeric = !a.Value || (a.Value.Parts?.length === 1 && nodeType(a.Value.Parts[0]) === 'ArithmExp') || (value !== null && !value.dynamic && /^-?\d*$/.test(value.value));
+    if (!numeric || a.Array || a.Append) this.textValued.add(name);
     return { name, value };
   }
 
@@ -449,7 +532,9 @@ class Walker {
       // a nameref makes every later assignment to its name an assignment to its target: check the target too
       if (nameref && as.value && !as.value.dynamic) assigns.push({ name: as.value.value.replace(/\[.*$/, ''), value: DYNAMIC_WORD });
     }
-    this.pushCommand({ argv: [literalWord(variant)], assigns: [...ctx.inherited, ...assigns], wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [] });
+    // export/declare/local/readonly NAME=VALUE set variables (and the environment of later commands): assignments
+    this.pushCommand({ argv: [], assigns: [...ctx.inherited, ...assigns], wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [] });
+    for (const a of assigns) if (a.value && !a.value.dynamic && !a.value.glob && !nameref && (this.assignedNames.get(a.name) ?? 0) <= 1) this.bindings.set(a.name, [a.value]);
   }
 
   private call(cmd: ShNode, ctx: Ctx, redirects: ShellRedirect[]): void {
@@ -458,29 +543,30 @@ class Walker {
     if (argv.length === 0) {
       this.pushCommand({ argv: [], assigns, wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [] });
       for (const a of assigns) {
-        // a variable assigned once, to a literal, is that literal where it is used later
-        if (a.value && !a.value.dynamic && !a.value.glob && (this.assignedNames.get(a.name) ?? 0) <= 1) this.bindings.set(a.name, [a.value]);
+        // a variable assigned once, to a literal (or to what a known command prints: `d=$(mktemp -d)`), is that where it is used later
+        if ((this.assignedNames.get(a.name) ?? 0) > 1 || !a.value) continue;
+        if (!a.value.dynamic && !a.value.glob) this.bindings.set(a.name, [a.value]);
+        else if (a.value.dynamic && !a.value.alternatives && a.value.candidates?.length === 1 && a.value.candidates[0]!.confined && a.value.pattern === '**') this.bindings.set(a.name, [a.value.candidates[0]!]);
       }
       return;
     }
     const head = argv[0]!;
     if (head.value === 'echo' || head.value === 'printf') this.literal(argv.slice(head.value === 'printf' ? 2 : 1).map((a) => a.value).join(' '));
-    if (head.dynamic || head.glob) {
-      this.finding('ask', 'shell:dynamic-command', 'the command name is computed at run time');
-      this.pushCommand({ argv, assigns, wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [] });
-      for (const cand of [...(head.alternatives ?? []), ...(head.candidates ?? [])].slice(0, 8)) {
-        if (cand.dynamic) continue;
-        const words = cand.value.split(/\s+/).filter(Boolean).map((x) => literalWord(x));
-        if (words.length) this.pushCommand({ argv: [...words, ...argv.slice(1)], assigns, wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [], speculative: true });
-      }
-      return;
+    if (head.dynamic || head.glob) return this.dynamicHead(argv, assigns, ctx.wrappers, redirects);
+    if (head.value === 'set' && argv.slice(1).some((a, k, all) => a.dynamic || /^-[A-Za-z]*[ak]/.test(a.value) || (all[k - 1]?.value === '-o' && ['allexport', 'keyword'].includes(a.value)))) {
+      // allexport / keyword: variables set by assignments, read, printf -v or ${X:=…} (or NAME=VALUE arguments) become environment
+      this.finding('ask', 'shell:export-mode', 'set -a / -k turns variables the analyser does not check as environment into environment');
+    }
+    if (['read', 'mapfile', 'readarray', 'getopts', 'printf', 'select'].includes(head.value)) {
+      // names these builtins may set get text values
+      for (const a of argv.slice(1)) if (!a.dynamic) { const m = /^(?:-v)?([A-Za-z_][A-Za-z0-9_]*)/.exec(a.value.startsWith('-') && !a.value.startsWith('-v') ? '' : a.value); if (m) this.textValued.add(m[1]!); }
     }
     this.runKnownFile(argv, ctx);
     const body = this.functionBodies.get(head.value);
     if (body && this.functionCalls < 16) {
       this.functionCalls++;
       this.withPositional(argv, () => this.stmt(body, { ...ctx, wrappers: [...ctx.wrappers, `function ${head.value}`] }));
-    }
+    } else if (body) this.finding('ask', 'shell:function', `calls the function "${head.value}" more often than the analyser follows`);
     const un = unwrapCommand(argv);
     if (un.commands.length === 0 && !un.stdinScript && un.scripts.length === 0) this.pushCommand({ argv, assigns, wrappers: ctx.wrappers, dynamicTail: false, redirects, wrapperEffects: [] });
     for (const f of un.findings) this.finding(f.decision, f.rule, f.reason);
@@ -498,6 +584,18 @@ class Walker {
       if (tail) inner.argv = inner.argv.map((a) => (a === XARGS_SLOT ? tail : a));
       if (inner.cwd !== undefined) this.cwds = inner.cwd === null || !this.cwds ? null : this.cwds.map((d) => resolvePathIn(this.opts.workspace, inner.cwd!.value, d));
       const extra: ShellRedirect[] = [...(inner.writes ?? []).map((target): ShellRedirect => ({ op: '>', target, access: 'write' })), ...(inner.reads ?? []).map((target): ShellRedirect => ({ op: '<', target, access: 'read' }))];
+      const innerHead = inner.argv[0];
+      if (!innerHead || innerHead.dynamic || innerHead.glob) {
+        // the wrapped command's name is itself computed (`timeout 5 $(cat f)`, `xargs -a f env`, `find -exec {} …`)
+        if (innerHead) this.dynamicHead(inner.argv, [...assigns, ...inner.assigns], [...ctx.wrappers, ...inner.wrappers], [...redirects, ...extra], inner.placeholder ? { placeholder: inner.placeholder } : {});
+        else this.finding('ask', 'shell:dynamic-command', `the command run by ${[...ctx.wrappers, ...inner.wrappers].join(' → ') || 'a wrapper'} is computed at run time`);
+        if (inner.cwd !== undefined) this.cwds = saved;
+        continue;
+      }
+      if (inner.dynamicTail && unwrapCommand([...inner.argv, DYNAMIC_WORD]).commands.some((u) => !u.argv[0] || u.argv[0].dynamic)) {
+        // the appended arguments complete a wrapper (`xargs -a cmds env`): what it runs is computed
+        this.finding('ask', 'shell:dynamic-command', `${innerHead.value} runs a command that ${[...ctx.wrappers, ...inner.wrappers].join(' → ')} appends at run time`);
+      }
       this.pushCommand({
         argv: inner.argv, assigns: [...assigns, ...inner.assigns], wrappers: [...ctx.wrappers, ...inner.wrappers],
         dynamicTail: inner.dynamicTail, ...(tail && inner.dynamicTail ? { tail } : {}), redirects: [...redirects, ...extra], wrapperEffects: inner.effects, ...(inner.placeholder ? { placeholder: inner.placeholder } : {}),
@@ -520,6 +618,24 @@ class Walker {
     if (this.out.commands.length > this.opts.maxCommands * 4) throw new TooDeep();
   }
 
+  /**
+   * A command whose name is computed at run time (`$X …`, `find … -exec {} …`, `xargs -I{} {}`): not
+   * understood (ask), and each name it may take (`${X:-rm}`, a find's `-name curl`) is tried, keeping
+   * only the denials that reading gives.
+   */
+  private dynamicHead(argv: ShellWord[], assigns: ShellAssign[], wrappers: string[], redirects: ShellRedirect[], extra: Partial<SimpleCommand> = {}): void {
+    const head = argv[0]!;
+    this.finding('ask', 'shell:dynamic-command', `the command name is computed at run time${wrappers.length ? ` (inside ${wrappers.join(' → ')})` : ''}`);
+    this.pushCommand({ argv, assigns, wrappers, dynamicTail: false, redirects, wrapperEffects: [], ...extra });
+    const named = head.pattern !== undefined && head.dynamic ? /(?:^|\/)([A-Za-z0-9_.+-]+)$/.exec(head.pattern)?.[1] : undefined;
+    const cands = [...(head.alternatives ?? []), ...(head.candidates ?? []), ...(named ? [literalWord(named)] : [])];
+    for (const cand of cands.slice(0, 8)) {
+      if (cand.dynamic) continue;
+      const words = cand.value.split(/\s+/).filter(Boolean).map((x) => literalWord(x));
+      if (words.length) this.pushCommand({ argv: [...words, ...argv.slice(1)], assigns, wrappers, dynamicTail: false, redirects, wrapperEffects: [], speculative: true, ...extra });
+    }
+  }
+
   /** Remembers what `echo …`/`printf …`/`cat <<EOF` wrote into a file, so running that file can be analysed. */
   private rememberContent(argv: ShellWord[], redirects: ShellRedirect[], ctx: Ctx): void {
     const out = redirects.filter((r) => r.access === 'write' && r.op !== '&>' && !r.target.dynamic);
@@ -527,7 +643,7 @@ class Walker {
     const h = argv[0]?.value;
     let content: string | undefined;
     if (h === 'echo' && argv.slice(1).every((a) => !a.dynamic)) content = argv.slice(1).filter((a, i) => !(i === 0 && /^-[neE]+$/.test(a.value))).map((a) => a.value).join(' ') + '\n';
-    if (h === 'printf' && argv[1] && !argv[1].dynamic && argv.slice(2).every((a) => !a.dynamic)) content = simplePrintf(argv[1].value, argv.slice(2).map((a) => a.value));
+    if (h === 'printf' && argv[1] && !argv[1].dynamic && !argv[1].value.startsWith('-') && argv.slice(2).every((a) => !a.dynamic)) content = printfOutput(argv[1].value, argv.slice(2).map((a) => a.value));
     if (h === 'cat' && argv.length === 1 && ctx.stdin && !ctx.stdin.dynamic) content = ctx.stdin.value;
     for (const r of out) {
       if (content !== undefined) this.fileContents.set(r.target.value, (r.op === '>>' ? this.fileContents.get(r.target.value) ?? '' : '') + content);
@@ -566,13 +682,15 @@ class Walker {
     const under = (root: string, name?: string): ShellWord => ({ ...DYNAMIC_WORD, confined: true, prefix: `${root.replace(/\/+$/, '')}/`, pattern: `${escapeGlob(root.replace(/\/+$/, '') || '/')}/**${name ? `/${name}` : ''}` });
     if (v[0] === 'find') {
       const roots = v.slice(1).filter((a: string, i: number, all: string[]) => !/^[-(!),]/.test(a) && all.slice(0, i).every((p) => !/^[-(!),]/.test(p) || ['-H', '-L', '-P'].includes(p)));
-      const nameAt = v.indexOf('-name');
-      const name = nameAt > 0 && !v.some((a: string) => ['-o', '-or', ','].includes(a)) ? v[nameAt + 1] : undefined;
-      return roots.length <= 1 ? under(roots[0] ?? '.', name) : undefined;
+      const exprAt = v.findIndex((a: string, k: number) => k > 0 && /^[-(!),]/.test(a) && !['-H', '-L', '-P'].includes(a));
+      const names = exprAt > 0 ? findNames(argv.slice(exprAt)) : undefined;
+      if (roots.length > 1) return undefined;
+      return names && names.length > 1 ? { ...under(roots[0] ?? '.'), alternatives: names.map((n) => under(roots[0] ?? '.', n)) } : under(roots[0] ?? '.', names?.[0]);
     }
     if (v[0] === 'git' && (v[1] === 'ls-files' || (v[1] === 'diff' && v.includes('--name-only')))) return under('.');
     if (v[0] === 'echo' || v[0] === 'printf') {
-      const text = v[0] === 'echo' ? v.slice(1).filter((a: string, i: number) => !(i === 0 && /^-[neE]+$/.test(a))).join(' ') : simplePrintf(v[1] ?? '', v.slice(2));
+      const text = v[0] === 'echo' ? echoOutput(v.slice(1)) : printfOutput(v[1] ?? '', v.slice(2));
+      if (text === undefined) return undefined;
       const words = text.split(/[\s\0]+/).filter(Boolean).map((x: string) => literalWord(x));
       return words.length > 0 && words.length <= 64 ? { ...DYNAMIC_WORD, alternatives: words } : undefined;
     }
@@ -618,6 +736,11 @@ interface Ctx {
   pipeIn?: ShellWord;
 }
 
+/** Variables the shell itself sets (cd sets OLDPWD, getopts OPTARG …): never bound to an assignment's value. */
+const SHELL_MANAGED = new Set(['OLDPWD', 'REPLY', 'OPTARG', 'OPTIND', 'RANDOM', 'SRANDOM', 'SECONDS', 'LINENO', 'BASHPID', 'PPID', 'UID', 'EUID', 'SHLVL', '_', 'PIPESTATUS', 'MAPFILE', 'COPROC', 'DIRSTACK', 'EPOCHSECONDS', 'EPOCHREALTIME', 'FUNCNAME', 'BASH_REMATCH', 'BASH_COMMAND', 'BASH_SOURCE', 'BASH_LINENO', 'BASH_ARGV', 'BASH_ARGC', 'HISTCMD', 'COLUMNS', 'LINES']);
+
+const GLOB_OPTIONS = /dotglob|nocaseglob|extglob|globasciiranges|globskipdots|nocasematch|BASHOPTS/;
+
 export function analyzeShell(command: string, opts: AnalyzeOptions): ShellAnalysis {
   const w = new Walker(opts);
   if (command.length > opts.maxLength) {
@@ -629,11 +752,20 @@ export function analyzeShell(command: string, opts: AnalyzeOptions): ShellAnalys
     w.finding('deny', 'shell:too-many-parts', `the command has more than ${MAX_PARTS} separators, pipes, substitutions and here-docs`);
     return w.out;
   }
+  w.lastpipe = /lastpipe/.test(command);
+  w.source = command;
   try {
     w.run(command, [], [], 0);
   } catch (e) {
     if (!(e instanceof TooDeep)) throw e;
     w.finding('deny', 'shell:too-deep', 'the command is nested too deeply, or has too many parts, to analyse');
+  }
+  const texts = w.textInArithmetic();
+  if (texts.length) w.finding('ask', 'shell:arithmetic', `arithmetic reads ${texts.slice(0, 3).map((n) => `$${n}`).join(', ')}, which may hold text here (bash evaluates it as arithmetic, where a[$(cmd)] runs cmd)`);
+  // Globs are matched with bash's default options; a command that may turn on options changing what a
+  // glob matches (dot files, case, extended patterns, ranges) has its globs judged as not understood.
+  if (GLOB_OPTIONS.test(command) && w.out.commands.some((c) => c.argv.some((a) => a.glob) || c.redirects.some((r) => r.target.glob))) {
+    w.finding('ask', 'shell:glob-options', 'globs are matched under shell options (dotglob, nocaseglob, extglob, …) the analyser does not model');
   }
   if (w.out.commands.filter((c) => c.argv.length > 0).length > opts.maxCommands) {
     w.finding('deny', 'shell:too-many-commands', `more than ${opts.maxCommands} simple commands`);
@@ -642,18 +774,3 @@ export function analyzeShell(command: string, opts: AnalyzeOptions): ShellAnalys
 }
 
 /** printf with %s, %b, %d, %% and backslash escapes, enough to know what a literal printf prints. */
-export function simplePrintf(format: string, args: string[]): string {
-  let out = '';
-  let k = 0;
-  const fmt = decodeAnsiC(format);
-  do {
-    out += fmt.replace(/%(%|[-0-9.]*[sbdiqcoxX])/g, (_m, spec: string) => {
-      if (spec === '%') return '%';
-      const a = args[k++] ?? '';
-      if (spec.endsWith('b')) return decodeAnsiC(a);
-      if (/[oxX]$/.test(spec) && /^\d+$/.test(a)) { const s = Number(a).toString(spec.endsWith('o') ? 8 : 16); return spec.endsWith('X') ? s.toUpperCase() : s; }
-      return a;
-    });
-  } while (k < args.length && /%[-0-9.]*[sbdiqcoxX]/.test(fmt));
-  return out;
-}

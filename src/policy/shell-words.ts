@@ -155,7 +155,18 @@ class WordBuilder {
     this.glob = true;
     if (!this.sawDynamic) this.prefix += s;
   }
+  /** Every computed part so far is a known pattern (`$d` after `d=$(mktemp -d)`). */
+  onlyKnown = true;
+  /** Appends a variable known to be a confined pattern: the word stays a pattern of known shape. */
+  known(w: ShellWord): void {
+    this.withDefaults = null;
+    this.dynamic = true;
+    if (!this.sawDynamic) this.prefix += w.prefix;
+    this.sawDynamic = true;
+    this.pattern += w.pattern;
+  }
   dyn(unquoted: boolean, fallback?: string): void {
+    this.onlyKnown = false;
     this.withDefaults = fallback !== undefined && this.withDefaults !== null ? this.withDefaults + fallback : null;
     this.dynamic = true;
     this.sawDynamic = true;
@@ -197,6 +208,8 @@ export interface ResolveOptions {
   assignmentLike?: boolean;
   /** The values a variable is known to take (loop variables, single literal assignments, PWD). */
   lookup?: (name: string) => ShellWord[] | undefined;
+  /** Told the variables an arithmetic expansion reads (the walker checks that each holds a number). */
+  arithmetic?: (names: string[]) => void;
 }
 
 interface Ctx { home: string; nested: NestedVisitor; opts: ResolveOptions }
@@ -211,6 +224,8 @@ function addUnquoted(b: WordBuilder, raw: string, first: boolean, c: Ctx): void 
     else b.dyn(false); // ~user, ~+, ~-: another directory
     i = m[0].length;
   }
+  // bash also expands ~ after the = (and each :) of an argument that looks like an assignment (`dd of=~/x`)
+  const assignmentLike = c.opts.assignmentLike || (first && /^[A-Za-z_][A-Za-z0-9_]*=/.test(raw));
   for (; i < raw.length; i++) {
     const ch = raw[i]!;
     if (ch === '\\') {
@@ -225,13 +240,30 @@ function addUnquoted(b: WordBuilder, raw: string, first: boolean, c: Ctx): void 
       b.lit(ch);
       continue;
     }
-    if (c.opts.assignmentLike && (ch === '=' || ch === ':') && raw[i + 1] === '~' && (raw[i + 2] === undefined || raw[i + 2] === '/' || raw[i + 2] === ':')) {
+    if (assignmentLike && (ch === '=' || ch === ':') && raw[i + 1] === '~' && (raw[i + 2] === undefined || raw[i + 2] === '/' || raw[i + 2] === ':')) {
       b.lit(ch + c.home);
       i++;
       continue;
     }
     b.lit(ch);
   }
+}
+
+/**
+ * A here-document's body: with a quoted delimiter (`<<'EOF'`, `<<"EOF"`, `<<\EOF`) the text as written;
+ * otherwise expansions run and only \$, \`, \\ and \newline are escapes (`\'` and `\"` stay as written).
+ */
+export function resolveHeredoc(body: ShNode, delimiter: ShNode | undefined, home: string, nested: NestedVisitor, opts: ResolveOptions = {}): ShellWord {
+  const parts: ShNode[] = body?.Parts ?? [];
+  const quotedDelim = (delimiter?.Parts ?? []).some((p: ShNode) => nodeType(p) !== 'Lit' || String(p.Value).includes('\\'));
+  const b = new WordBuilder();
+  const c: Ctx = { home, nested, opts };
+  for (const p of parts) {
+    if (nodeType(p) === 'Lit') b.lit(quotedDelim ? String(p.Value) : String(p.Value).replace(/\\([$`\\\n])/g, (_m, ch: string) => (ch === '\n' ? '' : ch)));
+    else if (quotedDelim) { b.unmodelled.push('an expansion in a quoted here-document'); b.dyn(false); }
+    else addPart(b, p, false, true, c);
+  }
+  return { value: b.value, dynamic: b.dynamic, glob: false, pattern: b.pattern, prefix: b.prefix, splits: false, unmodelled: b.unmodelled };
 }
 
 function unescapeDouble(raw: string): string {
@@ -257,6 +289,40 @@ export function arithmeticReadsVariables(x: ShNode): boolean {
     else return true;
   }
   return false;
+}
+
+/**
+ * The variables an arithmetic expression reads (`i+1` → [i], `$n*2` → [n], `${#a}` → []), or null when it
+ * holds anything else (a substitution, a subscript, an operator on a parameter): bash evaluates each
+ * variable's text as arithmetic again, so the caller decides whether every one of them holds a number.
+ */
+export function arithmeticNames(x: ShNode): string[] | null {
+  const names: string[] = [];
+  const stack: ShNode[] = [x];
+  while (stack.length) {
+    const n = stack.pop();
+    if (!n) continue;
+    const t = nodeType(n);
+    if (t === 'Word') {
+      for (const p of n.Parts ?? []) {
+        const pt = nodeType(p);
+        if (pt === 'Lit') {
+          const v = String(p.Value);
+          if (/^(0[xX][0-9a-fA-F]+|[0-9]+(#[0-9a-zA-Z@_]+)?)$/.test(v)) continue;
+          if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(v)) { names.push(v); continue; }
+          return null;
+        }
+        if (pt === 'ParamExp' && !p.Excl && !p.Index && !p.Slice && !p.Repl && !p.Exp && !p.Names) {
+          if (!p.Length) names.push(String(p.Param?.Value ?? ''));
+          continue;
+        }
+        return null;
+      }
+    } else if (t === 'BinaryArithm') stack.push(n.X, n.Y);
+    else if (t === 'UnaryArithm' || t === 'ParenArithm') stack.push(n.X);
+    else return null;
+  }
+  return names;
 }
 
 function isSimpleIndex(idx: ShNode): boolean {
@@ -289,6 +355,7 @@ function addParam(b: WordBuilder, p: ShNode, quoted: boolean, c: Ctx): void {
     }
   }
   const bound = !p.Length && !p.Index && !p.Slice && !p.Names ? c.opts.lookup?.(name) : undefined;
+  if (bound && bound.length === 1 && bound[0]!.dynamic && bound[0]!.confined && !bound[0]!.alternatives && !p.Exp && !p.Repl && !p.Excl) { b.known(bound[0]!); return; }
   const value = bound && bound.length === 1 && !bound[0]!.dynamic && !bound[0]!.glob ? bound[0]!.value : name === 'HOME' ? c.home : undefined;
   if (value !== undefined) {
     const op = p.Exp ? opText('paramExp', p.Exp.Op) : undefined;
@@ -298,6 +365,8 @@ function addParam(b: WordBuilder, p: ShNode, quoted: boolean, c: Ctx): void {
     else if (op && [':-', '-', ':=', '=', ':?', '?'].includes(op)) v = value === '' && op.startsWith(':') ? pat?.value : value;
     else if (op && ['#', '##', '%', '%%'].includes(op) && pat && !pat.dynamic) v = trimPattern(value, pat.pattern, op);
     else if (op) v = undefined;
+    // unquoted, a value with wildcards is globbed again by bash: the analyser does not follow that
+    if (v !== undefined && !quoted && /[*?[]/.test(v)) { b.dyn(true); return; }
     if (v !== undefined) { b.lit(v); if (!quoted && /\s/.test(v)) b.splits = true; return; }
   }
   b.dyn(!quoted, fallback);
@@ -317,12 +386,25 @@ function trimPattern(value: string, pattern: string, op: string): string {
 export function resolveWord(word: ShNode, home: string, nested: NestedVisitor, opts: ResolveOptions = {}): ShellWord {
   const parts: ShNode[] = word?.Parts ?? [];
   const c: Ctx = { home, nested, opts };
-  const braceAt = parts.findIndex((p) => nodeType(p) === 'Lit' && /\{[^{}]*(,|\.\.)[^{}]*\}/.test(String(p.Value)));
-  if (braceAt >= 0) {
-    const raw = String(parts[braceAt].Value);
+  // Brace expansion works on the word's unquoted text; quoted parts and expansions are opaque pieces of it
+  // (`{".git",x}/config` is .git/config and x/config). Each piece stands as one private-use character.
+  const template = parts.map((p, i) => (nodeType(p) === 'Lit' ? String(p.Value) : String.fromCharCode(0xe000 + Math.min(i, 0x17ff)))).join('');
+  if (parts.length <= 0x1800 && /\{[^{}]*(,|\.\.)[^{}]*\}/.test(template) && !/[\ue000-\uf7ff]/.test(parts.filter((p) => nodeType(p) === 'Lit').map((p) => String(p.Value)).join(''))) {
+    const raw = template;
     const alts = expandBraces(raw);
+    const toParts = (alt: string): ShNode[] => {
+      const out: ShNode[] = [];
+      let lit = '';
+      for (const ch of alt) {
+        const code = ch.charCodeAt(0);
+        if (code >= 0xe000 && code < 0xe000 + 0x1800) { if (lit) out.push({ ...LIT_NODE, Value: lit }); lit = ''; out.push(parts[code - 0xe000]); }
+        else lit += ch;
+      }
+      if (lit) out.push({ ...LIT_NODE, Value: lit });
+      return out;
+    };
     if (alts && alts.length > 1) {
-      const words = alts.map((a, k) => resolveParts(parts.map((p, i) => (i === braceAt ? { ...p, Value: a } : p)), k === 0 ? c : { ...c, nested: () => undefined }));
+      const words = alts.map((a, k) => resolveParts(toParts(a), k === 0 ? c : { ...c, nested: () => undefined }));
       const all = words.flatMap((w) => w.alternatives ?? [w]);
       return { ...DYNAMIC_WORD, glob: true, splits: false, unmodelled: words.flatMap((w) => w.unmodelled), alternatives: all.slice(0, MAX_ALTERNATIVES), braces: true, prefix: commonPrefix(all.map((w) => w.prefix)) };
     }
@@ -337,6 +419,9 @@ export function resolveWord(word: ShNode, home: string, nested: NestedVisitor, o
   }
   return resolveParts(parts, c);
 }
+
+/** A literal word part, as the parser gives them (what `toParts` rebuilds brace alternatives from). */
+const LIT_NODE = { $type: 'Lit' } as unknown as ShNode;
 
 function braceCountOf(raw: string): number {
   let n = 1;
@@ -355,8 +440,17 @@ function resolveParts(parts: ShNode[], c: Ctx): ShellWord {
   const b = new WordBuilder();
   parts.forEach((p, idx) => addPart(b, p, idx === 0, false, c));
   const w: ShellWord = { value: b.value, dynamic: b.dynamic, glob: b.glob, pattern: b.pattern, prefix: b.prefix, splits: b.splits, unmodelled: b.unmodelled };
+  if (w.splits && !w.dynamic) {
+    // an unquoted expansion of a known value with blanks (`x='a .git/config'; tee $x`) is split into fields
+    const fields = w.value.split(/[ \t\n]+/).filter(Boolean);
+    if (parts.length !== 1 || fields.length > MAX_ALTERNATIVES) return { ...w, dynamic: true, pattern: '**' };
+    if (fields.length !== 1) return { ...DYNAMIC_WORD, splits: false, unmodelled: w.unmodelled, alternatives: fields.map(literalWord), braces: true, prefix: commonPrefix(fields) };
+    return literalWord(fields[0]!);
+  }
   if (b.dynamic && b.withDefaults !== null) b.candidates.push(literalWord(b.withDefaults));
   if (b.confined && parts.length === 1) { w.confined = true; if (nodeType(parts[0]) === 'ProcSubst') w.pipe = true; }
+  // known patterns joined with literal text that does not climb: still a pattern of known shape
+  if (b.dynamic && b.onlyKnown && !b.confined && !w.pattern.split('/').includes('..')) w.confined = true;
   if (b.candidates.length) w.candidates = b.candidates;
   const bound = parts.length === 1 && c.opts.lookup ? boundVariable(parts[0], c.opts.lookup) : undefined;
   if (bound && (bound.length > 1 || bound[0]!.dynamic || bound[0]!.glob || bound.many)) {
@@ -385,7 +479,8 @@ function addPart(b: WordBuilder, p: ShNode, first: boolean, quoted: boolean, c: 
       else addUnquoted(b, String(p.Value), first, c);
       return;
     case 'SglQuoted':
-      b.lit(p.Dollar ? decodeAnsiC(String(p.Value)) : String(p.Value));
+      // bash's $'…' is a C string: a NUL ends it ($'.git/config\0/../x' is .git/config)
+      b.lit(p.Dollar ? decodeAnsiC(String(p.Value)).split('\0')[0]! : String(p.Value));
       return;
     case 'DblQuoted':
       if (p.Dollar) b.unmodelled.push('a $"…" translated string');
@@ -409,13 +504,16 @@ function addPart(b: WordBuilder, p: ShNode, first: boolean, quoted: boolean, c: 
       b.dynamic = true;
       b.confined = true;
       return;
-    case 'ArithmExp':
-      if (arithmeticReadsVariables(p.X)) b.unmodelled.push('arithmetic on variables (their text is evaluated as arithmetic)');
+    case 'ArithmExp': {
+      const names = arithmeticNames(p.X);
+      if (names === null) b.unmodelled.push('arithmetic on something other than numbers and variables (its text is evaluated as arithmetic)');
+      else if (names.length) c.opts.arithmetic?.(names);
       b.dyn(!quoted);
       return;
+    }
     case 'ExtGlob':
       if (opText('globOp', p.Op) === undefined) b.unmodelled.push('an unknown extended glob');
-      b.globChar('*'); // matches within one path segment, like *
+      b.globChar('**'); // `?(.)git` matches `.git`: an extended glob may match a leading dot (and is not narrowed further)
       return;
     default:
       b.unmodelled.push(`a ${t} in a word`);

@@ -88,6 +88,52 @@ const SHELL = grammar(
 /** Shell options (-o/-O) that change how later code is read; anything else asks. */
 const SAFE_SHELL_OPTIONS = new Set(['errexit', 'nounset', 'pipefail', 'xtrace', 'verbose', 'noglob', 'noclobber', 'posix', 'globstar', 'nullglob', 'failglob', 'dotglob', 'extglob', 'lastpipe', 'inherit_errexit', 'nocaseglob']);
 
+/**
+ * GNU env's -S splitting: whitespace separates words; '…' keeps everything but \\ and \'; "…" takes
+ * the escapes; \_ is a separator outside quotes and a space inside; \t \n \v \f \r \# \$ \\ \" \'
+ * stand for their characters; \c ends the string; # at the start of a word comments out the rest;
+ * ${NAME} is the variable (a computed word). Returns the words, or why the string is refused.
+ */
+export function splitEnvString(src: string): ShellWord[] | string {
+  const out: ShellWord[] = [];
+  let cur = '';
+  let has = false;
+  let dynamic = false;
+  let q: '' | "'" | '"' = '';
+  const flush = () => { if (has) out.push(dynamic ? { ...DYNAMIC_WORD, prefix: cur, value: cur } : literalWord(cur)); cur = ''; has = false; dynamic = false; };
+  const ESC: Record<string, string> = { t: '\t', n: '\n', v: '\v', f: '\f', r: '\r', '#': '#', $: '$', '\\': '\\', '"': '"', "'": "'" };
+  for (let i = 0; i < src.length; i++) {
+    const c = src[i]!;
+    if (q === "'") {
+      if (c === "'") { q = ''; continue; }
+      if (c === '\\' && (src[i + 1] === '\\' || src[i + 1] === "'")) { cur += src[++i]; continue; }
+      cur += c; continue;
+    }
+    if (c === '\\') {
+      const n = src[++i];
+      if (n === undefined) return 'a trailing backslash';
+      if (n === 'c') { if (q) return '\\c inside quotes'; flush(); return out; }
+      if (n === '_') { if (q) { cur += ' '; has = true; } else flush(); continue; }
+      const e = ESC[n];
+      if (e === undefined) return `an unknown escape \\${n}`;
+      cur += e; has = true; continue;
+    }
+    if (c === '"') { if (q) q = ''; else { q = '"'; has = true; } continue; }
+    if (!q && c === "'") { q = "'"; has = true; continue; }
+    if (!q && /\s/.test(c)) { flush(); continue; }
+    if (!q && c === '#' && !has) return out.length ? (flush(), out) : out;
+    if (c === '$') {
+      const m = /^\$\{([A-Za-z_][A-Za-z0-9_]*)\}/.exec(src.slice(i));
+      if (!m) return 'a $ that is not ${NAME}';
+      dynamic = true; has = true; i += m[0].length - 1; continue;
+    }
+    cur += c; has = true;
+  }
+  if (q) return 'an unterminated quote';
+  flush();
+  return out;
+}
+
 export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
   const res: UnwrapResult = { commands: [], scripts: [], findings: [] };
   let argv = argv0;
@@ -109,9 +155,13 @@ export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
       if (p.problems.length) { ask(name, p.problems[0]!); return res; }
       const split = p.values('-S')[0];
       if (split) {
-        // env -S splits its string into a command line (no expansions): analysed like a script
-        res.scripts.push({ word: split, via: 'env -S', wrappers: [...wrappers], assigns: [...assigns], effects: [...effects], args: [] });
-        return res;
+        // env -S splits its string by its own rules (not a shell's): the words it gives lead the command line
+        if (split.dynamic) { ask(name, '-S splits a string computed at run time'); return res; }
+        const words = splitEnvString(split.value);
+        if (typeof words === 'string') { ask(name, `-S: ${words}`); return res; }
+        wrappers.push('env -S');
+        argv = [...words, ...p.operands];
+        continue;
       }
       const dir = p.values('-C')[0];
       if (dir) cwd = dir.dynamic ? null : dir;
@@ -145,6 +195,10 @@ export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
       const p = parseArgs(SHELL, rest);
       if (p.problems.length) { ask(name, p.problems[0]!); return res; }
       if (p.has('--rcfile', '--init-file')) { ask(name, 'runs a start-up file named on the command line'); return res; }
+      if (p.has('-a', '-k') || p.values('-o', '+o').some((o) => o.value === 'allexport' || o.value === 'keyword')) {
+        ask(name, '-a / -k export variables the analyser does not see as environment (assignments, NAME=VALUE arguments)');
+        return res;
+      }
       for (const o of p.values('-o', '+o', '-O', '+O')) {
         if (o.dynamic || !SAFE_SHELL_OPTIONS.has(o.value)) { ask(name, `shell option ${o.value || '(computed)'} changes how code is read`); return res; }
       }
@@ -200,6 +254,42 @@ export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
 const FIND_ACTIONS = ['-exec', '-execdir', '-ok', '-okdir'];
 
 /**
+ * The names a find expression can match, when every alternative of it requires a `-name NAME` test:
+ * `-name '*.pyc'`, `-type f -name a -o -name b`, `\( -name a -o -name b \) -delete`. Undefined when
+ * some branch matches other names (no -name, a negated one, -iname, -regex, nested groups).
+ */
+export function findNames(expr: ShellWord[]): string[] | undefined {
+  if (expr.some((a) => a.dynamic)) return undefined;
+  let v = expr.map((a) => a.value);
+  const open = v.indexOf('(');
+  if (open >= 0) {
+    // one group of pure name alternatives, anded with the rest
+    const close = v.indexOf(')', open);
+    if (close < 0 || v.indexOf('(', open + 1) >= 0 && v.indexOf('(', open + 1) < close || v.lastIndexOf('(') !== open) return undefined;
+    const inner = v.slice(open + 1, close);
+    const outside = [...v.slice(0, open), ...v.slice(close + 1)];
+    if (outside.some((x) => ['-o', '-or', ',', '!', '-not'].includes(x)) || (open > 0 && ['!', '-not'].includes(v[open - 1]!))) return undefined;
+    v = inner;
+  }
+  if (v.some((x) => ['-iname', '-ipath', '-regex', '-iregex', '-path', '-wholename', '-lname', '-ilname', ','].includes(x))) return undefined;
+  const names: string[] = [];
+  let branch: string[] = [];
+  const close = (): boolean => {
+    const k = branch.indexOf('-name');
+    if (k < 0 || branch[k + 1] === undefined || ['!', '-not'].includes(branch[k - 1] ?? '')) return false;
+    names.push(branch[k + 1]!);
+    branch = [];
+    return true;
+  };
+  for (const x of v) {
+    if (x === '-o' || x === '-or') { if (!close()) return undefined; continue; }
+    branch.push(x);
+  }
+  if (!close() || names.length > 16 || names.some((n) => n.includes('/'))) return undefined;
+  return names;
+}
+
+/**
  * Splits find's -exec actions out: the find command keeps its expression (actions replaced by a
  * `-exec` marker), and each action becomes an inner command where `{}` stands for a path under the
  * search roots (its pattern: root/**, narrowed by a lone -name). `{}` inside a larger word
@@ -212,12 +302,11 @@ function unwrapFind(argv: ShellWord[], res: UnwrapResult, wrappers: string[]): {
   let i = 1;
   while (i < argv.length && ['-H', '-L', '-P'].includes(argv[i]!.value)) outer.push(argv[i++]!);
   for (; i < argv.length && !argv[i]!.dynamic && !/^[-(!),]/.test(argv[i]!.value); i++) roots.push(argv[i]!);
-  const names = argv.filter((a, k) => k > 0 && ['-name', '-iname'].includes(argv[k - 1]!.value) && !a.dynamic).map((a) => a.value);
-  const alternatives = argv.some((a) => ['-o', '-or', ','].includes(a.value));
+  const actionAt = argv.findIndex((a, k) => k >= i && FIND_ACTIONS.includes(a.value));
+  const names = findNames(argv.slice(i, actionAt < 0 ? argv.length : actionAt));
   const root = roots.length === 1 && !roots[0]!.dynamic ? roots[0]!.value.replace(/\/+$/, '') || '/' : roots.length === 0 ? '.' : null;
-  const placeholder: ShellWord = root === null
-    ? DYNAMIC_WORD
-    : { ...DYNAMIC_WORD, prefix: '', confined: true, pattern: `${root.replace(/[*?[\]\\{}]/g, '\\$&')}/**${names.length === 1 && !alternatives ? `/${names[0]}` : ''}` };
+  const under = (name?: string): ShellWord => ({ ...DYNAMIC_WORD, prefix: '', confined: true, pattern: `${root!.replace(/[*?[\]\\{}]/g, '\\$&')}/**${name ? `/${name}` : ''}` });
+  const placeholder: ShellWord = root === null ? DYNAMIC_WORD : names && names.length > 1 ? { ...under(), alternatives: names.map(under) } : under(names?.[0]);
   outer.unshift(argv[0]!, ...roots);
   for (; i < argv.length; i++) {
     const a = argv[i]!;

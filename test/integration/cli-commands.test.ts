@@ -48,7 +48,7 @@ const agent = scriptedAgent({
     return finalTurn(`data.txt says ${toolMessages(body)[0]?.includes('forty-two') ? 'forty-two' : '(not found)'}; nothing installed.`);
   },
   'CLI-APPROVE': (body, turn) => (turn === 0
-    ? toolCallTurn([{ name: 'bash', id: 'call_rm', args: { command: 'rm notes.txt && echo removed' } }])
+    ? toolCallTurn([{ name: 'bash', id: 'call_rm', args: { command: 'rm -r notes.txt && echo removed' } }])
     : finalTurn(`the tool said: ${toolMessages(body).at(-1) ?? '(nothing)'}`)),
   'CLI-CANCEL': () => toolCallTurn([{ name: 'bash', args: { command: 'sleep 60' } }]),
 });
@@ -141,7 +141,7 @@ test('submit --approvals --watch prints the exact `corral approve` command; runn
 
   expect(r.code).toBe(0);
   const id = /^submitted (run_\S+) /m.exec(r.stdout)![1];
-  expect(r.stdout).toContain('  step 1  bash  rm notes.txt && echo removed');
+  expect(r.stdout).toContain('  step 1  bash  rm -r notes.txt && echo removed');
   expect(r.stdout).toContain('         ⏸ waiting for a human: rm deletes files; deleting files needs approval');
   expect(r.stdout).toContain(`           approve: corral approve ${id} call_rm --api ${h.url}\n           deny:    corral approve ${id} call_rm --api ${h.url} --deny\n`);
   expect(r.stdout).toContain('         ✓ allowed: approved by dana.');

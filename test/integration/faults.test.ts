@@ -193,7 +193,7 @@ test('a sandbox container killed from outside mid-run: the run ends as error wit
 test('classifier down: a call the policy leaves to it is refused in an unattended run (fail closed)', async () => {
   const chat = scriptedAgent({
     'CLASSIFIER-DOWN': (body, turn) => (turn === 0
-      ? toolCallTurn([{ name: 'bash', args: { command: 'rm notes.txt' } }])
+      ? toolCallTurn([{ name: 'bash', args: { command: 'rm -r notes.txt' } }])
       : finalTurn(String(messagesOf(body).find((m) => m.role === 'tool')?.content))),
   });
   const h = await startHarness('classifier-down', { chat, decisions: () => errorTurn(503, 'classifier overloaded') });

@@ -21,7 +21,7 @@ jest.setTimeout(120_000);
 
 /** Each run asks to delete notes.txt (policy: ask; risk review: medium, not clearly authorized), then reports. */
 const deleteThenReport = (body: Record<string, unknown>, turn: number) => {
-  if (turn === 0) return toolCallTurn([{ name: 'bash', id: 'call_rm', args: { command: 'rm notes.txt && echo removed' } }]);
+  if (turn === 0) return toolCallTurn([{ name: 'bash', id: 'call_rm', args: { command: 'rm -r notes.txt && echo removed' } }]);
   const tool = messagesOf(body).find((m) => m.role === 'tool');
   return finalTurn(`tool said: ${tool?.content ?? '(nothing)'}`);
 };
@@ -31,7 +31,7 @@ let h: Harness;
 beforeAll(async () => {
   h = await startHarness('approvals', {
     chat: agent,
-    decisions: (body) => (promptText(body).includes('rm notes.txt') ? decisionsAnswer(1.2, 0.4) : decisionsAnswer(0.1, 0.95)),
+    decisions: (body) => (promptText(body).includes('rm -r notes.txt') ? decisionsAnswer(1.2, 0.4) : decisionsAnswer(0.1, 0.95)),
   }, { CORRAL_APPROVAL_TIMEOUT_S: '4' });
 });
 afterAll(async () => {
@@ -52,7 +52,7 @@ test('approve: the run waits with the call visible, then resumes and the command
   const id = await submit('APPROVE-ME', true);
   const waiting = await h.waitFor(id, awaiting);
   expect(waiting.pendingApprovals).toEqual([
-    expect.objectContaining({ callId: 'call_rm', tool: 'bash', args: { command: 'rm notes.txt && echo removed' }, risk: 'medium', reason: expect.stringContaining('risk review') }),
+    expect.objectContaining({ callId: 'call_rm', tool: 'bash', args: { command: 'rm -r notes.txt && echo removed' }, risk: 'medium', reason: expect.stringContaining('risk review') }),
   ]);
 
   const wrongCall = await h.api('POST', `/v1/runs/${id}/approvals/call_nope`, { decision: 'approve' });

@@ -98,7 +98,7 @@ describe('Classifier fallback (chat completions with a strict JSON schema)', () 
       chat: (body) => {
         const text = promptText(body);
         if (text.includes('ssh/id_rsa')) return chatAnswer({ risk_level: 'critical', authorized_probability: 0.01 });
-        if (text.includes('rm -rf build/')) return chatAnswer({ risk_level: 'medium', authorized_probability: 0.8 });
+        if (text.includes('rm -rf docs/')) return chatAnswer({ risk_level: 'medium', authorized_probability: 0.8 });
         return chatAnswer({ risk_level: 'low', authorized_probability: 0.95 });
       },
     });

@@ -53,16 +53,16 @@ describe('PolicyGate', () => {
   it('ask with approvals on → ApprovalPort decides', async () => {
     const yes = new FakeApprovals({ approved: true, by: 'alice', waitedMs: 1200, timedOut: false });
     const g = await gate(yes);
-    const v = await g.decide(call('rm -rf build/', 'c7'), ctx('Tidy up the build folder', true));
+    const v = await g.decide(call('rm -rf docs/', 'c7'), ctx('Remove the old docs folder', true));
     expect(v.decision).toBe('allow');
     expect(v.approval).toEqual({ approved: true, by: 'alice', waitedMs: 1200, timedOut: false });
-    expect(yes.requests[0]).toMatchObject({ runId: 'run-1', callId: 'c7', tool: 'bash', args: { command: 'rm -rf build/' } });
+    expect(yes.requests[0]).toMatchObject({ runId: 'run-1', callId: 'c7', tool: 'bash', args: { command: 'rm -rf docs/' } });
     expect(yes.requests[0]!.reason).toBeTruthy();
     await server.close();
 
     const timeout = new FakeApprovals({ approved: false, by: 'timeout', waitedMs: 900_000, timedOut: true });
     const g2 = await gate(timeout);
-    const v2 = await g2.decide(call('rm -rf build/'), ctx('Tidy up the build folder', true));
+    const v2 = await g2.decide(call('rm -rf docs/'), ctx('Remove the old docs folder', true));
     expect(v2.decision).toBe('deny');
     expect(v2.reason).toMatch(/nobody approved it in time/);
   });

@@ -3,10 +3,10 @@
  * sets (attacks of every class, ordinary work from Python, Node, Go, Rust and shell projects).
  * `bin/corral policy eval` prints the same report per class.
  */
-import { evaluateLabelled, formatEvalReport, loadLabelledSet } from '../../src/policy/labelled-eval';
+import { defaultLabelledSets, evaluateLabelled, formatEvalReport, loadLabelledSet } from '../../src/policy/labelled-eval';
 import { loadPolicy } from '../../src/policy/load-policy';
 
-const SETS = ['test/fixtures/policy/labelled.jsonl', 'test/fixtures/policy/attacks.jsonl', 'test/fixtures/policy/ordinary.jsonl'];
+const SETS = defaultLabelledSets();
 
 describe('the default policy on the labelled sets', () => {
   const policy = loadPolicy('policies/default.yaml');

@@ -41,9 +41,13 @@ describe('analyzeShell', () => {
     expect(heads('if true; then for i in 1; do while false; do case x in y) z;; esac; done; done; fi')).toEqual(expect.arrayContaining(['true', 'false', 'z']));
   });
 
-  it('a function body is analysed where it is defined and again, with its arguments, where it is called', () => {
-    expect(heads('f() { rm -rf "$1"; }; f /workspace')).toEqual(['rm -rf ?', 'rm -rf /workspace', 'f /workspace']);
-    expect(rules('f() { :; }')).toContain('ask:shell:function');
+  it('a function body is analysed at each call with its arguments, and where it is defined when nothing calls it by name', () => {
+    expect(heads('f() { rm -rf "$1"; }; f /workspace')).toEqual(['rm -rf /workspace', 'f /workspace']);
+    expect(heads('f() { rm -rf "$1"; }')).toEqual(['rm -rf ?']);
+    expect(heads('f() { rm -rf "$1"; }; trap f EXIT')).toEqual(expect.arrayContaining(['rm -rf ?']));
+    expect(rules('f() { :; }')).not.toContain('ask:shell:function');
+    // more calls than it follows: the rest are not judged, so it asks
+    expect(rules(`f() { :; }; ${Array(20).fill('f').join('; ')}`)).toContain('ask:shell:function');
   });
 
   it('unwraps wrappers, parsing their own options only up to the command', () => {
@@ -101,15 +105,17 @@ describe('analyzeShell', () => {
 
   it('what it does not understand is at least ask, listed by what it is', () => {
     const asks: Array<[string, string]> = [
-      ['rm(){ :; }', 'shell:function'],
+      ['command_not_found_handle() { :; }', 'shell:function'],
       ['sleep 1 &', 'shell:background'],
       ['coproc x { :; }', 'shell:coproc'],
       ['$CMD x', 'shell:dynamic-command'],
       ['echo "${x@P}"', 'shell:unmodelled'],
       ['echo "${!x}"', 'shell:unmodelled'],
-      ['echo $((x + 1))', 'shell:unmodelled'],
-      ['(( n++ ))', 'shell:arithmetic'],
-      ['[[ $x -gt 1 ]]', 'shell:arithmetic'],
+      ['echo $(( $(cat f) + 1 ))', 'shell:unmodelled'],
+      ['read x; echo $((x + 1))', 'shell:arithmetic'],
+      ['read n; (( n++ ))', 'shell:arithmetic'],
+      ['read x; [[ $x -gt 1 ]]', 'shell:arithmetic'],
+      ['x=$1; echo $((x))', 'shell:arithmetic'],
       ['[[ -v "a[$i]" ]]', 'shell:test-v'],
       ['declare -n r=PATH', 'shell:declare'],
       ['declare -i n=1', 'shell:declare'],

@@ -37,7 +37,8 @@ describe('default policy', () => {
 
   it('strictest wins across a compound command', () => {
     expect(bash('ls && rm -rf /').decision).toBe('deny');
-    expect(bash('ls; rm build/x').decision).toBe('ask');
+    expect(bash('ls; rm -r src/x').decision).toBe('ask');
+    expect(bash('ls; rm build/x').decision).toBe('allow'); // build output is regenerable
     expect(bash('ls | wc -l').decision).toBe('allow');
   });
 });
@@ -69,7 +70,7 @@ const CLASSES: Record<string, Array<[string, 'deny' | 'not_allow']>> = {
     ["v='a[$(rm -rf .git)]'; [[ -v $v ]]", 'deny'],
     ["printf -v 'a[$(rm -rf .git)]' x", 'deny'],
     ["read 'a[$(id)]' <<< x", 'not_allow'],
-    ['echo $(( x + 1 ))', 'not_allow'],
+    ['read x; echo $(( x + 1 ))', 'not_allow'],
   ],
   '5 code hidden in one call': [
     ["bash /dev/stdin <<< 'rm -rf ~'", 'deny'],

@@ -7,11 +7,37 @@
  */
 import { grammar, parseArgs, type ParsedArgs } from './argv-parser';
 import { simpleSpec, UseBuilder, type CommandSpec } from './command-spec';
-import { literalWord, type ShellWord } from '../shell-words';
+import { escapeGlob, literalWord, type ShellWord } from '../shell-words';
 
 const HV = '--help --version';
 /** Files whose loss loses no work: scratch space, compiler and interpreter by-products, editor and patch leftovers. */
 export const REGENERABLE = /^\/tmp\/|\.(o|obj|a|so|dylib|pyc|pyo|class|bak|orig|rej|tmp|swp|log|out)$|(^|\/)(__pycache__\/[^/]+|\.coverage|coverage\.out|\.DS_Store)$/;
+/** Directory and file names whose deletion loses no work: build output, caches, virtual environments, scratch. */
+const SCRATCH_NAME = /^(build|_build|dist|out|target|coverage|htmlcov|node_modules|__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|\.hypothesis|\.tox|\.nox|\.venv|venv|\.eggs|[^/]*\.egg-info|\.coverage|\.next|\.nuxt|\.turbo|\.parcel-cache|\.cache|\.gradle|\.DS_Store|a\.out|core|tmp|temp|\.tmp|pytest-[^/]*)$/;
+/** A single file named as scratch (`tmp.txt`, `scratch.py`, `out.log`): removing it by name loses nothing. */
+const SCRATCH_FILE = /^(tmp|temp|scratch|junk)([._-][\w.-]*)?$/i;
+const BY_PRODUCT = /\.(o|obj|a|so|dylib|pyc|pyo|class|bak|orig|rej|tmp|swp|log|out|d|gcda|gcno)$/;
+
+/**
+ * Deleting `w` loses no work: it is, or lies under, a scratch or build directory (by name, or /tmp),
+ * or it names by-products (`*.pyc`, `x.o`), or (without `recursive`) one file named as scratch
+ * (`tmp.txt`). Anything else, a project file by name included, asks. A path that climbs (`..`) or is
+ * computed is never cheap. Protected paths are still judged by the path rules.
+ */
+export function cheapDelete(w: ShellWord, recursive: boolean): boolean {
+  if (w.alternatives) return w.alternatives.every((x) => cheapDelete(x, recursive));
+  const text = w.dynamic ? (w.confined ? w.pattern : undefined) : w.glob ? w.pattern : escapeGlob(w.value);
+  if (text === undefined) return false;
+  const segs = text.replace(/\/+$/, '').split('/').map((x) => x.replace(/\\(.)/g, '$1'));
+  if (segs.some((x) => x === '..') || segs.length === 0) return false;
+  const base = segs[segs.length - 1]!;
+  const dirs = segs.slice(0, -1);
+  if (/^\/tmp\/[^/]/.test(segs.join('/'))) return true;
+  if (dirs.some((x) => SCRATCH_NAME.test(x))) return true;
+  if (SCRATCH_NAME.test(base) || (BY_PRODUCT.test(base) && !base.startsWith('*.*'))) return true;
+  return !recursive && !w.dynamic && !w.glob && SCRATCH_FILE.test(base);
+}
+
 const read = (names: string | string[], opts: string, o: { numeric?: boolean } = {}) => simpleSpec(names, `${opts} ${HV}`, 'read*', o);
 
 /** The directory part of a path word (`docs/README.md` → `docs`). */
@@ -25,13 +51,17 @@ function intoDir(dest: ShellWord, src: ShellWord): ShellWord | undefined {
   if (dest.dynamic || src.dynamic) return undefined;
   const base = src.value.replace(/\/+$/, '').split('/').pop();
   if (!base || base === '.' || base === '..') return undefined;
-  const v = `${dest.value.replace(/\/+$/, '')}/${base}`;
-  return literalWord(v);
+  const dir = dest.value.replace(/\/+$/, '');
+  const v = `${dir}/${base}`;
+  if (!src.glob) return literalWord(v);
+  // a glob source (`cp *.txt /tmp/b/`) lands as the names it matches: the destination is that glob under the directory
+  const basePattern = src.pattern.replace(/\/+$/, '').split('/').pop() ?? '*';
+  return { ...src, value: v, pattern: `${escapeGlob(dir)}/${basePattern}`, prefix: `${dir}/` };
 }
 
-function copyLike(name: string, p: ParsedArgs, b: UseBuilder, access: 'read' | 'delete' | 'link'): void {
-  // cp -l / -s make links: a later write to the copy is a write to the source
-  const srcAccess = name === 'cp' && p.has('-l', '-s') ? 'link' : access;
+function copyLike(name: string, p: ParsedArgs, b: UseBuilder, accessIn: 'read' | 'delete' | 'link'): void {
+  let access: 'read' | 'delete' | 'link' | 'write' = accessIn;
+  // cp -l / -s make links: a later write to the copy is a write to the source (srcAccess below)
   const target = p.values('-t')[0];
   const ops = p.operands;
   let sources = ops;
@@ -42,13 +72,17 @@ function copyLike(name: string, p: ParsedArgs, b: UseBuilder, access: 'read' | '
   }
   const symbolic = name === 'ln' && p.has('-s') && !p.has('-r');
   if (sources.some((s) => !s.dynamic && /^\/dev\/(null|zero)$/.test(s.value)) && dest) b.effect('delete', `${name} from ${sources[0]!.value} empties "${dest.value || 'a computed path'}"`);
-  if (name === 'ln' && p.has('-f')) b.effect('delete', 'ln -f replaces whatever the link name already is');
-  if (name === 'mv' && dest && (dest.dynamic || (dest.value.startsWith('/') && !dest.value.startsWith('/workspace')) || dest.value.startsWith('..') || dest.value.startsWith('~'))) b.effect('delete', 'mv takes files out of the workspace');
+  // ln -f replaces the link name as cp overwrites its destination: a write, judged by the path rules
+  const takesOut = name === 'mv' && (!dest || dest.dynamic || (dest.value.startsWith('/') && !dest.value.startsWith('/workspace')) || dest.value.startsWith('..') || dest.value.startsWith('~'));
+  if (takesOut && dest) b.effect('delete', 'mv takes files out of the workspace');
+  // a move inside the workspace keeps the files: its sources are written (renamed), not deleted
+  if (name === 'mv' && !takesOut) access = 'write';
+  const srcAccess = name === 'cp' && p.has('-l', '-s') ? 'link' : access;
   if ((name === 'cp' || name === 'mv') && p.has('-r', '-a') && dest && !dest.dynamic && /^(\.|\.\/|\/workspace\/?)$/.test(dest.value) && sources.some((s) => s.dynamic || s.value.startsWith('/') || s.value.startsWith('..'))) b.effect('delete', `${name} -r over the whole workspace overwrites its files`);
   if (name === 'cp' && p.has('-a', '-p', '--preserve') && sources.some((s) => s.dynamic || s.value.startsWith('/'))) b.problem('cp keeps the modes (setuid bits included) of files from outside the workspace');
   for (const s of sources) {
     if (srcAccess === 'link') b.path(s, 'link', `${name} target`, symbolic && dest && !target ? dirOf(dest) : undefined);
-    else { b.path(s, 'read', `${name} source`); if (srcAccess === 'delete') b.path(s, 'delete', `${name} source`); }
+    else { b.path(s, 'read', `${name} source`); if (srcAccess === 'delete' || srcAccess === 'write') b.path(s, srcAccess, `${name} source`); }
   }
   if (!dest) return;
   b.path(dest, 'write', `${name} destination`);
@@ -232,8 +266,11 @@ export const FILE_TOOL_SPECS: CommandSpec[] = [
   simpleSpec(['rm'], `-f|--force -i -I --interactive?any --one-file-system --no-preserve-root --preserve-root?any -r|-R|--recursive -d|--dir -v|--verbose ${HV}`, 'delete*', {
     check: (p, b) => {
       // deleting scratch files and build by-products one by one loses no work; anything else asks
-      const byProducts = !p.has('-r') && p.operands.length > 0 && p.operands.every((o) => !o.dynamic && !o.glob && REGENERABLE.test(o.value));
-      if (!byProducts) b.effect('delete', 'rm deletes files');
+      // by-products and scratch by any number; one or two project files by name (a refactoring's `rm old.py`)
+      const named = p.operands.filter((o) => !cheapDelete(o, true));
+      const oneOrTwo = !p.has('-r', '-d') && named.length <= 2 && named.every((o) => !o.dynamic && !o.glob && !o.value.includes('..') && !/(^|\/)\.{0,2}\/?$/.test(o.value));
+      const cheap = p.operands.length > 0 && (p.operands.every((o) => cheapDelete(o, p.has('-r'))) || oneOrTwo);
+      if (!cheap) b.effect('delete', 'rm deletes files');
     },
   }),
   simpleSpec('rmdir', `--ignore-fail-on-non-empty -p|--parents -v|--verbose ${HV}`, 'delete*', { effects: [['delete', 'rmdir deletes directories']] }),

@@ -89,8 +89,9 @@ export const SHELL_BUILTIN_SPECS: CommandSpec[] = [
   simpleSpec('set', '-e -u -x -v -o=any -f -C -n -h -b -m -B -H -P -T -E -a -k', 'any*', { abbrev: false, stopAtOperand: true, check: (p, b) => {
     for (const o of p.values('-o', '+o')) if (o.dynamic || !['errexit', 'nounset', 'pipefail', 'xtrace', 'verbose', 'noglob', 'noclobber', 'posix', 'errtrace', 'functrace', 'hashall', 'noexec', 'monitor', 'notify', 'braceexpand', 'histexpand', 'emacs', 'vi', 'allexport', 'keyword', 'onecmd', 'physical', 'privileged', 'ignoreeof', 'interactive-comments', 'history'].includes(o.value)) b.problem(`set -o ${o.value || '(computed)'} is not modelled`);
   } }),
+  // glob options (dotglob, nocaseglob, extglob, …) are not here: the analyser judges globs under them (shell:glob-options)
   simpleSpec('shopt', '-s -u -q -p -o', 'any*', { abbrev: false, check: (p, b) => {
-    const risky = new Set(['expand_aliases', 'extdebug', 'sourcepath', 'execfail', 'xpg_echo', 'login_shell', 'restricted_shell', 'nocaseglob', 'nocasematch', 'globasciiranges', 'dotglob', 'globskipdots', 'cdable_vars', 'promptvars', 'varredir_close', 'assoc_expand_once', 'localvar_inherit']);
+    const risky = new Set(['expand_aliases', 'extdebug', 'sourcepath', 'execfail', 'xpg_echo', 'login_shell', 'restricted_shell', 'cdable_vars', 'promptvars', 'varredir_close', 'assoc_expand_once', 'localvar_inherit']);
     for (const o of p.operands) if (o.dynamic || (p.has('-s') && risky.has(o.value))) b.effect('shell-state', `shopt -s ${o.value || '(computed)'} changes how commands are found or run`);
   } }),
   simpleSpec('sleep', HV, 'any*'),

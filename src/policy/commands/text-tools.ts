@@ -5,6 +5,8 @@
  * indirect calls), find expressions (-delete, -fprint*, -exec handled by unwrap-command.ts), jq.
  */
 import { grammar, parseArgs } from './argv-parser';
+import { findNames } from '../unwrap-command';
+import { cheapDelete } from './file-tools';
 import { simpleSpec, UseBuilder, type CommandSpec } from './command-spec';
 import { literalWord, type ShellWord } from '../shell-words';
 
@@ -212,6 +214,7 @@ const find: CommandSpec = {
     if (args[i]?.value === '-D' || args[i]?.value === '-O') i += 2;
     const roots: ShellWord[] = [];
     for (; i < args.length && (args[i]!.dynamic || !/^[-(!),]/.test(args[i]!.value)); i++) roots.push(args[i]!);
+    const exprStart = i;
     for (const r of roots.length ? roots : [literalWord('.')]) b.read(r);
     for (; i < args.length; i++) {
       const a = args[i]!;
@@ -223,8 +226,14 @@ const find: CommandSpec = {
       if (FIND_WRITES.has(v)) { b.write(args[++i]); continue; }
       if (v === '-fprintf') { b.write(args[++i]); i++; continue; }
       if (v === '-delete') {
-        b.effect('delete', 'find -delete deletes what it finds');
-        for (const r of roots.length ? roots : [literalWord('.')]) b.path(r.dynamic ? r : { ...r, dynamic: true, pattern: `${r.pattern.replace(/\/+$/, '')}/**` }, 'delete', 'find -delete');
+        // a lone -name (no -o, no -prune) narrows what is deleted to that name under the roots
+        // what -delete removes: everything under the roots, or the names every branch of the expression requires
+        const names = args.some((x) => !x.dynamic && x.value === '-prune') ? undefined : findNames(args.slice(exprStart));
+        const under = (r: ShellWord, n?: string): ShellWord => ({ ...r, dynamic: true, confined: true, pattern: `${r.pattern.replace(/\/+$/, '')}/**${n ? `/${n}` : ''}` });
+        const targets = (roots.length ? roots : [literalWord('.')]).map((r) => (r.dynamic ? r : names && names.length > 1 ? { ...under(r), alternatives: names.map((n) => under(r, n)) } : under(r, names?.[0])));
+        const cheapTarget = (t: ShellWord) => (t.alternatives ?? [t]).every((x) => cheapDelete(x, true));
+        if (!targets.every(cheapTarget)) b.effect('delete', 'find -delete deletes what it finds');
+        for (const t of targets) b.path(t, 'delete', 'find -delete');
         continue;
       }
       b.problem(`find: ${v} is not modelled`);
