@@ -79,6 +79,8 @@ export class OpenAIModel implements Model {
         arm();
         acc.push(chunk);
       }
+      // The SDK's stream ends quietly when its signal aborts: a cut-off answer must not pass as whole.
+      if (signal.aborted) throw new APIUserAbortError();
     } catch (err) {
       if (idle.signal.aborted && !req.signal?.aborted) {
         throw new ModelError(`the model's stream went quiet: no data for ${Math.round(idleMs / 1000)} s (CORRAL_MODEL_TIMEOUT_MS), after ${acc.chunkCount} chunks`, undefined, { cause: err });
