@@ -13,7 +13,10 @@
  */
 import type { BudgetName, LiveDelta, RunEvent, RunUsage } from '../domain/events';
 import type { GateVerdict } from '../domain/gate';
+import { visible } from './live-output';
 import { clip, describeArgs, renderEvent } from './render-event';
+
+export { visible };
 
 export interface WatchViewOptions {
   /** true: the caller shows footer() live, so budget lines are not repeated in the log. */
@@ -247,13 +250,4 @@ export class WatchView {
   private approveCommand(runId: string, callId: string): string {
     return this.opts.approveCommand ? this.opts.approveCommand(runId, callId) : `corral approve ${runId} ${callId}`;
   }
-}
-
-/**
- * Model text made safe for a terminal: newlines and tabs stay; other control characters (C0, DEL,
- * C1), bidi controls and line separators are shown as \u{…} instead of being written.
- */
-export function visible(text: string): string {
-  // eslint-disable-next-line no-control-regex
-  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069\u2028\u2029]/g, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`);
 }

@@ -6,8 +6,9 @@
  * carved out (a child cannot get or spend more than the planner had left); depth and fan-out caps;
  * cancelling the planner cancels its children (running and queued); the tree shows in GET and report.md.
  */
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type { Scripted } from '../support/fake-decisions-server';
 import { finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness, type Harness } from '../support/corral-harness';
@@ -223,7 +224,31 @@ describe('a planner that delegates two sub-runs', () => {
     expect(childReport).toContain(`This run is a sub-run (depth 1) of \`${id}\``);
     expect(existsSync(`${runsDir}/${body.children[0].id}/workspace.patch`)).toBe(true);
   });
+
+  test('the CLI: corral watch shows the sub-runs start and end and the planner resume; corral report prints the tree', async () => {
+    const w = await corral(['watch', id, '--plain', '--api', h.url]);
+    expect(w.code).toBe(0);
+    expect(w.stdout).toMatch(/⤷ sub-run run_\S+ started \(depth 1\) for c_add: “CHILD-ADD: write add\.py/);
+    expect(w.stdout).toMatch(/⏸ waiting for 2 sub-run\(s\) without a worker slot; sandbox removed, \/workspace kept as checkpoint-1\.tar/);
+    expect(w.stdout).toMatch(/⤶ sub-run run_\S+ succeeded: .* · used /);
+    expect(w.stdout).toMatch(/▶ resumed on \S+ after [\d.]+ s: run_\S+ succeeded, run_\S+ succeeded \(new sandbox from checkpoint-1\.tar\)/);
+    const r = await corral(['report', id, '--api', h.url]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('## Sub-runs');
+    expect(r.stdout).toMatch(/├─ ✅ run_\S+ succeeded — “CHILD-ADD/);
+  });
 });
+
+/** bin/corral as a child process; resolves with its exit code and stdout. */
+function corral(args: string[]): Promise<{ code: number | null; stdout: string }> {
+  return new Promise((res, rej) => {
+    const child = spawn(resolve(__dirname, '../../bin/corral'), args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let stdout = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.on('error', rej);
+    child.on('close', (code) => res({ code, stdout }));
+  });
+}
 
 const contract = (task: string, tools: string[]) => ({ task, allowedTools: tools });
 

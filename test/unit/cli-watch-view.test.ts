@@ -230,6 +230,14 @@ describe('LiveOutput', () => {
     expect(screen(chunks)).toEqual(['line 1', 'turn 2 ▸ Hello']);
     o.print(['  ↳ final answer'], ['  bars 2/4']);
     expect(screen(chunks)).toEqual(['line 1', 'turn 2 ▸ Hello', '  ↳ final answer', '  bars 2/4', '']);
+    // Whatever a line holds, no escape reaches the terminal except the footer's own.
+    const hostile = sink(false);
+    const h = new LiveOutput(hostile.out);
+    h.print([`step 1  bash  printf '${String.fromCharCode(27)}]0;owned${String.fromCharCode(7)}'\r`], [`pending ${String.fromCharCode(27)}[2J`]);
+    h.partial(`x${String.fromCharCode(155)}y`);
+    // eslint-disable-next-line no-control-regex
+    expect(hostile.chunks.join('')).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    expect(hostile.chunks.join('')).toContain('\\u{1b}]0;owned\\u{7}');
     const plain = sink(false);
     const p = new LiveOutput(plain.out);
     p.partial('a');

@@ -83,6 +83,17 @@ test('choices other than 0 are ignored, a missing id becomes call_<index>', asyn
   expect(turn.toolCalls).toEqual([{ id: 'call_0', name: 'bash', arguments: '{}' }]);
 });
 
+test('with streaming off (CORRAL_MODEL_STREAM=false) the answer is one JSON response, routed model included, no deltas', async () => {
+  next = toolCallTurn([{ name: 'bash', id: 'c9', args: { command: 'ls' } }]);
+  const deltas: ModelDelta[] = [];
+  const m = new OpenAIModel(client, 'fake-agent');
+  const turn = await m.complete({ messages: [{ role: 'user', content: 'go' }], tools: [], model: 'cheap-model', onDelta: (d) => deltas.push(d) });
+  expect(server.requests.at(-1)!.body).toMatchObject({ model: 'cheap-model' });
+  expect(server.requests.at(-1)!.body.stream).toBeUndefined();
+  expect(turn.toolCalls).toEqual([{ id: 'c9', name: 'bash', arguments: '{"command":"ls"}' }]);
+  expect(deltas).toEqual([]);
+});
+
 describe('hostile streams are refused with a reason', () => {
   test.each<[string, unknown[], string]>([
     ['text past the cap', Array.from({ length: 11 }, () => chunk({ content: 'y'.repeat(100) })), 'the answer\'s text passed 1000 characters'],
