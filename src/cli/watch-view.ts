@@ -82,6 +82,8 @@ export class WatchView {
   private budgets: Record<BudgetName, number> | null = null;
   private usage: RunUsage = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 };
   private startedAt: number | null = null;
+  /** The run waited for sub-runs: a later sandbox.ready does not restart its wall-time clock. */
+  private resumed = false;
   private lastTs: number | null = null;
   private receivedAt: number | null = null;
   private step = 0;
@@ -109,6 +111,7 @@ export class WatchView {
         this.budgets = { ...e.budgets };
         this.usage = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 };
         this.startedAt = Number.isFinite(ts) ? ts : null;
+        this.resumed = false;
         this.step = 0;
         return [
           `▶ ${e.runId} started on ${e.workerId}${attempt && attempt > 1 ? ` (attempt ${attempt})` : ''}`,
@@ -169,8 +172,20 @@ export class WatchView {
       }
       case 'sandbox.ready':
       case 'context.loaded':
-        // The budget meter (and its wall-time clock) starts when the agent loop does, after these.
-        if (Number.isFinite(ts)) this.startedAt = ts;
+        // The budget meter (and its wall-time clock) starts when the agent loop does, after these;
+        // a sandbox re-created after waiting for sub-runs does not restart it.
+        if (Number.isFinite(ts) && !this.resumed) this.startedAt = ts;
+        return this.other(e);
+      case 'run.suspended':
+        this.resumed = true;
+        return this.other(e);
+      case 'subrun.finished':
+        // What a sub-run used is the run's usage too (its budgets were carved out of the run's).
+        this.usage.llmCalls += e.usage.llmCalls;
+        this.usage.toolCalls += e.usage.toolCalls;
+        this.usage.inputTokens += e.usage.inputTokens;
+        this.usage.outputTokens += e.usage.outputTokens;
+        this.usage.costUsd += e.usage.costUsd;
         return this.other(e);
       default:
         return this.other(e);

@@ -119,6 +119,26 @@ test('a second attempt (run.started again after a crash) starts the counts afres
   for (const l of budgets) expect(l).toMatch(/^ {2}budget: LLM calls ▓▓▓░░░░░░░ 1\/4 · /);
 });
 
+test('a run that waited for sub-runs: their usage counts in the bars, and the clock keeps the first start', () => {
+  const view = new WatchView({ live: false });
+  const b = { llmCalls: 10, toolCalls: 10, tokens: 10_000, wallTimeS: 100, costUsd: 1 };
+  const granted = { llmCalls: 3, toolCalls: 3, tokens: 3000, wallTimeS: 75, costUsd: 0.3 };
+  const used = { llmCalls: 2, toolCalls: 2, inputTokens: 200, outputTokens: 40, costUsd: 0.05, wallTimeMs: 3000 };
+  const at = (sec: number, body: RunEventBody, seq: number): RunEvent => ({ ...body, runId: 'run_watch01', seq, ts: new Date(T0 + sec * 1000).toISOString() }) as RunEvent;
+  const lines = [
+    at(0, { type: 'run.started', workerId: 'w', task: 't', policy: 'default', approvals: false, model: 'm', budgets: b }, 1),
+    at(1, { type: 'sandbox.ready', containerId: 'aaaaaaaaaaaa1', image: 'i', ms: 1, egressAllow: [] }, 2),
+    at(2, { type: 'subrun.started', callId: 'c1', childRunId: 'run_child0001', task: 'do it', budgets: granted, depth: 1, checkpoint: 'checkpoint-1.tar' }, 3),
+    at(2, { type: 'run.suspended', children: ['run_child0001'], checkpoint: 'checkpoint-1.tar', sandboxKept: false }, 4),
+    at(40, { type: 'sandbox.ready', containerId: 'bbbbbbbbbbbb2', image: 'i', ms: 1, egressAllow: [] }, 5),
+    at(40, { type: 'subrun.finished', callId: 'c1', childRunId: 'run_child0001', outcome: 'succeeded', reason: 'ok', usage: used, budgets: granted, node: { runId: 'run_child0001', task: 'do it', outcome: 'succeeded', reason: 'ok', usage: used, budgets: granted, children: [] } }, 6),
+    at(40, { type: 'run.resumed', workerId: 'w2', children: [{ runId: 'run_child0001', outcome: 'succeeded' }], waitedMs: 38_000, checkpoint: 'checkpoint-1.tar' }, 7),
+    at(41, { type: 'model.response', turn: 2, content: null, toolCalls: [{ id: 'x', name: 'bash', arguments: '{}' }], usage: usage(100, 10), costUsd: 0.01, ms: 5, model: 'm', finishReason: 'tool_calls' }, 8),
+  ].flatMap((e) => view.push(e));
+  expect(lines.find((l) => l.startsWith('  budget:'))).toBe('  budget: LLM calls ▓▓▓░░░░░░░ 3/10 · tool calls ▓▓░░░░░░░░ 2/10 · tokens ░░░░░░░░░░ 350/10k · cost ▓░░░░░░░░░ $0.06/$1.00 · time ▓▓▓▓░░░░░░ 40/100 s');
+  expect(lines).toContain('  ⏸ waiting for 1 sub-run(s) without a worker slot; sandbox removed, /workspace kept as checkpoint-1.tar');
+});
+
 describe('streamed text (live deltas)', () => {
   const delta = (turn: number, more: Record<string, unknown>) => ({ type: 'model.delta' as const, runId: 'run_watch01', turn, ts: new Date(T0).toISOString(), ...more });
 

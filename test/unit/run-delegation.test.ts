@@ -4,6 +4,7 @@
  * get more than there is (asking past what is left, several calls in one turn adding up, a share of
  * nothing, a wall time stacked by siblings).
  */
+import { loadConfig } from '../../src/config';
 import { BudgetMeter } from '../../src/run/budget-meter';
 import { grantBudgets } from '../../src/run/delegation';
 import { NO_SIGNALS, routeTurn, routingFor } from '../../src/run/model-router';
@@ -152,5 +153,13 @@ describe('model routing', () => {
     expect(RunSpec.safeParse({ ...base, routing: { strong: 'a', cheap: 'b', strongOn: ['every-turn'] } }).success).toBe(false);
     expect(RunSpec.safeParse({ ...base, routing: { strong: 'a', cheap: 'b', extra: 1 } }).success).toBe(false);
     expect(RunSpec.parse({ ...base, routing: { strong: 'a', cheap: 'b' } }).routing?.strongOn).toContain('first-turn');
+  });
+
+  test('server-wide routing: both models or neither, different ones, known rules — else start-up stops naming the variable', () => {
+    expect(loadConfig({ CORRAL_ROUTING_STRONG_MODEL: 'S', CORRAL_ROUTING_CHEAP_MODEL: 'C', CORRAL_ROUTING_STRONG_ON: 'first-turn, after-failed-check,first-turn' }).CORRAL_ROUTING_STRONG_ON).toEqual(['first-turn', 'after-failed-check']);
+    expect(() => loadConfig({ CORRAL_ROUTING_STRONG_MODEL: 'S' })).toThrow('CORRAL_ROUTING_STRONG_MODEL and CORRAL_ROUTING_CHEAP_MODEL go together');
+    expect(() => loadConfig({ CORRAL_ROUTING_STRONG_MODEL: 'S', CORRAL_ROUTING_CHEAP_MODEL: 'S' })).toThrow('CORRAL_ROUTING_CHEAP_MODEL must differ');
+    expect(() => loadConfig({ CORRAL_ROUTING_STRONG_ON: 'first-turn,always' })).toThrow(/CORRAL_ROUTING_STRONG_ON.*unknown rule\(s\) always/);
+    expect(() => loadConfig({ CORRAL_SUBRUN_MAX_DEPTH: '9' })).toThrow(/CORRAL_SUBRUN_MAX_DEPTH/);
   });
 });
