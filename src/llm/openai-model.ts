@@ -3,8 +3,9 @@
  * retries handle 429/5xx; what still fails becomes a ModelError (the openai → corral boundary).
  *
  * With `stream` on, the answer is requested with `stream: true` and assembled by StreamAccumulator
- * (bounded sizes, checked fields), each piece going to the request's onDelta as it arrives. A stream
- * that goes quiet for `idleTimeoutMs` is aborted. When the server reports no usage for a streamed
+ * (bounded sizes, checked fields), each piece going to the request's onDelta as it arrives. Until the
+ * response starts, the SDK's timeout and retries apply as for a plain request; a stream that then
+ * goes quiet for `idleTimeoutMs` is aborted. When the server reports no usage for a streamed
  * answer, tokens are estimated (4 characters a token) so the token and cost budgets still hold.
  * The request's `model` (model routing) overrides the model this adapter was made with.
  */
@@ -73,8 +74,9 @@ export class OpenAIModel implements Model {
     };
     const acc = new StreamAccumulator(this.opts.bounds ?? DEFAULT_STREAM_BOUNDS, req.onDelta);
     try {
-      arm();
+      // Until the response starts, the SDK's own timeout and retries apply; from then on, silence does.
       const stream = await this.client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal });
+      arm();
       for await (const chunk of stream) {
         arm();
         acc.push(chunk);
