@@ -307,7 +307,7 @@ export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandCo
   const spec = findSpec(label);
   if (spec && args.length > 0 && args.every((a) => !a.dynamic && HELP.test(a.value)) && !label.includes('/')) return out; // --help / --version only
   const use: CommandUse | undefined = spec
-    ? spec.use(args, label)
+    ? spec.use(args, label, new Map(c.assigns.map((a) => [a.name, a.value])))
     : label.includes('/') ? { label, problems: [], paths: [{ word: head, access: 'exec', what: `${label} runs a program` }], effects: [], runsProjectCode: true, inner: [], readOnly: false } : undefined;
   if (rules.length === 0) out.push({ decision: 'ask', rule: 'none:command', reason: `no rule allows "${label}"${c.wrappers.length ? ` (inside ${c.wrappers.join(', ')})` : ''}` });
   if (!use) {
@@ -317,6 +317,7 @@ export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandCo
   }
   for (const p of use.problems) out.push({ decision: 'ask', rule: 'shell:not-understood', risk: 'medium', reason: p.startsWith(`${use.label}`) || p.startsWith(`${use.label.split(' ')[0]}`) ? p : `${use.label}: ${p}` });
   for (const e of use.effects) out.push(...effectVerdicts(policy, e.effect, e.why));
+  if (use.env) out.push(...envVerdicts(policy, use.label, use.env));
   for (const p of use.paths) out.push(...pathVerdicts(policy, p, c));
   if (use.runsProjectCode) {
     out.push(...writeThenRun(use, ctx, label));

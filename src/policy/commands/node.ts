@@ -21,6 +21,9 @@ const NODE = grammar(
 
 function loadedModule(b: UseBuilder, w: ShellWord, what: string): void {
   if (w.dynamic || /^[./~]/.test(w.value)) b.path(w, 'exec', what);
+  // a URL (data:, http:, file:, node:) is code or a file the gate does not read; a bare name is a package in node_modules
+  else if (/^[A-Za-z][A-Za-z0-9+.-]*:/.test(w.value)) b.effect('exec-inline', `${what} from a URL (${w.value.slice(0, 40)})`);
+  else if (!/^(@[A-Za-z0-9._-]+\/)?[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/.test(w.value)) b.problem(`${what}: "${w.value.slice(0, 40)}" is not a package name`);
 }
 
 export function nodeUse(args: ShellWord[], name: string): CommandUse {
