@@ -51,11 +51,27 @@ const CMAKE_E: Record<string, string[]> = {
   cat: ['cat'], sha256sum: ['sha256sum'], md5sum: ['md5sum'], sha1sum: ['sha1sum'], env: ['env'], tar: ['tar'], true: ['true'], false: ['false'], sleep: ['sleep'], capabilities: ['true'],
 };
 
-const cmake = simpleSpec('cmake', '-S=read -B=write -G=any -T=any -A=any -D=any -U=any -C=exec -P=exec -E --build=read --target|-t=any -j|--parallel?any --config=any --clean-first --install=read --prefix=write --component=any --strip --preset=any --workflow --list-presets?any --fresh -L -LA -LH -LAH -N -Wdev -Wno-dev -Werror=any -Wno-error=any --warn-uninitialized --log-level=any --log-context --debug-output --trace --trace-expand --trace-source=any --toolchain=exec --install-prefix=write --graphviz=write --system-information?write -h|--help --version -v|--verbose', (p, b) => {
+const cmake = simpleSpec('cmake', '-S=read -B=write -G=any -T=any -A=any -D=any -U=any -C=exec -P=exec -E --build=read --target|-t=any -j|--parallel?any --config=any --clean-first --install=read --prefix=write --component=any --strip --preset=any --workflow --list-presets?any --fresh -L -LA -LH -LAH -N -Wdev -Wno-dev -Werror=any -Wno-error=any --warn-uninitialized --log-level=any --log-context --debug-output --trace --trace-expand --trace-source=any --toolchain=any --install-prefix=write --graphviz=write --system-information?write -h|--help --version -v|--verbose', (p, b) => {
   if (p.has('-E')) return;
-  for (const d of p.values('-D')) if (d.dynamic || /(COMPILER|LAUNCHER|LINKER|TOOLCHAIN|_SHELL|PROJECT_INCLUDE|CODE_INCLUDE|CMAKE_MAKE_PROGRAM|WRAPPER)/i.test(d.value.split('=')[0]!)) b.effect('exec-hidden', `cmake -D${d.value.split('=')[0] || '(computed)'} names a program the build runs`);
+  for (const d of p.values('-D')) {
+    const key = d.value.split('=')[0]!.replace(/:\w+$/, ''); // -DNAME:TYPE=VALUE
+    const value = d.value.slice(d.value.indexOf('=') + 1);
+    if (!d.dynamic && d.value.includes('=') && cmakeProgramKnown(key, value, b)) continue;
+    if (d.dynamic || /(COMPILER|LAUNCHER|LINKER|TOOLCHAIN|_SHELL|PROJECT_INCLUDE|CODE_INCLUDE|CMAKE_MAKE_PROGRAM|WRAPPER)/i.test(key)) b.effect('exec-hidden', `cmake -D${key || '(computed)'} names a program the build runs`);
+  }
+  for (const t of p.values('--toolchain')) b.path(t, 'exec', 'cmake --toolchain runs the toolchain file');
   for (const o of p.operands) b.read(o);
 }, { project: true, abbrev: false });
+
+/** A compiler by plain name, a known compiler cache as launcher, a toolchain file (code: checked like a script it runs). */
+const PLAIN_COMPILER = /^(gcc|g\+\+|cc|c\+\+|clang|clang\+\+|cpp|gfortran|musl-gcc|tcc|clang-cl)(-\d+)?$/;
+const LAUNCHERS = /^(ccache|sccache|distcc|icecc|buildcache)$/;
+function cmakeProgramKnown(key: string, value: string, b: UseBuilder): boolean {
+  if (/^CMAKE_(C|CXX|Fortran|OBJC|OBJCXX|ASM|CUDA|HIP)_COMPILER$/.test(key)) return PLAIN_COMPILER.test(value) || /^\/usr\/bin\/[\w+.-]+$/.test(value) && PLAIN_COMPILER.test(value.slice(9));
+  if (/^CMAKE_(C|CXX|Fortran|OBJC|OBJCXX|CUDA|HIP)_COMPILER_LAUNCHER$/.test(key)) return LAUNCHERS.test(value) || /^\/usr\/bin\/[\w.-]+$/.test(value) && LAUNCHERS.test(value.slice(9));
+  if (key === 'CMAKE_TOOLCHAIN_FILE' && value !== '' && !/[;$`\s]/.test(value)) { b.path(literalWord(value), 'exec', 'cmake -DCMAKE_TOOLCHAIN_FILE runs the toolchain file'); return true; }
+  return false;
+}
 
 const ctest = simpleSpec('ctest', '--output-on-failure -V|--verbose -VV|--extra-verbose -j|--parallel?any -R|--tests-regex=any -E|--exclude-regex=any -L|--label-regex=any -LE|--label-exclude=any --test-dir=read --preset=any -C|--build-config=any --timeout=any --rerun-failed --stop-on-failure -N|--show-only?any -Q|--quiet -O|--output-log=write --no-tests=any --repeat=any --schedule-random -h|--help --version', 'none', { project: true, abbrev: false });
 

@@ -161,13 +161,18 @@ const tar: CommandSpec = {
       '-f|--file=any -C|--directory=dir -T|--files-from=read -X|--exclude-from=read --exclude=any --exclude-vcs --exclude-caches -z|--gzip|--gunzip -j|--bzip2 -J|--xz --zstd --lzma --lzip -a|--auto-compress ' +
       '-v|--verbose -k|--keep-old-files --keep-newer-files --skip-old-files -p|--preserve-permissions --same-permissions --no-same-owner --no-same-permissions -m|--touch -o|-O|--to-stdout ' +
       '--strip-components=any --wildcards --no-wildcards --anchored --null --numeric-owner --owner=any --group=any --mode=any --mtime=any --sort=any --transform=any --xform=any -h|--dereference -P|--absolute-names ' +
-      '-b|--blocking-factor=any --format=any -H=any --totals?any -W|--verify -S|--sparse --overwrite --recursive --no-recursion --one-file-system -l --check-links --ignore-failed-read -w|--interactive!interactive ' +
+      '-b|--blocking-factor=any --format=any -H=any --totals?any -W|--verify -S|--sparse --overwrite --recursive --no-recursion --one-file-system -l --check-links --ignore-failed-read -w|--interactive!interactive --force-local ' +
       `-I|--use-compress-program=exec --to-command=exec --checkpoint?any --checkpoint-action=exec --info-script=exec -F|--new-volume-script=exec --rsh-command=exec --rmt-command=exec ${HV}`,
     );
     const p = parseArgs(g, argv);
     b.options(p);
     const archive = p.values('-f')[0];
     const creates = p.has('-c', '-r', '-u', '-A');
+    // GNU tar takes `host:path` (a colon before any slash) for an archive on another host, reached with rsh/ssh
+    if (archive && (archive.dynamic || /^[^/]*:/.test(archive.value)) && !p.has('--force-local')) {
+      if (archive.dynamic) b.problem('tar: an archive name computed at run time may name another host (host:path)');
+      else b.effect(creates ? 'upload' : 'network', `tar -f ${archive.value.slice(0, 40)} is an archive on another host`);
+    }
     if (archive && archive.value !== '-') b.path(archive, creates ? 'write' : 'read', 'tar archive');
     const dir = p.values('-C')[0];
     if (creates) for (const o of p.operands) b.path(o, 'read', 'tar', dir);

@@ -97,6 +97,20 @@ const trap: CommandSpec = {
   },
 };
 
+/**
+ * `bash FILE ARGS` (what unwrap-command.ts leaves of a shell after -c and standard-input scripts):
+ * the file is a script run, like `./FILE`. Options left here are ones unwrapping did not model.
+ */
+const shellScript: CommandSpec = {
+  names: ['sh', 'bash', 'dash', 'zsh', 'ksh', 'ash', 'mksh'],
+  use(args, name) {
+    const b = new UseBuilder(name);
+    const script = args[0];
+    if (!script || script.dynamic || script.value.startsWith('-') || script.value.startsWith('+')) return b.problem(`${name}: options or input the analyser did not model`).use;
+    return b.path(script, 'exec', `${name} runs a script`).project().use;
+  },
+};
+
 /** `hash`: lists, forgets (-r, -d) or looks up (-t, NAME) remembered program paths; `-p PATH NAME` binds a name to any program. */
 const hash = simpleSpec('hash', '-r -d -t -l -p=any', 'any*', { abbrev: false, check: (p, b) => { if (p.has('-p')) b.effect('shell-state', 'hash -p makes a command name run another program'); } });
 
@@ -115,7 +129,7 @@ export const SHELL_BUILTIN_SPECS: CommandSpec[] = [
     const risky = new Set(['expand_aliases', 'extdebug', 'sourcepath', 'execfail', 'xpg_echo', 'login_shell', 'restricted_shell', 'cdable_vars', 'promptvars', 'varredir_close', 'assoc_expand_once', 'localvar_inherit']);
     for (const o of p.operands) if (o.dynamic || (p.has('-s') && risky.has(o.value))) b.effect('shell-state', `shopt -s ${o.value || '(computed)'} changes how commands are found or run`);
   } }),
-  trap, hash,
+  trap, hash, shellScript,
   simpleSpec('sleep', HV, 'any*'),
   simpleSpec('date', `-d|--date=any -f|--file=read -I|--iso-8601?any -R|--rfc-email --rfc-3339=any -r|--reference=read -u|--utc|--universal --debug ${HV}`, 'any*', { check: (p, b) => {
     for (const o of p.operands) if (!o.dynamic && !o.value.startsWith('+')) b.effect('privilege', 'date with an operand sets the clock');
