@@ -103,7 +103,7 @@ export function analyze(policy: Policy, command: string): ShellAnalysis {
 }
 
 /** Commands that put content the agent chose into files (compilers and build tools write derived files, which do not count). */
-const CONTENT_WRITERS = new Set(['split', 'csplit', 'tee', 'cp', 'mv', 'ln', 'install', 'sed', 'gsed', 'awk', 'gawk', 'mawk', 'nawk', 'dd', 'patch', 'curl', 'wget', 'tar', 'unzip', 'git', 'printf', 'echo', 'xxd', 'base64', 'uniq', 'sort', 'iconv']);
+const CONTENT_WRITERS = new Set(['npm', 'split', 'csplit', 'tee', 'cp', 'mv', 'ln', 'install', 'sed', 'gsed', 'awk', 'gawk', 'mawk', 'nawk', 'dd', 'patch', 'curl', 'wget', 'tar', 'unzip', 'git', 'printf', 'echo', 'xxd', 'base64', 'uniq', 'sort', 'iconv']);
 
 /** Files that cannot carry code a later command runs (writing them first is not "write then run"). */
 const DATA_FILE = /\.(txt|md|log|csv|tsv|out|err|rst|html?|xml|svg|png|jpe?g|gif|diff|patch|orig|bak)$/i;

@@ -146,6 +146,8 @@ function npmUse(args: ShellWord[], name: string): CommandUse {
     // package.json is a workspace file: its scripts are the project's code, run (and judged) when npm runs them
     if (rest.some((a) => a.dynamic)) return b.problem(`${label}: arguments computed at run time`).use;
     if (!['set', 'delete', 'fix'].includes(verb ?? '')) return b.problem(`${label} ${verb ?? ''} is not modelled`).use;
+    // a script set here runs as `sh -c VALUE` on the next npm run: judged now as that command
+    for (const a of rest.slice(1)) { const m = /^scripts\.[^=]+=(.*)$/s.exec(a.value); if (verb === 'set' && m) b.inner([literalWord('sh'), literalWord('-c'), literalWord(m[1]!)]); }
     return b.write(literalWord('package.json')).use;
   }
   if (s === 'cache') { const verb = rest[0]?.value; if (verb === 'ls' || verb === 'verify') return b.use; return b.effect('delete', `${label} ${verb ?? ''} changes the npm cache`).use; }

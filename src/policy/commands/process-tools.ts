@@ -47,6 +47,8 @@ function gdbUse(args: ShellWord[], name: string): CommandUse {
   if (p.has('--cd', '-tty')) b.problem(`${name} --cd/-tty is not modelled`);
   if (p.has('-x', '-ix')) b.effect('exec-inline', `${name} -x runs a gdb command file, which can run shell commands`);
   for (const c of p.values('-ex', '-iex')) {
+    const sh = /^\s*(?:shell|!)\s*(.+)$/s.exec(c.value);
+    if (!c.dynamic && sh) { b.inner([literalWord('sh'), literalWord('-c'), literalWord(sh[1]!)]); continue; } // judged as the shell command it is
     if (c.dynamic || !SAFE_GDB.test(c.value.trim())) b.effect('exec-inline', `${name} -ex "${c.value.slice(0, 40)}" is a gdb command that can run code or shell commands`);
   }
   const [program, ...rest] = p.operands;
