@@ -35,7 +35,7 @@ const make = simpleSpec(['make', 'gmake'], '-C|--directory=dir -f|--file|--makef
       if (MAKE_FLAG_VARS.has(name!)) continue; // flags: the env rules decide on their values
       if (MAKE_EXEC_VARS.test(name!) && !MAKE_COMPILER_VARS.has(name!)) { b.effect('exec-hidden', `make ${name}=… overrides a program or the flags make runs with`); continue; }
       // any other variable is substituted into the Makefile's recipes, which the gate does not read: only plain values
-      if (value.dynamic || !/^[\w.,:+@%=\/-]*$/.test(value.value)) b.problem(`make ${name}=…: a value with blanks or shell characters is substituted into recipes the gate cannot see`);
+      if (value.dynamic || !/^[\w.,:+@%=/-]*$/.test(value.value)) b.problem(`make ${name}=…: a value with blanks or shell characters is substituted into recipes the gate cannot see`);
       else if (value.value.includes('/')) b.path(value, 'exec', `make ${name}= may name a program the recipes run`);
       continue;
     }
@@ -108,7 +108,7 @@ const cc: CommandSpec = {
         if (!valueWord || valueWord.dynamic) { b.problem(`${name} ${v}: options computed at run time`); continue; }
         const items = v.startsWith('-X') ? [valueWord.value] : v.slice(4).split(',');
         if (items.some((x) => /plugin|wrap|dynamic-linker|fuse-ld|specs|^-B|^-?-load/.test(x))) { b.effect('exec-hidden', `${name} ${v} ${items.join(',').slice(0, 60)} passes a plugin or wrapper to the ${stage}`); continue; }
-        const safe = stage === 'preprocessor' ? /^-([DUI]\S*|W[a-z-]*|C|P|undef|d[DMN]|nostdinc)$/ : stage === 'assembler' ? /^-?-(noexecstack|64|32|g|gdwarf[\w-]*|march=[\w.+-]+|mrelax[\w-]*|EL|EB|fatal-warnings|warn|no-warn)$/ : /^-?-(as-needed|no-as-needed|gc-sections|no-undefined|export-dynamic|whole-archive|no-whole-archive|start-group|end-group|rpath(=[\w.\/$-]+)?|O[0-3]|s|x|E|z|relro|now|noexecstack|build-id(=\w+)?|soname(=[\w.+-]+)?|strip-all|strip-debug|[\w.\/$-]+\.so[\w.]*)$|^[\w.$\/-]+$/;
+        const safe = stage === 'preprocessor' ? /^-([DUI]\S*|W[a-z-]*|C|P|undef|d[DMN]|nostdinc)$/ : stage === 'assembler' ? /^-?-(noexecstack|64|32|g|gdwarf[\w-]*|march=[\w.+-]+|mrelax[\w-]*|EL|EB|fatal-warnings|warn|no-warn)$/ : /^-?-(as-needed|no-as-needed|gc-sections|no-undefined|export-dynamic|whole-archive|no-whole-archive|start-group|end-group|rpath(=[\w./$-]+)?|O[0-3]|s|x|E|z|relro|now|noexecstack|build-id(=\w+)?|soname(=[\w.+-]+)?|strip-all|strip-debug|[\w./$-]+\.so[\w.]*)$|^[\w.$/-]+$/;
         const bad = items.find((x) => !safe.test(x));
         if (bad !== undefined) b.problem(`${name} ${v}: the ${stage} option "${bad.slice(0, 40)}" is not modelled`);
         continue;

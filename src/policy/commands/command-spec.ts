@@ -94,7 +94,8 @@ export class UseBuilder {
     for (const o of p.opts) {
       for (const e of o.def.effects) this.effect(e as Effect, `${this.use.label} ${o.name}`);
       if (o.value) this.value(o.value, o.def.value!.kind, `${this.use.label} ${o.name}`);
-      if (o.value && o.def.value!.kind === 'clear') this.effect('delete', `${this.use.label} ${o.name} removes what is in ${o.value.dynamic ? 'a computed directory' : `"${o.value.value}"`}`);
+      // a directory in /tmp is scratch: emptying it loses no work (the path check still judges where it is)
+      if (o.value && o.def.value!.kind === 'clear' && !(!o.value.dynamic && /^\/tmp\/(?!(.*\/)?\.\.(\/|$))./.test(o.value.value))) this.effect('delete', `${this.use.label} ${o.name} removes what is in ${o.value.dynamic ? 'a computed directory' : `"${o.value.value}"`}`);
     }
     return this;
   }

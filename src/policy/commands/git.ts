@@ -69,6 +69,10 @@ function looksLikePath(w: ShellWord): boolean {
   return w.dynamic || w.glob || !looksLikeRevision(w.value);
 }
 
+const submoduleNet = network('fetches or runs commands in submodules', (p, b) => {
+  if (p.operands[0]?.value === 'foreach') { b.effect('exec-inline', 'git submodule foreach runs a command string'); const cmd = p.operands[p.operands.length - 1]; if (cmd) b.inner([literalWord('sh'), literalWord('-c'), cmd]); }
+});
+
 const SUBS: Record<string, Sub> = {
   status: sub('-s|--short -b|--branch -v|--verbose -u|--untracked-files?any --porcelain?any --long --ignored?any -z --column?any --no-column --ahead-behind --no-ahead-behind --renames --no-renames --find-renames?any --ignore-submodules?any --show-stash', (p, b, l) => revsAndPaths(p, b, 'read', l, true)),
   diff: readRevs(LOG_OPTS),
@@ -249,9 +253,10 @@ const SUBS: Record<string, Sub> = {
   fetch: network('fetches from another repository'),
   clone: network('fetches another repository'),
   'ls-remote': network('contacts another repository'),
-  submodule: network('fetches or runs commands in submodules', (p, b) => {
-    if (p.operands[0]?.value === 'foreach') { b.effect('exec-inline', 'git submodule foreach runs a command string'); const cmd = p.operands[p.operands.length - 1]; if (cmd) b.inner([literalWord('sh'), literalWord('-c'), cmd]); }
-  }),
+  // status and summary only read the submodules' checked-out state
+  submodule: (args, label) => (args[0] && !args[0].dynamic && ['status', 'summary'].includes(args[0].value) && args.slice(1).every((a) => !a.dynamic && /^(--cached|--recursive|-q|--quiet|--files|--for-status|-n\d*)$|^[^-]/.test(a.value))
+    ? new UseBuilder(label).use : submoduleNet(args, label)),
+  'update-index': sub('--assume-unchanged --no-assume-unchanged --skip-worktree --no-skip-worktree --refresh --really-refresh -q --unmerged --ignore-missing --fsmonitor-valid --no-fsmonitor-valid', (p, b, l) => revsAndPaths(p, b, 'read', l, true)),
   'send-email': network('sends mail', (_p, b) => b.effect('upload', 'git send-email sends patches')),
   'request-pull': network('runs git ls-remote on the URL it is given'),
   daemon: network('serves repositories', (_p, b) => b.effect('server', 'git daemon listens for connections')),
@@ -263,7 +268,7 @@ const SUBS: Record<string, Sub> = {
   svn: network('talks to a Subversion server'),
   p4: network('talks to a Perforce server'),
 };
-for (const k of ['replace', 'read-tree', 'symbolic-ref', 'hook', 'difftool', 'mergetool', 'gui', 'citool', 'update-index', 'hash-object', 'commit-tree', 'write-tree', 'mktree', 'unpack-objects', 'sparse-checkout', 'maintenance', 'rerere', 'fast-import', 'fast-export', 'web--browse', 'bugreport', 'pack-refs', 'multi-pack-index', 'commit-graph', 'interpret-trailers', 'mailinfo', 'mailsplit', 'stripspace', 'column', 'check-ref-format', 'get-tar-commit-id', 'upload-pack', 'receive-pack', 'shell', 'remote-ext', 'remote-fd']) {
+for (const k of ['replace', 'read-tree', 'symbolic-ref', 'hook', 'difftool', 'mergetool', 'gui', 'citool', 'hash-object', 'commit-tree', 'write-tree', 'mktree', 'unpack-objects', 'sparse-checkout', 'maintenance', 'rerere', 'fast-import', 'fast-export', 'web--browse', 'bugreport', 'pack-refs', 'multi-pack-index', 'commit-graph', 'interpret-trailers', 'mailinfo', 'mailsplit', 'stripspace', 'column', 'check-ref-format', 'get-tar-commit-id', 'upload-pack', 'receive-pack', 'shell', 'remote-ext', 'remote-fd']) {
   if (!SUBS[k]) SUBS[k] = (_args, label) => new UseBuilder(label).problem(`${label} is not modelled`).use;
 }
 

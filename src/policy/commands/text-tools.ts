@@ -174,7 +174,7 @@ export function scanAwk(program: string): AwkFacts {
   const code = tokens.code.replace(/\\\r?\n/g, ' ').replace(/(,|&&|\|\|)[ \t]*\r?\n/g, '$1 ');
   const strings = tokens.strings;
   // ARGV/ARGC written by the program: the files it reads are decided at run time
-  if (/\bARGV\s*\[[^\]]*\]\s*(?:[-+*\/%^]?=(?!=)|\+\+|--)|\bARGC\s*(?:[-+*\/%^]?=(?!=)|\+\+|--)|(?:\+\+|--)\s*ARG[CV]\b|\bdelete\s+ARGV|\b(?:split|sub|gsub|patsplit|asort|asorti|getline)\b[^;}\n]*\bARGV\b/.test(code)) f.argv = true;
+  if (/\bARGV\s*\[[^\]]*\]\s*(?:[-+*/%^]?=(?!=)|\+\+|--)|\bARGC\s*(?:[-+*/%^]?=(?!=)|\+\+|--)|(?:\+\+|--)\s*ARG[CV]\b|\bdelete\s+ARGV|\b(?:split|sub|gsub|patsplit|asort|asorti|getline)\b[^;}\n]*\bARGV\b/.test(code)) f.argv = true;
   const target = (after: string): ShellWord => {
     const m = /^\s*"(\d+)"\s*(?:[;}\n]|$)/.exec(after);
     return m ? literalWord(strings[Number(m[1])]!) : { ...literalWord(''), dynamic: true, pattern: '**' };
