@@ -11,20 +11,30 @@
  *   2. `if`/`elif`/`else`, `while`/`until`, `for NAME in WORDS`, `case` with word patterns, `time`.
  *   3. Simple commands whose name is a literal word (quotes and escapes removed, `/usr/bin/x` → x),
  *      with prefix assignments; `cd`/`pushd` targets tracked in order for relative paths.
- *   4. Words: literals, quotes, `$'…'`, `~`, plain parameter expansions, command and process
- *      substitutions (their commands analysed like any other), arithmetic over literal numbers,
- *      globs, extglobs, brace expansions (shell-words.ts lists the word-level exceptions).
+ *   4. Words: literals, quotes, `$'…'` (ending at a NUL), `~` (also after `=` in assignment-like
+ *      arguments), plain parameter expansions (a variable is bound only when its one setting in the
+ *      call is that value; unquoted expansions are field-split and globbed again), command and process
+ *      substitutions (their commands analysed like any other; echo/printf/pwd/mktemp/git ls-files
+ *      output evaluated where known, shell-output.ts), globs, brace expansions also across quoted
+ *      parts (shell-words.ts lists the word-level exceptions).
  *   5. Redirections `<` `>` `>>` `>|` `<>` `&>` `&>>`, fd duplication and closing (`2>&1`, `>&2`,
- *      `<&-`), here-docs and here-strings (their bodies are data; expansions in them are analysed).
+ *      `<&-`), here-docs and here-strings (their bodies are data, backslashes literal as in bash;
+ *      expansions in them are analysed).
  *   6. Assignments with literal or plainly expanded values, `export`/`local`/`readonly`/`declare`
- *      with the flags -x -r -g -a -A -l -u -p -f -F; `[[ … ]]` with string, regex and file tests.
- *   7. `(( … ))`, `let`, `for (( … ))` and `[[ a -eq b ]]` over literal numbers only.
- * Not understood (ask): function definitions (a call to a defined name is still judged as the
- * command it names), background jobs `&`, coprocesses, `select`, namerefs and integer variables
- * (`declare -n`/`-i`), array subscripts or arithmetic that read variables, `[[ -v ]]` on computed
- * names, `${!x}`, `${x@P}`, a command name computed at run time, a parse error, a `bash -c` whose
- * string is computed. Denied outright: input longer than the limit, more commands than the limit,
- * nesting deeper than the parser or the analyser can follow.
+ *      with the flags -x -r -g -a -A -l -u -p -f -F (assignments too); `[[ … ]]` with string, regex
+ *      and file tests.
+ *   7. `(( … ))`, `let`, `for (( … ))`, `$(( ))` and `[[ a -eq b ]]` over literal numbers and over
+ *      variables that can only hold numbers here (arithmeticNames / textValued).
+ *   8. Functions: each call by name is judged as the body with that call's arguments (at most 16
+ *      calls); a definition that is exported, trapped or not called by name is judged as its body.
+ *   9. Symbolic links the call itself makes: later paths through them are followed (evaluate-static).
+ * Not understood (ask): background jobs `&`, coprocesses, `select`, namerefs and integer variables
+ * (`declare -n`/`-i`), arithmetic on variables that may hold text, subscripts with expansions in
+ * name-taking builtins, `[[ -v ]]` on computed names, `${!x}`, `${x@P}`, `set -a`/`-k`, glob options
+ * and extended globs, a command name computed at run time (inside wrappers, find -exec and xargs
+ * too: tried by its possible names, whose denials count), a parse error, a `bash -c` whose string is
+ * computed. Denied outright: a function named like a command, input longer than the limit, more
+ * commands than the limit, nesting deeper than the parser or the analyser can follow.
  */
 import type { ShNode } from 'mvdan-sh';
 import { nodeType, opText, parseBash } from './shell-parse';
