@@ -9,6 +9,7 @@
  * the analyser's closed list, a path computed at run time, or code written earlier in the same call
  * and then run is at least "ask". Tool arguments that are not well-formed text are denied.
  */
+import { posix } from 'node:path';
 import type { Decision, RiskLevel } from '../domain/gate';
 import { deceptiveReason, findIllFormed } from '../domain/tool-input';
 import { patchPaths } from '../tools/unified-diff';
@@ -102,7 +103,7 @@ export function analyze(policy: Policy, command: string): ShellAnalysis {
 }
 
 /** Commands that put content the agent chose into files (compilers and build tools write derived files, which do not count). */
-const CONTENT_WRITERS = new Set(['tee', 'cp', 'mv', 'ln', 'install', 'sed', 'gsed', 'awk', 'gawk', 'mawk', 'nawk', 'dd', 'patch', 'curl', 'wget', 'tar', 'unzip', 'git', 'printf', 'echo', 'xxd', 'base64', 'uniq', 'sort', 'iconv']);
+const CONTENT_WRITERS = new Set(['npm', 'split', 'csplit', 'tee', 'cp', 'mv', 'ln', 'install', 'sed', 'gsed', 'awk', 'gawk', 'mawk', 'nawk', 'dd', 'patch', 'curl', 'wget', 'tar', 'unzip', 'git', 'printf', 'echo', 'xxd', 'base64', 'uniq', 'sort', 'iconv']);
 
 /** Files that cannot carry code a later command runs (writing them first is not "write then run"). */
 const DATA_FILE = /\.(txt|md|log|csv|tsv|out|err|rst|html?|xml|svg|png|jpe?g|gif|diff|patch|orig|bak)$/i;
@@ -307,7 +308,7 @@ export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandCo
   const spec = findSpec(label);
   if (spec && args.length > 0 && args.every((a) => !a.dynamic && HELP.test(a.value)) && !label.includes('/')) return out; // --help / --version only
   const use: CommandUse | undefined = spec
-    ? spec.use(args, label)
+    ? spec.use(args, label, new Map(c.assigns.map((a) => [a.name, a.value])))
     : label.includes('/') ? { label, problems: [], paths: [{ word: head, access: 'exec', what: `${label} runs a program` }], effects: [], runsProjectCode: true, inner: [], readOnly: false } : undefined;
   if (rules.length === 0) out.push({ decision: 'ask', rule: 'none:command', reason: `no rule allows "${label}"${c.wrappers.length ? ` (inside ${c.wrappers.join(', ')})` : ''}` });
   if (!use) {
@@ -317,13 +318,17 @@ export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandCo
   }
   for (const p of use.problems) out.push({ decision: 'ask', rule: 'shell:not-understood', risk: 'medium', reason: p.startsWith(`${use.label}`) || p.startsWith(`${use.label.split(' ')[0]}`) ? p : `${use.label}: ${p}` });
   for (const e of use.effects) out.push(...effectVerdicts(policy, e.effect, e.why));
+  if (use.env) out.push(...envVerdicts(policy, use.label, use.env));
   for (const p of use.paths) out.push(...pathVerdicts(policy, p, c));
   if (use.runsProjectCode) {
-    out.push(...writeThenRun(use, ctx, label));
+    out.push(...writeThenRun(policy, use, ctx, label));
     out.push(...passedPaths(policy, use, args, c));
   }
   if (CONTENT_WRITERS.has(label)) for (const p of use.paths) if (p.access === 'write' || p.access === 'link') ctx.written.push({ seq: ctx.seq, word: p.word });
-  for (const a of args) if (!a.dynamic) out.push(...scanArgument(policy, a.value, c.cwds, label));
+  // a word the spec models as a path it writes or deletes was checked above with that access (`cp .env.example .env`
+  // writes .env, it does not read it); every other word is scanned for paths that are off limits wherever they appear
+  const checkedAsWrite = new Set(use.paths.filter((p) => ['write', 'delete', 'clear'].includes(p.access) && !p.base).map((p) => p.word));
+  for (const a of args) if (!a.dynamic && !checkedAsWrite.has(a)) out.push(...scanArgument(policy, a.value, c.cwds, label));
   for (const inner of use.inner) {
     if (depth >= MAX_INNER_DEPTH) { out.push({ decision: 'ask', rule: 'shell:nesting', reason: `${label}: runs commands nested too deeply to follow` }); continue; }
     // the command it runs may itself be a wrapper or a shell with a script (git bisect run sh -c '…')
@@ -375,11 +380,13 @@ function passedPaths(policy: Policy, use: CommandUse, args: ShellWord[], c: Simp
 }
 
 /** Running project code after writing a file in the same call: the written code is not something the gate saw as code. */
-function writeThenRun(use: CommandUse, ctx: CommandContext, label: string): Verdict[] {
+function writeThenRun(policy: Policy, use: CommandUse, ctx: CommandContext, label: string): Verdict[] {
   const earlier = ctx.written.filter((w) => w.seq < ctx.seq || w.seq === ctx.seq);
   if (earlier.length === 0) return [];
   const exec = use.paths.filter((p) => p.access === 'exec').map((p) => p.word);
-  const hit = earlier.find((w) => w.word.dynamic || !DATA_FILE.test(w.word.value) || exec.some((e) => e.dynamic || e.value === w.word.value));
+  // `./notes.md`, `notes.md` and `/workspace/notes.md` are one file (a cd between them is not followed here: both spellings count)
+  const same = (a: string, b: string) => a === b || posix.resolve(policy.workspace, a) === posix.resolve(policy.workspace, b);
+  const hit = earlier.find((w) => w.word.dynamic || !DATA_FILE.test(w.word.value) || exec.some((e) => e.dynamic || same(e.value, w.word.value)));
   if (!hit) return [];
   return [{ decision: 'ask', rule: 'shell:write-then-run', risk: 'high', reason: `${label} runs project code after this call wrote ${hit.word.dynamic ? 'a computed path' : `"${hit.word.value}"`}: code written and run in one call is code the gate has not seen` }];
 }

@@ -230,7 +230,14 @@ export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
     if (p.problems.length) { ask(name, p.problems[0]!); return res; }
     if (name === 'command' && p.has('-v', '-V')) break; // a lookup: nothing runs
     if (name === 'time') writes.push(...p.values('-o'));
+    // flock creates its lock file; script writes its typescript (default ./typescript) and timing logs
+    if (name === 'flock' && p.operands[0] && !p.has('-u')) writes.push(p.operands[0]);
+    if (name === 'script') {
+      const file = p.operands[0] ?? literalWord('typescript');
+      res.commands.push({ argv: [literalWord('true')], assigns: [...assigns], wrappers: [...wrappers, 'script'], dynamicTail: false, effects: [], writes: [file, ...p.values('-t', '-T', '-I', '-O', '-B').filter((w) => w.value !== '')] });
+    }
     if (name === 'flock' && p.values('-c').length) {
+      res.commands.push({ argv: [literalWord('true')], assigns: [...assigns], wrappers: [...wrappers, 'flock'], dynamicTail: false, effects: [], writes: [...writes] });
       res.scripts.push({ word: p.values('-c')[0]!, via: 'flock -c', wrappers: [...wrappers], assigns: [...assigns], effects: [...effects], args: [] });
       return res;
     }
@@ -315,7 +322,10 @@ function unwrapFind(argv: ShellWord[], res: UnwrapResult, wrappers: string[]): {
     if (end < 0) { res.findings.push({ decision: 'ask', rule: 'shell:wrapper-find', reason: `find: ${a.value} without a terminating ; or +` }); return null; }
     // `{}` in a larger word (`{}/.git/config`) is that path pattern; inside a script (`sh -c 'cat {}'`) it is code, and the script is computed
     const within = (x: ShellWord): ShellWord => ({ ...DYNAMIC_WORD, confined: true, prefix: x.value.slice(0, x.value.indexOf('{}')), pattern: x.value.split('{}').map((p) => p.replace(/[*?[\]\\{}]/g, '\\$&')).join(placeholder.pattern) });
-    const words = argv.slice(i + 1, end).map((x) => (x.value === '{}' && !x.dynamic ? placeholder : !x.dynamic && x.value.includes('{}') ? within(x) : x));
+    // -execdir runs in the directory of each file found: a relative word there names a path anywhere below the roots
+    const inDir = (x: ShellWord): ShellWord => (root === null ? DYNAMIC_WORD : { ...DYNAMIC_WORD, confined: true, prefix: '', pattern: `${root.replace(/[*?[\]\\{}]/g, '\\$&')}/**/${x.value.replace(/[*?[\]\\{}]/g, '\\$&')}` });
+    const relative = (x: ShellWord, k: number) => a.value.endsWith('dir') && k > 0 && !x.dynamic && x.value !== '{}' && !x.value.includes('{}') && !/^[/~-]/.test(x.value) && x.value !== '';
+    const words = argv.slice(i + 1, end).map((x, k) => (x.value === '{}' && !x.dynamic ? placeholder : relative(x, k) ? inDir(x) : !x.dynamic && x.value.includes('{}') ? within(x) : x));
     if (words.length === 0) { res.findings.push({ decision: 'ask', rule: 'shell:wrapper-find', reason: `find: ${a.value} without a command` }); return null; }
     const sub = unwrapCommand(words);
     res.findings.push(...sub.findings);

@@ -10,6 +10,11 @@ import { literalWord, type ShellWord } from '../shell-words';
 
 const MAKE_EXEC_VARS = /^(SHELL|MAKESHELL|\.SHELLFLAGS|MAKEFLAGS|MFLAGS|MAKEFILES|MAKE|MAKEOVERRIDES|CC|CXX|CPP|LD|AR|AS|FC|PC|CO|GET|LEX|YACC|TEX|WEAVE|CWEAVE|TANGLE|CTANGLE|RM|M2C|INSTALL|LINK\.\w+|COMPILE\.\w+|PREPROCESS\.\w+|OUTPUT_OPTION|LOADLIBES)$/;
 
+/** Variables of C/C++ flags: the policy's env rules judge their values. */
+const MAKE_FLAG_VARS = new Set(['CFLAGS', 'CXXFLAGS', 'CPPFLAGS', 'LDFLAGS', 'CGO_CFLAGS', 'CGO_LDFLAGS']);
+/** Compilers by name: a plain name is fine (the env rule `compilers-by-name`), a path is a program run. */
+const MAKE_COMPILER_VARS = new Set(['CC', 'CXX', 'CPP', 'FC']);
+
 /** A script or target whose name says it deploys or publishes, or serves until stopped. */
 export function scriptNameEffects(b: UseBuilder, tool: string, name: ShellWord): void {
   if (name.dynamic) return;
@@ -19,12 +24,25 @@ export function scriptNameEffects(b: UseBuilder, tool: string, name: ShellWord):
 
 const make = simpleSpec(['make', 'gmake'], '-C|--directory=dir -f|--file|--makefile=exec -j|--jobs?any -k|--keep-going -n|--just-print|--dry-run|--recon -s|--silent|--quiet -B|--always-make -e|--environment-overrides -i|--ignore-errors -I|--include-dir=read -l|--load-average|--max-load?any -o|--old-file|--assume-old=any -W|--what-if|--new-file|--assume-new=any -p|--print-data-base -q|--question -r|--no-builtin-rules -R|--no-builtin-variables -S|--no-keep-going|--stop -t|--touch -v|--version -w|--print-directory --no-print-directory --warn-undefined-variables --trace -O|--output-sync?any -d --debug?any --eval=exec -h|--help -L|--check-symlink-times --shuffle?any', (p, b) => {
   for (const o of p.operands) {
-    const m = /^([A-Za-z_.][A-Za-z0-9_.]*)\s*[:+?]?=/.exec(o.value);
-    if (m) { if (o.dynamic && !o.prefix.includes('=') || MAKE_EXEC_VARS.test(m[1]!)) b.effect('exec-hidden', `make ${m[1]}=… overrides a program or the flags make runs with`); continue; }
+    // a command-line variable (make's own parser: NAME, then =, :=, ::=, :::=, ?=, += or != with optional blanks)
+    const m = /^([^\s=:!?+#]+)\s*(:::=|::=|:=|\?=|\+=|!=|=)(.*)$/s.exec(o.value);
+    if (m) {
+      const [, name, op] = m;
+      if (o.dynamic && !new RegExp(`^[^=]*${op!.replace(/[?+]/g, '\\$&')}`).test(o.prefix)) { b.problem(`make: the variable ${name} gets a value computed at run time`); continue; }
+      if (op === '!=') { b.effect('exec-hidden', `make ${name} != … runs a shell command while make reads its arguments`); continue; }
+      const value = o.dynamic ? { ...o, value: o.value.slice(o.value.indexOf(op!) + op!.length), prefix: '', pattern: '**' } : literalWord(m[3]!);
+      b.env(name!, value); // judged by the policy's env rules (CC, CFLAGS, MAKEFLAGS, SHELL, …)
+      if (MAKE_FLAG_VARS.has(name!)) continue; // flags: the env rules decide on their values
+      if (MAKE_EXEC_VARS.test(name!) && !MAKE_COMPILER_VARS.has(name!)) { b.effect('exec-hidden', `make ${name}=… overrides a program or the flags make runs with`); continue; }
+      // any other variable is substituted into the Makefile's recipes, which the gate does not read: only plain values
+      if (value.dynamic || !/^[\w.,:+@%=/-]*$/.test(value.value)) b.problem(`make ${name}=…: a value with blanks or shell characters is substituted into recipes the gate cannot see`);
+      else if (value.value.includes('/')) b.path(value, 'exec', `make ${name}= may name a program the recipes run`);
+      continue;
+    }
     if (o.dynamic) b.problem('make: a target computed at run time');
     else scriptNameEffects(b, 'make', o);
   }
-}, { project: true });
+}, { project: true, cwd: { options: ['-C'], what: '-C runs the Makefile in' } });
 
 /** `cmake -E TOOL ARGS`: the command-mode tools, each as the command it is. */
 const CMAKE_E: Record<string, string[]> = {
@@ -33,11 +51,27 @@ const CMAKE_E: Record<string, string[]> = {
   cat: ['cat'], sha256sum: ['sha256sum'], md5sum: ['md5sum'], sha1sum: ['sha1sum'], env: ['env'], tar: ['tar'], true: ['true'], false: ['false'], sleep: ['sleep'], capabilities: ['true'],
 };
 
-const cmake = simpleSpec('cmake', '-S=read -B=write -G=any -T=any -A=any -D=any -U=any -C=exec -P=exec -E --build=read --target|-t=any -j|--parallel?any --config=any --clean-first --install=read --prefix=write --component=any --strip --preset=any --workflow --list-presets?any --fresh -L -LA -LH -LAH -N -Wdev -Wno-dev -Werror=any -Wno-error=any --warn-uninitialized --log-level=any --log-context --debug-output --trace --trace-expand --trace-source=any --toolchain=exec --install-prefix=write --graphviz=write --system-information?write -h|--help --version -v|--verbose', (p, b) => {
+const cmake = simpleSpec('cmake', '-S=read -B=write -G=any -T=any -A=any -D=any -U=any -C=exec -P=exec -E --build=read --target|-t=any -j|--parallel?any --config=any --clean-first --install=read --prefix=write --component=any --strip --preset=any --workflow --list-presets?any --fresh -L -LA -LH -LAH -N -Wdev -Wno-dev -Werror=any -Wno-error=any --warn-uninitialized --log-level=any --log-context --debug-output --trace --trace-expand --trace-source=any --toolchain=any --install-prefix=write --graphviz=write --system-information?write -h|--help --version -v|--verbose', (p, b) => {
   if (p.has('-E')) return;
-  for (const d of p.values('-D')) if (d.dynamic || /(COMPILER|LAUNCHER|LINKER|TOOLCHAIN|_SHELL|PROJECT_INCLUDE|CODE_INCLUDE|CMAKE_MAKE_PROGRAM|WRAPPER)/i.test(d.value.split('=')[0]!)) b.effect('exec-hidden', `cmake -D${d.value.split('=')[0] || '(computed)'} names a program the build runs`);
+  for (const d of p.values('-D')) {
+    const key = d.value.split('=')[0]!.replace(/:\w+$/, ''); // -DNAME:TYPE=VALUE
+    const value = d.value.slice(d.value.indexOf('=') + 1);
+    if (!d.dynamic && d.value.includes('=') && cmakeProgramKnown(key, value, b)) continue;
+    if (d.dynamic || /(COMPILER|LAUNCHER|LINKER|TOOLCHAIN|_SHELL|PROJECT_INCLUDE|CODE_INCLUDE|CMAKE_MAKE_PROGRAM|WRAPPER)/i.test(key)) b.effect('exec-hidden', `cmake -D${key || '(computed)'} names a program the build runs`);
+  }
+  for (const t of p.values('--toolchain')) b.path(t, 'exec', 'cmake --toolchain runs the toolchain file');
   for (const o of p.operands) b.read(o);
 }, { project: true, abbrev: false });
+
+/** A compiler by plain name, a known compiler cache as launcher, a toolchain file (code: checked like a script it runs). */
+const PLAIN_COMPILER = /^(gcc|g\+\+|cc|c\+\+|clang|clang\+\+|cpp|gfortran|musl-gcc|tcc|clang-cl)(-\d+)?$/;
+const LAUNCHERS = /^(ccache|sccache|distcc|icecc|buildcache)$/;
+function cmakeProgramKnown(key: string, value: string, b: UseBuilder): boolean {
+  if (/^CMAKE_(C|CXX|Fortran|OBJC|OBJCXX|ASM|CUDA|HIP)_COMPILER$/.test(key)) return PLAIN_COMPILER.test(value) || /^\/usr\/bin\/[\w+.-]+$/.test(value) && PLAIN_COMPILER.test(value.slice(9));
+  if (/^CMAKE_(C|CXX|Fortran|OBJC|OBJCXX|CUDA|HIP)_COMPILER_LAUNCHER$/.test(key)) return LAUNCHERS.test(value) || /^\/usr\/bin\/[\w.-]+$/.test(value) && LAUNCHERS.test(value.slice(9));
+  if (key === 'CMAKE_TOOLCHAIN_FILE' && value !== '' && !/[;$`\s]/.test(value)) { b.path(literalWord(value), 'exec', 'cmake -DCMAKE_TOOLCHAIN_FILE runs the toolchain file'); return true; }
+  return false;
+}
 
 const ctest = simpleSpec('ctest', '--output-on-failure -V|--verbose -VV|--extra-verbose -j|--parallel?any -R|--tests-regex=any -E|--exclude-regex=any -L|--label-regex=any -LE|--label-exclude=any --test-dir=read --preset=any -C|--build-config=any --timeout=any --rerun-failed --stop-on-failure -N|--show-only?any -Q|--quiet -O|--output-log=write --no-tests=any --repeat=any --schedule-random -h|--help --version', 'none', { project: true, abbrev: false });
 
@@ -65,6 +99,18 @@ const cc: CommandSpec = {
           if (m) b.path(literalWord(m[2]!), /^(version-script|dynamic-list|T|script|retain-symbols-file)$/.test(m[1]!) ? 'read' : 'write', `${name} -Wl,${m[1]}`);
           else if (/^-?-(Map|o|output|T|script)$/.test(x) && items[k + 1]) b.path(literalWord(items[k + 1]!), x.includes('Map') || x === '-o' || x.includes('output') ? 'write' : 'read', `${name} -Wl,${x}`);
         });
+        continue;
+      }
+      if (/^-(Wp|Wa),/.test(v) || ['-Xpreprocessor', '-Xassembler', '-Xlinker'].includes(v)) {
+        // options handed to the preprocessor, assembler or linker: only a few known ones; a plugin or wrapper anywhere denies
+        const stage = v.startsWith('-Wp') || v === '-Xpreprocessor' ? 'preprocessor' : v.startsWith('-Wa') || v === '-Xassembler' ? 'assembler' : 'linker';
+        const valueWord = v.startsWith('-X') ? args[++i] : a;
+        if (!valueWord || valueWord.dynamic) { b.problem(`${name} ${v}: options computed at run time`); continue; }
+        const items = v.startsWith('-X') ? [valueWord.value] : v.slice(4).split(',');
+        if (items.some((x) => /plugin|wrap|dynamic-linker|fuse-ld|specs|^-B|^-?-load/.test(x))) { b.effect('exec-hidden', `${name} ${v} ${items.join(',').slice(0, 60)} passes a plugin or wrapper to the ${stage}`); continue; }
+        const safe = stage === 'preprocessor' ? /^-([DUI]\S*|W[a-z-]*|C|P|undef|d[DMN]|nostdinc)$/ : stage === 'assembler' ? /^-?-(noexecstack|64|32|g|gdwarf[\w-]*|march=[\w.+-]+|mrelax[\w-]*|EL|EB|fatal-warnings|warn|no-warn)$/ : /^-?-(as-needed|no-as-needed|gc-sections|no-undefined|export-dynamic|whole-archive|no-whole-archive|start-group|end-group|rpath(=[\w./$-]+)?|O[0-3]|s|x|E|z|relro|now|noexecstack|build-id(=\w+)?|soname(=[\w.+-]+)?|strip-all|strip-debug|[\w./$-]+\.so[\w.]*)$|^[\w.$/-]+$/;
+        const bad = items.find((x) => !safe.test(x));
+        if (bad !== undefined) b.problem(`${name} ${v}: the ${stage} option "${bad.slice(0, 40)}" is not modelled`);
         continue;
       }
       if (v === '-o') { b.write(args[++i]); continue; }
@@ -152,7 +198,17 @@ function scripting(names: string[], inline: RegExp): CommandSpec {
         if (name === 'php' && a.value === '-S') { b.effect('server', 'php -S starts a web server'); b.effect('never-ends', 'a server runs until stopped'); i++; continue; }
         if (name === 'php' && a.value === '-t') { i++; continue; }
         if (/^-[a-zA-Z]*i/.test(a.value)) inPlace = true;
-        if (/^-[IMm]/.test(a.value) && a.value.length === 2) i++;
+        // -M/-m (perl) and -r (ruby) load a module: its name or a path, never code; -I adds a directory modules load from
+        const opt = /^-([IMmr])(.*)$/s.exec(a.value);
+        if (opt && name !== 'php') {
+          const value = opt[2] ? literalWord(opt[2]) : args[++i];
+          if (!value || value.dynamic) { b.problem(`${name} -${opt[1]}: a value computed at run time`); continue; }
+          if (opt[1] === 'I') b.path(value, 'exec', `${name} -I loads modules from`);
+          else if (name === 'ruby' && /[/.]/.test(value.value)) b.path(value, 'exec', `${name} -r loads`);
+          else if (!/^-?[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z0-9_]+)*(=[A-Za-z0-9_:,]*)?$/.test(value.value)) b.effect('exec-inline', `${name} -${opt[1]}${value.value.slice(0, 40)} is code, not a module name`);
+          continue;
+        }
+        if (/^-[a-zA-Z]*d/.test(a.value) && name !== 'php' || name === 'php' && /^-d/.test(a.value)) { b.problem(`${name} ${a.value}: a debugger or setting that can load code is not modelled`); if (name === 'php' && a.value === '-d') i++; continue; }
       }
       const rest = args.slice(i);
       if (inl) { b.effect('exec-inline', `${name} runs code given on the command line`); for (const f of rest) b.path(f, inPlace ? 'write' : 'read'); return b.use; }

@@ -38,6 +38,8 @@ export interface CommandUse {
   inner: ShellWord[][];
   /** It only reads (reporting). */
   readOnly: boolean;
+  /** Variables it hands to the programs it runs (`make CC=clang`, `go env -w X=…`), judged by the policy's env rules. */
+  env?: Array<{ name: string; value: ShellWord }>;
 }
 
 export class UseBuilder {
@@ -71,13 +73,29 @@ export class UseBuilder {
     this.use.inner.push(argv);
     return this;
   }
+  env(name: string, value: ShellWord): this {
+    (this.use.env ??= []).push({ name, value });
+    return this;
+  }
+  /**
+   * The command works in `dir` (`make -C`, `git -C`, `patch -d`, `npm --prefix`): every relative
+   * path it was given resolves from there, and the directory itself is where the code it runs
+   * (a Makefile, a repository's hooks and config, package.json scripts) comes from.
+   */
+  within(dir: ShellWord | undefined, what: string, access: Access = 'exec'): this {
+    if (!dir) return this;
+    for (const p of this.use.paths) if (!p.base && p.word !== dir) p.base = dir;
+    this.use.paths.push({ word: dir, access, what });
+    return this;
+  }
   /** Applies the parsed options' value kinds and effects. */
   options(p: ParsedArgs): this {
     for (const pr of p.problems) this.problem(pr);
     for (const o of p.opts) {
       for (const e of o.def.effects) this.effect(e as Effect, `${this.use.label} ${o.name}`);
       if (o.value) this.value(o.value, o.def.value!.kind, `${this.use.label} ${o.name}`);
-      if (o.value && o.def.value!.kind === 'clear') this.effect('delete', `${this.use.label} ${o.name} removes what is in ${o.value.dynamic ? 'a computed directory' : `"${o.value.value}"`}`);
+      // a directory in /tmp is scratch: emptying it loses no work (the path check still judges where it is)
+      if (o.value && o.def.value!.kind === 'clear' && !(!o.value.dynamic && /^\/tmp\/(?!(.*\/)?\.\.(\/|$))./.test(o.value.value))) this.effect('delete', `${this.use.label} ${o.name} removes what is in ${o.value.dynamic ? 'a computed directory' : `"${o.value.value}"`}`);
     }
     return this;
   }
@@ -104,7 +122,8 @@ export type OperandLayout = string | string[] | ((p: ParsedArgs, b: UseBuilder) 
 
 export interface CommandSpec {
   names: string[];
-  use(args: ShellWord[], name: string): CommandUse;
+  /** `env`: the variables set for this command by prefixes (`GIT_EDITOR=true git …`), null when computed. */
+  use(args: ShellWord[], name: string, env?: ReadonlyMap<string, ShellWord | null>): CommandUse;
 }
 
 /** Lays operands out by kind: "read*" (all), ["any", "read*"] (first data, rest read), "none". */
@@ -122,6 +141,8 @@ export function layOperands(layout: string | string[], operands: ShellWord[], b:
 
 export interface SimpleSpecOptions extends GrammarOptions {
   effects?: Array<[Effect, string]>;
+  /** Options that name the directory the command works in (see UseBuilder.within). */
+  cwd?: { options: string[]; what: string; access?: Access };
   project?: boolean;
   /** Extra checks after the automatic ones. */
   check?: (p: ParsedArgs, b: UseBuilder) => void;
@@ -143,6 +164,11 @@ export function simpleSpec(names: string | string[], options: string, operands: 
       for (const [e, why] of o.effects ?? []) b.effect(e, why);
       if (o.project) b.project();
       o.check?.(p, b);
+      if (o.cwd) {
+        const dirs = p.values(...o.cwd.options);
+        if (dirs.length > 1) b.problem(`${name}: more than one working directory option`);
+        b.within(dirs[0], `${name} ${o.cwd.what}`, o.cwd.access);
+      }
       return b.use;
     },
   };
@@ -179,5 +205,6 @@ export function mergeUse(outer: CommandUse, inner: CommandUse): CommandUse {
     runsProjectCode: outer.runsProjectCode || inner.runsProjectCode,
     inner: [...outer.inner, ...inner.inner],
     readOnly: outer.readOnly && inner.readOnly,
+    ...(outer.env || inner.env ? { env: [...outer.env ?? [], ...inner.env ?? []] } : {}),
   };
 }

@@ -161,13 +161,18 @@ const tar: CommandSpec = {
       '-f|--file=any -C|--directory=dir -T|--files-from=read -X|--exclude-from=read --exclude=any --exclude-vcs --exclude-caches -z|--gzip|--gunzip -j|--bzip2 -J|--xz --zstd --lzma --lzip -a|--auto-compress ' +
       '-v|--verbose -k|--keep-old-files --keep-newer-files --skip-old-files -p|--preserve-permissions --same-permissions --no-same-owner --no-same-permissions -m|--touch -o|-O|--to-stdout ' +
       '--strip-components=any --wildcards --no-wildcards --anchored --null --numeric-owner --owner=any --group=any --mode=any --mtime=any --sort=any --transform=any --xform=any -h|--dereference -P|--absolute-names ' +
-      '-b|--blocking-factor=any --format=any -H=any --totals?any -W|--verify -S|--sparse --overwrite --recursive --no-recursion --one-file-system -l --check-links --ignore-failed-read -w|--interactive!interactive ' +
+      '-b|--blocking-factor=any --format=any -H=any --totals?any -W|--verify -S|--sparse --overwrite --recursive --no-recursion --one-file-system -l --check-links --ignore-failed-read -w|--interactive!interactive --force-local ' +
       `-I|--use-compress-program=exec --to-command=exec --checkpoint?any --checkpoint-action=exec --info-script=exec -F|--new-volume-script=exec --rsh-command=exec --rmt-command=exec ${HV}`,
     );
     const p = parseArgs(g, argv);
     b.options(p);
     const archive = p.values('-f')[0];
     const creates = p.has('-c', '-r', '-u', '-A');
+    // GNU tar takes `host:path` (a colon before any slash) for an archive on another host, reached with rsh/ssh
+    if (archive && (archive.dynamic || /^[^/]*:/.test(archive.value)) && !p.has('--force-local')) {
+      if (archive.dynamic) b.problem('tar: an archive name computed at run time may name another host (host:path)');
+      else b.effect(creates ? 'upload' : 'network', `tar -f ${archive.value.slice(0, 40)} is an archive on another host`);
+    }
     if (archive && archive.value !== '-') b.path(archive, creates ? 'write' : 'read', 'tar archive');
     const dir = p.values('-C')[0];
     if (creates) for (const o of p.operands) b.path(o, 'read', 'tar', dir);
@@ -191,9 +196,22 @@ const unzip = simpleSpec('unzip', '-l -v -t -z -Z -p -c -q -qq -o -n -j -C -L -d
   if (!p.has('-l', '-v', '-t', '-z', '-Z', '-p', '-c')) b.problem('unzip extracts files whose names the archive decides');
 });
 
+/**
+ * gzip, xz, bzip2, lzma (and zstd --rm) replace each file with its compressed copy: the original is
+ * deleted, and `-r DIR` does so for every file below DIR (.git included). Decompressing replaces the
+ * archive with its content. -c, -k, -t and -l leave the operands in place.
+ */
 const compressor = (names: string[]) => simpleSpec(names,
-  `-c|--stdout|--to-stdout -d|--decompress|--uncompress -f|--force -k|--keep -l|--list -n|--no-name -N|--name -q|--quiet -r|--recursive -t|--test -v|--verbose -z|--compress --fast --best -S|--suffix=any --rsyncable --synchronous -T|--threads=any -e|--extreme -F|--format=any -M|--memlimit=any -0 -1 -2 -3 -4 -5 -6 -7 -8 -9 ${HV}`,
-  (p, b) => { for (const o of p.operands) b.path(o, p.has('-c', '-t', '-l') ? 'read' : 'write'); });
+  `-c|--stdout|--to-stdout -d|--decompress|--uncompress -f|--force -k|--keep --rm -l|--list -n|--no-name -N|--name -q|--quiet -r|--recursive -t|--test -v|--verbose -z|--compress --fast --best -S|--suffix=any --rsyncable --synchronous -T|--threads=any -e|--extreme -F|--format=any -M|--memlimit=any -0 -1 -2 -3 -4 -5 -6 -7 -8 -9 ${HV}`,
+  (p, b) => {
+    const name = b.use.label;
+    const keeps = p.has('-c', '-t', '-l', '-k') || (/zstd/.test(name) && !p.has('--rm'));
+    const decompress = p.has('-d') || /^un|^gunzip/.test(name);
+    for (const o of p.operands) b.path(o, keeps ? (p.has('-c', '-t', '-l') ? 'read' : 'write') : 'delete', name);
+    if (keeps || decompress && !p.has('-r')) return;
+    const few = !p.has('-r') && p.operands.length <= 2 && p.operands.every((o) => !o.dynamic && !o.glob);
+    if (!few) b.effect('delete', `${name} replaces ${p.has('-r') ? 'every file below the directories' : 'each file'} it is given with a compressed copy`);
+  });
 
 const dd: CommandSpec = {
   names: ['dd'],
@@ -260,7 +278,10 @@ export const FILE_TOOL_SPECS: CommandSpec[] = [
     for (const m of p.values('-m')) if (m.dynamic || modeSetsId(m.value) !== false) b.effect('setuid', 'install -m sets a setuid or setgid bit, or a mode that cannot be read');
     if (p.has('-o', '-g')) b.effect('privilege', 'install -o/-g changes ownership');
   }),
-  simpleSpec('tee', `-a|--append -i|--ignore-interrupts -p --output-error?any ${HV}`, 'write*'),
+  simpleSpec('tee', `-a|--append -i|--ignore-interrupts -p --output-error?any ${HV}`, 'write*', {
+    // without -a tee empties each file first: a pattern or a computed list overwrites files that exist
+    check: (p, b) => { if (!p.has('-a') && p.operands.some((o) => o.dynamic || o.glob)) b.effect('delete', 'tee overwrites every existing file a pattern or computed name matches'); },
+  }),
   simpleSpec('truncate', `-c|--no-create -o|--io-blocks -r|--reference=read -s|--size=any ${HV}`, 'delete*', { effects: [['delete', 'truncate cuts files short']] }),
   simpleSpec('split', `-a|--suffix-length=any --additional-suffix=any -b|--bytes=any -C|--line-bytes=any -d --numeric-suffixes?any -x --hex-suffixes?any -e|--elide-empty-files --filter=exec -l|--lines=any -n|--number=any -t|--separator=any -u|--unbuffered --verbose ${HV}`, ['read', 'write']),
   simpleSpec(['rm'], `-f|--force -i -I --interactive?any --one-file-system --no-preserve-root --preserve-root?any -r|-R|--recursive -d|--dir -v|--verbose ${HV}`, 'delete*', {
@@ -279,6 +300,7 @@ export const FILE_TOOL_SPECS: CommandSpec[] = [
   chmod,
   simpleSpec('patch', `-p|--strip=any -i|--input=read -o|--output=write -d|--directory=dir -R|--reverse -N|--forward -f|--force -t|--batch -s|--silent|--quiet -E|--remove-empty-files -b|--backup -B|--prefix=any -z|--suffix=any --dry-run -F|--fuzz=any -l|--ignore-whitespace -u|--unified -c|--context -n|--normal -e|--ed -r|--reject-file=write --binary --posix --merge?any --no-backup-if-mismatch --backup-if-mismatch -V|--version-control=any --verbose -Y|--basename-prefix=any -g|--get=any --follow-symlinks --read-only=any -D|--ifdef=any --quoting-style=any ${HV}`, ['write', 'read'], {
     check: (p, b) => { if (!p.has('--dry-run') && !p.has('-o')) b.problem('patch writes the files its diff names, which the gate cannot see'); },
+    cwd: { options: ['-d'], what: '-d works in', access: 'read' },
   }),
   dd,
   simpleSpec('mktemp', `-d|--directory -u|--dry-run -q|--quiet -p=any --tmpdir?any -t --suffix=any ${HV}`, 'any*'),

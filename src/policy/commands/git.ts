@@ -15,6 +15,11 @@ const GLOBAL = grammar('-C=dir -c=any --config-env=any --exec-path?exec --html-p
 /** Configuration keys whose values cannot make git run a program or fetch from elsewhere. */
 const SAFE_CONFIG = /^(user\.(name|email|signingkey)|author\.(name|email)|committer\.(name|email)|init\.defaultbranch|core\.(autocrlf|filemode|ignorecase|quotepath|safecrlf|eol|whitespace|precomposeunicode|longpaths|symlinks|abbrev|commentchar|commentstring)|pull\.(rebase|ff)|push\.(default|autosetupremote|followtags)|merge\.(conflictstyle|ff|log)|rebase\.(autosquash|autostash|updaterefs)|color\.[a-z.]+|advice\.[a-z]+|commit\.(gpgsign|verbose|status|cleanup)|tag\.(gpgsign|sort)|log\.[a-z]+|format\.(pretty|signoff)|diff\.(renames|algorithm|colormoved|mnemonicprefix|noprefix|statgraphwidth|context|indentheuristic|submodule)|status\.[a-z]+|rerere\.(enabled|autoupdate)|gc\.(auto|autodetach)|fetch\.(prune|prunetags|parallel)|branch\.autosetup(merge|rebase)|help\.autocorrect|column\.ui|blame\.[a-z]+|grep\.[a-z]+|safe\.directory|feature\.[a-z]+|index\.[a-z]+|pack\.[a-z]+)$/;
 const SAFE_PAGERS = /^(cat|less|more|less -[A-Za-z]+|)$/;
+/** Editors that leave the text as it is and return at once: with one set, git's editor steps do not wait for a person. */
+const SAFE_EDITORS = /^(true|:|false|cat)$/;
+const EDITOR_VARS = ['GIT_SEQUENCE_EDITOR', 'GIT_EDITOR', 'VISUAL', 'EDITOR'];
+/** Interactive effects that only mean "git opens an editor" (not a terminal menu: add -i, -p, difftool). */
+const EDITOR_STEP = /^git (rebase (-i|--edit-todo)|(commit|merge|cherry-pick|revert|tag|notes) (-e|-c)|commit without -m opens an editor|tag -a without -m opens an editor|notes \w+ opens an editor)/;
 
 const LOG_OPTS = '-n|--max-count=any -L=any -S=any -G=any -p|-u|--patch -U|--unified=any -c -m -s|--no-patch -z --output=write --ext-diff!exec-hidden --no-ext-diff --textconv --no-textconv -g|--walk-reflogs -i|--regexp-ignore-case -E|--extended-regexp -F|--fixed-strings -P|--perl-regexp -M|--find-renames?any -C|--find-copies?any -B|--break-rewrites?any -l=any -O=read -R -a|--text -w|--ignore-all-space -b|--ignore-space-change -W|--function-context -e=any -1 -2 -3 -4 -5 -6 -7 -8 -9 -0 -D|--irreversible-delete -t -r -v -q --follow --stat?any --name-only --name-status --numstat --shortstat --oneline --graph --all --format|--pretty?any --decorate?any --no-walk?any --author=any --committer=any --grep=any --since|--after=any --until|--before=any --date=any --abbrev-commit --no-abbrev-commit --abbrev?any --reverse --first-parent --merges --no-merges --left-right --cherry-pick --cherry-mark --boundary --branches?any --tags?any --remotes?any --exclude=any --color?any --no-color --word-diff?any --word-diff-regex=any --color-words?any --diff-filter=any --relative?any --skip=any --cached --staged --check --quiet --exit-code --raw --patch-with-stat --summary --full-index --binary --src-prefix=any --dst-prefix=any --no-prefix --default-prefix --ita-invisible-in-index --submodule?any --ignore-submodules?any --dirstat?any --minimal --patience --histogram --anchored=any --diff-algorithm=any --compact-summary --full-diff --log-size --use-mailmap --mailmap --no-mailmap --encoding=any --notes?any --no-notes --show-signature --show-notes?any --show-linear-break?any --simplify-by-decoration --ancestry-path?any --topo-order --date-order --author-date-order --source --parents --children --name-rev --no-renames --no-index --merge-base --ignore-blank-lines --ignore-cr-at-eol --ignore-space-at-eol --ignore-matching-lines=any --inter-hunk-context=any --line-prefix=any --stdin --pickaxe-all --pickaxe-regex --find-object=any --rotate-to=any --skip-to=any --output-indicator-new=any --output-indicator-old=any --output-indicator-context=any --z --count --max-parents=any --min-parents=any --no-max-parents --no-min-parents --invert-grep --all-match --basic-regexp -h|--help';
 
@@ -47,10 +52,26 @@ function sub(options: string, body: (p: ParsedArgs, b: UseBuilder, label: string
 const readRevs = (options: string, o: { numeric?: boolean } = {}) => sub(options, (p, b, l) => revsAndPaths(p, b, 'read', l), { lenient: true, ...o });
 const network = (why: string, extra: (p: ParsedArgs, b: UseBuilder) => void = () => undefined) => sub('--exec|--upload-pack|--receive-pack=exec --template=exec -c|--config=any', (p, b, l) => { b.effect('network', `${l} ${why}`); if (p.has('-c')) b.effect('config-code', `${l} -c sets configuration`); extra(p, b); }, { lenient: true });
 
-/** `git checkout X`: a branch switch, unless X reads as a path (`.`, a glob, a file name) or paths follow. */
-function looksLikePath(w: ShellWord): boolean {
-  return w.dynamic || w.glob || w.value === '.' || w.value === '..' || w.value.startsWith('./') || w.value.startsWith(':') || /\.[A-Za-z0-9]{1,8}$/.test(w.value) && !/^v?\d+(\.\d+)+$/.test(w.value) || w.value.endsWith('/');
+/**
+ * `git checkout X`: git switches to branch X if there is one, else restores the path X and discards
+ * its uncommitted changes. The gate cannot list branches, so X is a branch only when it reads as a
+ * revision: `-`, HEAD~2, a tag (v1.2.0), a hash, an upstream (origin/x), a usual branch name (main,
+ * develop, release-1.2) or a `kind/topic` name (feature/login). Anything else may be a directory.
+ */
+const BRANCH_WORDS = /^(main|master|trunk|develop|development|dev|staging|stage|production|prod|next|stable|beta|alpha|canary|gh-pages|HEAD|FETCH_HEAD|ORIG_HEAD|MERGE_HEAD)$/;
+function looksLikeRevision(v: string): boolean {
+  return v === '-' || v === '@' || /^@\{-?\d+\}$/.test(v) || /[~^]\d*$|@\{/.test(v) || BRANCH_WORDS.test(v) || /^[0-9a-f]{7,40}$/.test(v)
+    || /^v?\d+(\.\d+)+([-+.][\w.-]+)?$/.test(v) || /^(origin|upstream|remotes?|refs)\//.test(v)
+    || /^(feature|feat|fix|bugfix|hotfix|release|chore|docs|refactor|test|tests|ci|build|perf|style|wip|dependabot|renovate|user|users|dev|exp|experiment|topic|backport)[/-][\w./-]+$/.test(v)
+    || /^(release|rel|hotfix|version|branch)[-_]?\d[\w.-]*$/.test(v) || /^[\w.-]+\/[\w.-]+\/[\w./-]+$/.test(v) && !/\.[A-Za-z0-9]{1,8}$/.test(v);
 }
+function looksLikePath(w: ShellWord): boolean {
+  return w.dynamic || w.glob || !looksLikeRevision(w.value);
+}
+
+const submoduleNet = network('fetches or runs commands in submodules', (p, b) => {
+  if (p.operands[0]?.value === 'foreach') { b.effect('exec-inline', 'git submodule foreach runs a command string'); const cmd = p.operands[p.operands.length - 1]; if (cmd) b.inner([literalWord('sh'), literalWord('-c'), cmd]); }
+});
 
 const SUBS: Record<string, Sub> = {
   status: sub('-s|--short -b|--branch -v|--verbose -u|--untracked-files?any --porcelain?any --long --ignored?any -z --column?any --no-column --ahead-behind --no-ahead-behind --renames --no-renames --find-renames?any --ignore-submodules?any --show-stash', (p, b, l) => revsAndPaths(p, b, 'read', l, true)),
@@ -105,6 +126,7 @@ const SUBS: Record<string, Sub> = {
 
   add: sub('-n|--dry-run -v|--verbose -f|--force -i|--interactive!interactive -p|--patch!interactive -e|--edit!interactive -u|--update -A|--all --no-all --no-ignore-removal --ignore-removal -N|--intent-to-add --refresh --ignore-errors --ignore-missing --renormalize --chmod=any --pathspec-from-file=read --pathspec-file-nul --sparse', (p, b, l) => {
     revsAndPaths(p, b, 'read', l, true);
+    if (p.has('-f') && (p.has('-A', '-u', '--pathspec-from-file') || p.operands.length === 0 || p.operands.some((o) => o.dynamic || o.glob || /[*?[]/.test(o.value) || !/\.[A-Za-z0-9]{1,8}$/.test(o.value)))) b.problem(`${l} -f of a directory or pattern stages ignored files (such as .env), whose contents later commands print`);
     if (p.values('--chmod').some((m) => m.dynamic || m.value !== '+x' && m.value !== '-x')) b.problem('git add --chmod takes only +x or -x');
   }),
   commit: sub('-m|--message=any -F|--file=read -a|--all -p|--patch!interactive --interactive!interactive --amend --no-edit -e|--edit!interactive -s|--signoff --no-signoff -v|--verbose -q|--quiet -n|--no-verify --verify --allow-empty --allow-empty-message --author=any --date=any -C|--reuse-message=any -c|--reedit-message=any!interactive --fixup=any --squash=any --reset-author -t|--template=read --cleanup=any -u|--untracked-files?any -o|--only -i|--include --dry-run --short --branch --porcelain --long -z|--null --status --no-status -S|--gpg-sign?any --no-gpg-sign --trailer=any --pathspec-from-file=read --pathspec-file-nul --no-post-rewrite', (p, b, l) => {
@@ -140,11 +162,12 @@ const SUBS: Record<string, Sub> = {
   mv: sub('-f|--force -k -n|--dry-run -v|--verbose --sparse', (p, b, l) => { for (const o of p.operands.slice(0, -1)) b.path(o, 'delete', l); b.path(p.operands[p.operands.length - 1], 'write', l); }),
   rm: sub('-f|--force -r -n|--dry-run -q|--quiet --cached --ignore-unmatch --sparse --pathspec-from-file=read --pathspec-file-nul', (p, b, l) => {
     if (p.has('--cached', '-n')) { revsAndPaths(p, b, 'read', l, true); return; }
-    b.effect('delete', `${l} deletes files from the working tree`);
+    // without -f git refuses to remove a file whose content differs from HEAD, so what it removes stays in history
+    if (p.has('-f')) b.effect('delete', `${l} -f deletes files from the working tree, uncommitted changes included`);
     revsAndPaths(p, b, 'delete', l, true);
   }),
   init: sub('-q|--quiet --bare --template=exec --separate-git-dir=write -b|--initial-branch=any --shared?any --object-format=any --ref-format=any', (p, b) => { for (const o of p.operands) b.write(o); }),
-  branch: sub('-d|--delete!discard-work -D!discard-work -f|--force -m|--move -M -c|--copy -C -l|--list -a|--all -r|--remotes -v|--verbose -vv -q|--quiet -t|--track?any --no-track -u|--set-upstream-to=any --unset-upstream --edit-description!interactive --create-reflog --contains?any --no-contains?any --merged?any --no-merged?any --sort=any --format=any --show-current --points-at=any --color?any --no-color --column?any --no-column --abbrev?any --no-abbrev -i|--ignore-case --omit-empty --recurse-submodules', () => undefined),
+  branch: sub('-d|--delete -D!discard-work -f|--force -m|--move -M -c|--copy -C -l|--list -a|--all -r|--remotes -v|--verbose -vv -q|--quiet -t|--track?any --no-track -u|--set-upstream-to=any --unset-upstream --edit-description!interactive --create-reflog --contains?any --no-contains?any --merged?any --no-merged?any --sort=any --format=any --show-current --points-at=any --color?any --no-color --column?any --no-column --abbrev?any --no-abbrev -i|--ignore-case --omit-empty --recurse-submodules', (p, b, l) => { if (p.has('-d') && p.has('-f')) b.effect('discard-work', `${l} -d -f deletes a branch that may not be merged`); }),
   tag: sub('-a|--annotate -s|--sign -u|--local-user=any -f|--force -d|--delete!discard-work -v|--verify -n?any -l|--list --sort=any --contains?any --no-contains?any --points-at=any --merged?any --no-merged?any --column?any --no-column --create-reflog --format=any --color?any -i|--ignore-case --omit-empty -m|--message=any -F|--file=read -e|--edit!interactive --cleanup=any --trailer=any', (p, b) => { if ((p.has('-a', '-s') || p.operands.length) && !p.has('-m', '-F', '-l', '-d', '-v') && p.has('-a', '-s')) b.effect('interactive', 'git tag -a without -m opens an editor'); }),
   remote: sub('-v|--verbose', (p, b) => {
     const verb = p.operands[0]?.value;
@@ -230,11 +253,12 @@ const SUBS: Record<string, Sub> = {
   fetch: network('fetches from another repository'),
   clone: network('fetches another repository'),
   'ls-remote': network('contacts another repository'),
-  submodule: network('fetches or runs commands in submodules', (p, b) => {
-    if (p.operands[0]?.value === 'foreach') { b.effect('exec-inline', 'git submodule foreach runs a command string'); const cmd = p.operands[p.operands.length - 1]; if (cmd) b.inner([literalWord('sh'), literalWord('-c'), cmd]); }
-  }),
+  // status and summary only read the submodules' checked-out state
+  submodule: (args, label) => (args[0] && !args[0].dynamic && ['status', 'summary'].includes(args[0].value) && args.slice(1).every((a) => !a.dynamic && /^(--cached|--recursive|-q|--quiet|--files|--for-status|-n\d*)$|^[^-]/.test(a.value))
+    ? new UseBuilder(label).use : submoduleNet(args, label)),
+  'update-index': sub('--assume-unchanged --no-assume-unchanged --skip-worktree --no-skip-worktree --refresh --really-refresh -q --unmerged --ignore-missing --fsmonitor-valid --no-fsmonitor-valid', (p, b, l) => revsAndPaths(p, b, 'read', l, true)),
   'send-email': network('sends mail', (_p, b) => b.effect('upload', 'git send-email sends patches')),
-  'request-pull': readRevs(''),
+  'request-pull': network('runs git ls-remote on the URL it is given'),
   daemon: network('serves repositories', (_p, b) => b.effect('server', 'git daemon listens for connections')),
   instaweb: network('serves a web view', (_p, b) => b.effect('server', 'git instaweb listens for connections')),
   'http-backend': network('serves repositories'),
@@ -244,32 +268,46 @@ const SUBS: Record<string, Sub> = {
   svn: network('talks to a Subversion server'),
   p4: network('talks to a Perforce server'),
 };
-for (const k of ['replace', 'read-tree', 'symbolic-ref', 'hook', 'difftool', 'mergetool', 'gui', 'citool', 'update-index', 'hash-object', 'commit-tree', 'write-tree', 'mktree', 'unpack-objects', 'sparse-checkout', 'maintenance', 'rerere', 'fast-import', 'fast-export', 'web--browse', 'bugreport', 'pack-refs', 'multi-pack-index', 'commit-graph', 'interpret-trailers', 'mailinfo', 'mailsplit', 'stripspace', 'column', 'check-ref-format', 'get-tar-commit-id', 'upload-pack', 'receive-pack', 'shell', 'remote-ext', 'remote-fd']) {
+for (const k of ['replace', 'read-tree', 'symbolic-ref', 'hook', 'difftool', 'mergetool', 'gui', 'citool', 'hash-object', 'commit-tree', 'write-tree', 'mktree', 'unpack-objects', 'sparse-checkout', 'maintenance', 'rerere', 'fast-import', 'fast-export', 'web--browse', 'bugreport', 'pack-refs', 'multi-pack-index', 'commit-graph', 'interpret-trailers', 'mailinfo', 'mailsplit', 'stripspace', 'column', 'check-ref-format', 'get-tar-commit-id', 'upload-pack', 'receive-pack', 'shell', 'remote-ext', 'remote-fd']) {
   if (!SUBS[k]) SUBS[k] = (_args, label) => new UseBuilder(label).problem(`${label} is not modelled`).use;
 }
 
-function gitUse(args: ShellWord[], name: string): CommandUse {
+function gitUse(args: ShellWord[], name: string, env?: ReadonlyMap<string, ShellWord | null>): CommandUse {
   const b = new UseBuilder(name);
   const p = parseArgs(GLOBAL, args);
   b.options(p);
+  b.use.paths = b.use.paths.filter((x) => !p.values('-C').includes(x.word)); // -C is judged below, as the repository used
+  let quietEditor = EDITOR_VARS.some((v) => { const w = env?.get(v); return !!w && !w.dynamic && SAFE_EDITORS.test(w.value); });
   for (const c of p.values('-c')) {
     const [k, ...v] = c.value.split('=');
     const key = (k ?? '').toLowerCase();
     const value = v.join('=');
     if (c.dynamic) { b.effect('config-code', 'git -c sets configuration computed at run time'); continue; }
     if ((key === 'core.pager' || key.startsWith('pager.')) && SAFE_PAGERS.test(value)) continue;
+    if ((key === 'core.editor' || key === 'sequence.editor') && SAFE_EDITORS.test(value)) { quietEditor = true; continue; }
     if (SAFE_CONFIG.test(key)) continue;
     b.effect('config-code', `git -c ${k} can make git run programs`);
   }
   if (p.has('--config-env')) b.effect('config-code', 'git --config-env sets configuration from the environment');
   if (p.has('--git-dir', '--work-tree')) b.problem('git --git-dir/--work-tree uses another repository');
+  const dirs = p.values('-C');
   const [s, ...rest] = p.operands;
-  if (!s) return b.use;
+  // git reads the config and runs the hooks of the repository it finds from its directory: that is code from there
+  const repo = (u: CommandUse): CommandUse => {
+    const ub = new UseBuilder(u.label);
+    Object.assign(ub.use, u);
+    if (dirs.length > 1) ub.problem('git: more than one -C');
+    if (dirs[0]) ub.within(dirs[0], `${name} -C uses the repository (its config and hooks) in`);
+    else ub.path(literalWord('.'), 'exec', `${name} uses the repository (its config and hooks) in`);
+    return ub.use;
+  };
+  if (!s) return repo(b.use);
   if (s.dynamic) return b.problem('git: the subcommand is computed at run time').use;
   const spec = SUBS[s.value];
   if (!spec) return b.problem(`git ${s.value} is not modelled (an alias or an extension)`).use;
   const inner = spec(rest, `git ${s.value}`);
-  return { ...inner, problems: [...b.use.problems, ...inner.problems], paths: [...b.use.paths, ...inner.paths], effects: [...b.use.effects, ...inner.effects], readOnly: b.use.readOnly && inner.readOnly };
+  const effects = [...b.use.effects, ...inner.effects].filter((e) => !(quietEditor && e.effect === 'interactive' && EDITOR_STEP.test(e.why)));
+  return repo({ ...inner, problems: [...b.use.problems, ...inner.problems], paths: [...b.use.paths, ...inner.paths], effects, readOnly: b.use.readOnly && inner.readOnly });
 }
 
 export const GIT_SPECS: CommandSpec[] = [{ names: ['git'], use: gitUse }];

@@ -19,7 +19,8 @@ function goPackages(p: ParsedArgs, b: UseBuilder, label: string): void {
   for (const o of p.operands) {
     if (!o.dynamic && /@/.test(o.value)) b.effect('install', `${label} ${o.value} downloads a module version`);
     else if (!o.dynamic && /^[a-z0-9-]+(\.[a-z0-9-]+)+\//i.test(o.value) && !o.value.startsWith('.')) b.effect('network', `${label} ${o.value} may fetch a remote module`);
-    else if (!o.dynamic && (o.value.startsWith('./') || o.value.startsWith('../') || o.value === '.' || o.value.startsWith('/'))) b.read({ ...o, value: o.value.replace(/\/\.\.\.$/, '') || '.' });
+    // a local package is code the command builds (and may run): from outside the workspace it asks
+    else if (!o.dynamic && (o.value.startsWith('./') || o.value.startsWith('../') || o.value === '.' || o.value.startsWith('/'))) b.path({ ...o, value: o.value.replace(/\/\.\.\.$/, '') || '.' }, 'exec', `${label} builds the package`);
   }
   for (const f of p.values('-ldflags', '-gcflags', '-asmflags', '-gccgoflags')) {
     if (f.dynamic || /-(extld|extldflags|linkmode)\b|-toolexec/.test(f.value)) b.effect('exec-hidden', `${label}: the compiler/linker flags name another program`);
@@ -63,7 +64,19 @@ function goUse(args: ShellWord[], name: string): CommandUse {
     case 'get': case 'install': return b.effect('install', `${label} downloads and installs modules`).use;
     case 'env': {
       const p = parse('-json -u=any -w=any -changed');
-      if (p.has('-w', '-u')) b.effect('config-code', 'go env -w/-u changes the toolchain\'s configuration (proxies, flags)');
+      if (p.has('-w')) {
+        // `go env -w K=V …` stores variables every later go command uses: judged by the policy's env rules, like a prefix
+        for (const w of [...p.values('-w'), ...p.operands]) {
+          const m = /^([A-Z][A-Z0-9_]*)=(.*)$/s.exec(w.value);
+          if (w.dynamic || !m) { b.problem(`go env -w ${w.value || '(computed)'}: not a NAME=VALUE the gate can read`); continue; }
+          // only settings that cannot name a program, a proxy or a toolchain; the env rules then judge their values
+          if (!/^(GOPRIVATE|GONOSUMDB|GONOPROXY|GOFLAGS|GO111MODULE|CGO_ENABLED|GOOS|GOARCH|GOAMD64|GOARM|GOARM64|GOEXPERIMENT|GOTELEMETRY)$/.test(m[1]!) || m[1] === 'GOFLAGS' && /-(toolexec|exec|overlay|modfile|pgo|ldflags|gcflags|asmflags|gccgoflags|pkgdir|o)\b/.test(m[2]!)) {
+            b.effect('config-code', `go env -w ${m[1]} changes the toolchain's configuration for every later go command (programs, proxies, flags)`);
+            continue;
+          }
+          b.env(m[1]!, literalWord(m[2]!));
+        }
+      }
       return b.use;
     }
     case 'list': { const p = parse(`${GO_BUILD} -f=any -m -e -deps -export -find -test -u -versions -retracted -reuse=read -compiled`); if (p.has('-u', '-versions', '-retracted')) b.effect('network', 'go list -u/-versions queries module proxies'); return b.use; }
@@ -129,6 +142,8 @@ function cargoUse(args: ShellWord[], name: string): CommandUse {
     if (p.has('--open')) b.effect('interactive', `${label} --open starts a browser`);
     if (p.has('--fix') || s === 'fix') b.write(literalWord('.'));
     for (const o of p.operands) if (!['test', 't', 'bench', 'nextest', 'expand', 'run', 'r'].includes(s)) b.problem(`${label}: operand ${o.value || '(computed)'} is not modelled`);
+    // the manifest's crate (its build.rs, its tests) is the code that runs
+    for (const m of p.values('--manifest-path')) b.path(m, 'exec', `${label} --manifest-path builds the crate of`);
     return b.project().use;
   }
   if (s === 'fmt') {

@@ -21,6 +21,9 @@ const NODE = grammar(
 
 function loadedModule(b: UseBuilder, w: ShellWord, what: string): void {
   if (w.dynamic || /^[./~]/.test(w.value)) b.path(w, 'exec', what);
+  // a URL (data:, http:, file:, node:) is code or a file the gate does not read; a bare name is a package in node_modules
+  else if (/^[A-Za-z][A-Za-z0-9+.-]*:/.test(w.value)) b.effect('exec-inline', `${what} from a URL (${w.value.slice(0, 40)})`);
+  else if (!/^(@[A-Za-z0-9._-]+\/)?[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/.test(w.value)) b.problem(`${what}: "${w.value.slice(0, 40)}" is not a package name`);
 }
 
 export function nodeUse(args: ShellWord[], name: string): CommandUse {
@@ -77,6 +80,24 @@ const NPM_READ = new Set(['ls', 'list', 'la', 'll', 'explain', 'why', 'help', 'r
 const NPM_NET = new Set(['outdated', 'view', 'info', 'show', 'v', 'search', 's', 'se', 'find', 'doctor', 'ping', 'whoami', 'audit-signatures']);
 const NPM_PUBLISH = new Set(['publish', 'unpublish', 'deprecate', 'dist-tag', 'dist-tags', 'owner', 'author', 'access', 'team', 'token', 'login', 'logout', 'adduser', 'add-user', 'star', 'unstar', 'org', 'hook', 'profile', 'stars']);
 
+/**
+ * `npm --prefix DIR` / `-C DIR`, `yarn --cwd DIR`, `pnpm -C DIR`: the package.json (and its scripts)
+ * in DIR is what runs, and relative paths resolve from there.
+ */
+function inPrefix(spec: (args: ShellWord[], name: string) => CommandUse, options: string[]): (args: ShellWord[], name: string) => CommandUse {
+  return (args, name) => {
+    const u = spec(args, name);
+    const dd = args.findIndex((a) => !a.dynamic && a.value === '--');
+    const p = parseArgs(grammar(`${NPM_GLOBAL} --cwd=dir --frozen-lockfile --immutable --prefer-frozen-lockfile -F|--filter=any -r|--recursive --stream --parallel`, { lenient: true }), dd >= 0 ? args.slice(0, dd) : args);
+    const dirs = p.values(...options);
+    if (!dirs.length) return u;
+    const b = new UseBuilder(u.label);
+    Object.assign(b.use, u, { paths: u.paths.filter((x) => !dirs.includes(x.word)) });
+    if (dirs.length > 1) b.problem(`${name}: more than one working directory option`);
+    return b.within(dirs[0], `${name} runs the package.json scripts in`).use;
+  };
+}
+
 function npmUse(args: ShellWord[], name: string): CommandUse {
   const b = new UseBuilder(name);
   const dd = args.findIndex((a) => !a.dynamic && a.value === '--');
@@ -122,7 +143,11 @@ function npmUse(args: ShellWord[], name: string): CommandUse {
   if (s === 'pkg') {
     const verb = rest[0]?.value;
     if (verb === 'get') return b.use;
-    if (rest.slice(1).some((a) => a.dynamic || /^scripts\b|^(bin|main|exports|bin\.|husky|prepare|config)/.test(a.value))) return b.effect('config-code', `${label} ${verb ?? ''} changes the scripts or entry points npm runs`).use;
+    // package.json is a workspace file: its scripts are the project's code, run (and judged) when npm runs them
+    if (rest.some((a) => a.dynamic)) return b.problem(`${label}: arguments computed at run time`).use;
+    if (!['set', 'delete', 'fix'].includes(verb ?? '')) return b.problem(`${label} ${verb ?? ''} is not modelled`).use;
+    // a script set here runs as `sh -c VALUE` on the next npm run: judged now as that command
+    for (const a of rest.slice(1)) { const m = /^scripts\.[^=]+=(.*)$/s.exec(a.value); if (verb === 'set' && m) b.inner([literalWord('sh'), literalWord('-c'), literalWord(m[1]!)]); }
     return b.write(literalWord('package.json')).use;
   }
   if (s === 'cache') { const verb = rest[0]?.value; if (verb === 'ls' || verb === 'verify') return b.use; return b.effect('delete', `${label} ${verb ?? ''} changes the npm cache`).use; }
@@ -161,9 +186,27 @@ function yarnLike(args: ShellWord[], name: string): CommandUse {
 }
 
 const LINT = { lenient: true } as const;
+/** Framework CLIs run through npx: builds and code generation are project code; dev servers never end; database commands talk to a database. */
+function frameworkSpec(name: string, project: string[], servers: string[], network: string[] = [], discard: string[] = []): CommandSpec {
+  return simpleSpec(name, '-h|--help -v|--version', (p, b) => {
+    const verbs = p.operands.filter((o) => !o.dynamic).map((o) => o.value);
+    const verb = verbs.slice(0, 2).join(' ');
+    const first = verbs[0] ?? '';
+    if (p.operands.some((o) => o.dynamic)) b.problem(`${name}: arguments computed at run time`);
+    if (discard.includes(verb)) b.effect('discard-work', `${name} ${verb} drops data`);
+    if (network.includes(first) || network.includes(verb)) b.effect('network', `${name} ${verb} talks to a database or service`);
+    else if (servers.includes(first) || p.operands.length === 0 && servers.includes('')) { b.effect('server', `${name} ${first} starts a server`); b.effect('never-ends', 'a server runs until stopped'); }
+    else if (!project.includes(first)) b.problem(`${name} ${first} is not modelled`);
+    b.project();
+  }, { lenient: true });
+}
+
 export const NODE_SPECS: CommandSpec[] = [
+  frameworkSpec('vite', ['build', 'optimize'], ['', 'dev', 'serve', 'preview']),
+  frameworkSpec('next', ['build', 'lint', 'info', 'export'], ['dev', 'start']),
+  frameworkSpec('prisma', ['generate', 'format', 'validate', 'version', 'init'], ['studio'], ['migrate', 'db', 'introspect', 'pull', 'push'], ['migrate reset', 'db push']),
   { names: ['node', 'nodejs'], use: nodeUse },
-  { names: ['npm'], use: npmUse },
+  { names: ['npm'], use: inPrefix(npmUse, ['--prefix', '-C']) },
   { names: ['npx', 'bunx'], use: npxUse },
   { names: ['husky'], use: huskyUse },
   simpleSpec('playwright', '-c|--config=read --project=any -g|--grep=any --grep-invert=any --list --reporter=any --workers|-j=any --retries=any --timeout=any --headed --debug!interactive --ui!server --trace=any --output=write --update-snapshots|-u --shard=any -x --max-failures=any --forbid-only --pass-with-no-tests -h|--help --version', (p, b) => {
@@ -173,7 +216,7 @@ export const NODE_SPECS: CommandSpec[] = [
     else if (sub === 'test' || sub === undefined) b.project();
     else b.problem(`playwright ${sub} is not modelled`);
   }, { lenient: true }),
-  { names: ['yarn', 'pnpm'], use: yarnLike },
+  { names: ['yarn', 'pnpm'], use: inPrefix(yarnLike, ['--prefix', '-C', '--cwd']) },
   simpleSpec('tsc', '-p|--project=read -b|--build --outDir=write --outFile=write --declarationDir=write --tsBuildInfoFile=write --rootDir=read --baseUrl=read -w|--watch!never-ends --init -v|--version -h|--help --all --listFiles --showConfig --noEmit --pretty --incremental --composite --declaration -d --sourceMap --strict --skipLibCheck --noImplicitAny --target=any -t=any --module=any -m=any --lib=any --jsx=any --moduleResolution=any --types=any --generateTrace=write --extendedDiagnostics --diagnostics --locale=any', 'read*', LINT),
   simpleSpec(['jest'], '-c|--config=read --rootDir=read --roots=read --watch!never-ends --watchAll!never-ends --outputFile=write --coverageDirectory=write --cacheDirectory=write -i|--runInBand -t|--testNamePattern=any --testPathPattern|--testPathPatterns=any --coverage --ci --silent --verbose --bail?any -b -u|--updateSnapshot -o|--onlyChanged --passWithNoTests --detectOpenHandles --forceExit --json --listTests --clearCache --maxWorkers|-w=any --selectProjects=any --shard=any --testTimeout=any --colors --no-cache --showConfig -h|--help -v|--version', 'read*', { ...LINT, project: true }),
   simpleSpec(['vitest'], '-c|--config=read -r|--root=read --dir=read -w|--watch!never-ends -u|--update -t|--testNamePattern=any --coverage --reporter=any --outputFile=write --run --silent --passWithNoTests --bail=any --threads --no-threads --isolate --no-isolate --environment=any --globals --ui!server --open --api!server --browser?any -h|--help -v|--version', (p, b) => {

@@ -15,8 +15,8 @@ const MODULE_AS_COMMAND: Record<string, string> = {
   pytest: 'pytest', pip: 'pip', mypy: 'mypy', black: 'black', ruff: 'ruff', flake8: 'flake8', pylint: 'pylint', isort: 'isort',
   coverage: 'coverage', pyflakes: 'pyflakes', pycodestyle: 'pycodestyle', bandit: 'bandit', tox: 'tox', nox: 'nox', venv: 'venv', virtualenv: 'venv',
   unittest: 'python-unittest', doctest: 'python-script-module', py_compile: 'python-script-module', compileall: 'python-script-module', 'json.tool': 'python-json-tool',
-  timeit: 'python-info-module', platform: 'python-info-module', site: 'python-info-module', sysconfig: 'python-info-module', tabnanny: 'python-script-module',
-  pydoc: 'python-info-module', pdb: 'python-pdb', cProfile: 'python-script-module', profile: 'python-script-module', trace: 'python-script-module',
+  timeit: 'python-timeit', platform: 'python-info-module', site: 'python-info-module', sysconfig: 'python-info-module', tabnanny: 'python-script-module',
+  pydoc: 'python-pydoc', pdb: 'python-pdb', cProfile: 'python-script-module', profile: 'python-script-module', trace: 'python-script-module',
   'http.server': 'python-http-server', ensurepip: 'pip-install-module', build: 'python-build', twine: 'twine', pip_audit: 'pip-audit', pipx: 'pipx',
 };
 
@@ -93,6 +93,18 @@ const moduleSpecs: CommandSpec[] = [
   simpleSpec('python-unittest', '-v|--verbose -q|--quiet --locals --durations=any -f|--failfast -c|--catch -b|--buffer -k=any -s|--start-directory=dir -p|--pattern=any -t|--top-level-directory=dir -h|--help', 'any*', { project: true }),
   simpleSpec('python-script-module', '-q -v -f -l -r=any -d=any -x=any -j=any -o=write -b -i=any -s=any -p=any -n=any -c -t -m -h --help', 'read*', { project: true }),
   simpleSpec('python-info-module', '-n=any -r=any -s -u -p -c=any -v -h --help -k=any -w', 'any*'),
+  // timeit's statements and its -s setup are Python code
+  simpleSpec('python-timeit', '-n|--number=any -r|--repeat=any -s|--setup=any -p|--process -t|--time -c|--clock -u|--unit=any -v|--verbose -h|--help', 'any*', { effects: [['exec-inline', 'python -m timeit runs the statements given on the command line']] }),
+  // pydoc imports what it documents: a path is run as a script; -p/-b serve; -w writes NAME.html
+  simpleSpec('python-pydoc', '-k=any -n=any -p=any -b -w -h --help', (p, b) => {
+    if (p.has('-p', '-b')) { b.effect('server', 'python -m pydoc -p/-b serves documentation'); b.effect('never-ends', 'a server runs until stopped'); }
+    for (const o of p.operands) {
+      if (o.dynamic || /[/\\]|\.py$/.test(o.value)) b.path(o, 'exec', 'python -m pydoc imports the file');
+      else if (!/^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/.test(o.value)) b.problem(`python -m pydoc ${o.value}: not a module name`);
+      if (p.has('-w')) b.write(literalWord(`${o.value.split('/').pop()!.replace(/\.py$/, '')}.html`));
+    }
+    if (p.operands.length) b.project();
+  }),
   simpleSpec('python-json-tool', '--sort-keys --no-ensure-ascii --json-lines --indent=any --tab --no-indent --compact -h --help', ['read', 'write']),
   simpleSpec('python-pdb', '-c=any -m=any -h --help', 'read*', { project: true, effects: [['interactive', 'pdb waits for debugger commands']] }),
   simpleSpec('python-http-server', '-b|--bind=any -d|--directory=dir -p|--protocol=any --cgi -h|--help', 'any*', { effects: [['server', 'http.server listens for connections'], ['never-ends', 'a server runs until stopped']] }),
@@ -106,12 +118,12 @@ const moduleSpecs: CommandSpec[] = [
 
 // ---- pip -------------------------------------------------------------------------------------
 
-const PIP_GLOBAL = '-h|--help -V|--version -v|--verbose -q|--quiet --isolated --require-virtualenv --python=any --log=write --no-input --proxy=any --retries=any --timeout=any --exists-action=any --trusted-host=any --cert=read --client-cert=read --cache-dir=write --no-cache-dir --disable-pip-version-check --no-color --no-python-version-warning --use-feature=any --use-deprecated=any --root-user-action=any --break-system-packages';
+const PIP_GLOBAL = '-h|--help -V|--version -v|--verbose -q|--quiet --isolated --require-virtualenv --python=exec --log=write --no-input --proxy=any --retries=any --timeout=any --exists-action=any --trusted-host=any --cert=read --client-cert=read --cache-dir=write --no-cache-dir --disable-pip-version-check --no-color --no-python-version-warning --use-feature=any --use-deprecated=any --root-user-action=any --break-system-packages';
 const pipRead = (opts = '') => simpleSpec('pip', `${PIP_GLOBAL} ${opts}`, 'any*');
 const pipNet = (effect: 'install' | 'network', why: string, opts = '') => simpleSpec('pip', `${PIP_GLOBAL} -r|--requirement=read -c|--constraint=read -e|--editable=read -i|--index-url=any --extra-index-url=any --no-index -f|--find-links=any -U|--upgrade --upgrade-strategy=any --force-reinstall -I|--ignore-installed --no-deps --pre --user --target=write -t=write --prefix=write --root=write --no-build-isolation --no-binary=any --only-binary=any --prefer-binary --require-hashes --dry-run --report=write --no-warn-script-location --no-compile --compile -d|--dest=write --progress-bar=any --config-settings=any -y|--yes --ignore-requires-python --check-build-dependencies --no-clean -w|--wheel-dir=write ${opts}`, 'any*', { effects: [[effect, why]] });
 
 const pip = subcommandSpec(['pip', 'pip3', ...['8', '9', '10', '11', '12', '13'].map((v) => `pip3.${v}`)], PIP_GLOBAL, {
-  list: pipRead('-o|--outdated -u|--uptodate -e|--editable -l|--local --user --path=any --pre --format=any --not-required --exclude-editable --include-editable --exclude=any'),
+  list: pipRead('-o|--outdated!network -u|--uptodate!network -e|--editable -l|--local --user --path=any --pre --format=any --not-required --exclude-editable --include-editable --exclude=any'),
   freeze: pipRead('-r|--requirement=read -l|--local --user --path=any --all --exclude-editable --exclude=any'),
   show: pipRead('-f|--files'),
   check: pipRead(''),
@@ -147,8 +159,9 @@ const PYTEST_OPTS = [
 const SAFE_INI = new Set(['console_output_style', 'log_cli', 'log_cli_level', 'addopts', 'python_files', 'python_classes', 'python_functions', 'testpaths', 'markers', 'filterwarnings', 'xfail_strict', 'asyncio_mode', 'junit_family', 'junit_logging', 'cache_dir', 'empty_parameter_set_mark', 'faulthandler_timeout', 'log_level', 'minversion', 'norecursedirs', 'pythonpath', 'required_plugins', 'usefixtures', 'verbosity_assertions']);
 
 const pytest = simpleSpec(['pytest', 'py.test'], PYTEST_OPTS, (p, b) => {
-  for (const o of p.operands) b.read(o.dynamic ? o : literalWord(o.value.split('::')[0]!));
-  for (const v of p.values('-p')) if (v.dynamic || !v.value.startsWith('no:')) b.problem(`pytest -p ${v.value || '(computed)'} loads a plugin`);
+  for (const o of p.operands) b.path(o.dynamic ? o : literalWord(o.value.split('::')[0]!), 'exec', 'pytest runs the tests in');
+  // -p NAME imports an installed plugin module (or one of the project's) by name, like any test run; a path is not a module name
+  for (const v of p.values('-p')) if (v.dynamic || !/^(no:)?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/.test(v.value)) b.problem(`pytest -p ${v.value || '(computed)'} loads a plugin the gate cannot name`);
   for (const v of p.values('-o')) {
     const key = v.value.split('=')[0]!;
     const val = v.value.slice(key.length + 1);

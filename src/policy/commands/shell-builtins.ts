@@ -6,6 +6,7 @@
  */
 import { grammar, parseArgs } from './argv-parser';
 import { simpleSpec, UseBuilder, type CommandSpec } from './command-spec';
+import { literalWord } from '../shell-words';
 
 const HV = '--help --version';
 
@@ -79,6 +80,40 @@ const source: CommandSpec = {
   },
 };
 
+/** `trap HANDLER SIG…`: the handler is shell code, analysed like `sh -c HANDLER`; listing and resetting are data. */
+const trap: CommandSpec = {
+  names: ['trap'],
+  use(args, name) {
+    const b = new UseBuilder(name);
+    let ops = args;
+    if (ops[0] && !ops[0].dynamic && /^-[lp]+$/.test(ops[0].value)) return b.use;
+    if (ops[0] && !ops[0].dynamic && ops[0].value === '--') ops = ops.slice(1);
+    const [handler, ...signals] = ops;
+    if (!handler) return b.use;
+    if (signals.some((s) => s.dynamic)) b.problem(`${name}: a signal computed at run time`);
+    if (handler.dynamic) return b.problem(`${name}: the handler is computed at run time`).use;
+    if (signals.length === 0 || handler.value === '' || handler.value === '-') return b.use; // resets the signal
+    return b.inner([literalWord('sh'), literalWord('-c'), handler]).use;
+  },
+};
+
+/**
+ * `bash FILE ARGS` (what unwrap-command.ts leaves of a shell after -c and standard-input scripts):
+ * the file is a script run, like `./FILE`. Options left here are ones unwrapping did not model.
+ */
+const shellScript: CommandSpec = {
+  names: ['sh', 'bash', 'dash', 'zsh', 'ksh', 'ash', 'mksh'],
+  use(args, name) {
+    const b = new UseBuilder(name);
+    const script = args[0];
+    if (!script || script.dynamic || script.value.startsWith('-') || script.value.startsWith('+')) return b.problem(`${name}: options or input the analyser did not model`).use;
+    return b.path(script, 'exec', `${name} runs a script`).project().use;
+  },
+};
+
+/** `hash`: lists, forgets (-r, -d) or looks up (-t, NAME) remembered program paths; `-p PATH NAME` binds a name to any program. */
+const hash = simpleSpec('hash', '-r -d -t -l -p=any', 'any*', { abbrev: false, check: (p, b) => { if (p.has('-p')) b.effect('shell-state', 'hash -p makes a command name run another program'); } });
+
 const cd = simpleSpec(['cd', 'pushd'], '-L -P -e -@', 'any*', { abbrev: false });
 
 const shellcheck = simpleSpec('shellcheck', '-a|--check-sourced -C|--color?any -i|--include=any -e|--exclude=any --extended-analysis=any -f|--format=any --list-optional -o|--enable=any -P|--source-path=any -s|--shell=any -S|--severity=any -V|--version -W|--wiki-link-count=any -x|--external-sources --norc --rcfile=read -h|--help', 'read*');
@@ -94,6 +129,7 @@ export const SHELL_BUILTIN_SPECS: CommandSpec[] = [
     const risky = new Set(['expand_aliases', 'extdebug', 'sourcepath', 'execfail', 'xpg_echo', 'login_shell', 'restricted_shell', 'cdable_vars', 'promptvars', 'varredir_close', 'assoc_expand_once', 'localvar_inherit']);
     for (const o of p.operands) if (o.dynamic || (p.has('-s') && risky.has(o.value))) b.effect('shell-state', `shopt -s ${o.value || '(computed)'} changes how commands are found or run`);
   } }),
+  trap, hash, shellScript,
   simpleSpec('sleep', HV, 'any*'),
   simpleSpec('date', `-d|--date=any -f|--file=read -I|--iso-8601?any -R|--rfc-email --rfc-3339=any -r|--reference=read -u|--utc|--universal --debug ${HV}`, 'any*', { check: (p, b) => {
     for (const o of p.operands) if (!o.dynamic && !o.value.startsWith('+')) b.effect('privilege', 'date with an operand sets the clock');

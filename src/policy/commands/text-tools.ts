@@ -28,30 +28,57 @@ const rg = simpleSpec('rg', `${RG_OPTS} -h|--help -V|--version`, (p, b) => {
 
 // ---- sed -----------------------------------------------------------------------------------
 
-interface SedFacts { exec: boolean; reads: string[]; writes: string[]; unparsed: boolean }
+interface SedFacts { exec: boolean; reads: string[]; writes: string[]; unparsed: boolean; /** a d/D/z that applies to every line (no address, 1,$, a negated one) */ deletesAll: boolean }
 
-function readDelimited(s: string, i: number, delim: string): number {
-  while (i < s.length && s[i] !== delim) i += s[i] === '\\' ? 2 : 1;
+/** End of a bracket expression starting at `[` (index i), or -1: `[]…]`, `[^]…]` and `[:class:]` / `[.x.]` / `[=x=]` inside. */
+export function bracketEnd(s: string, i: number): number {
+  let j = i + 1;
+  if (s[j] === '^') j++;
+  if (s[j] === ']') j++;
+  while (j < s.length && s[j] !== ']') {
+    if (s[j] === '[' && /[:.=]/.test(s[j + 1] ?? '')) { const close = s.indexOf(`${s[j + 1]}]`, j + 2); if (close < 0) return -1; j = close + 2; continue; }
+    j++;
+  }
+  return j < s.length ? j : -1;
+}
+
+/** Index after the closing delimiter; in a regex (GNU sed, gawk) a delimiter inside `[…]` does not close it. */
+function readDelimited(s: string, i: number, delim: string, regex = false): number {
+  while (i < s.length && s[i] !== delim) {
+    if (regex && s[i] === '[') { const e = bracketEnd(s, i); if (e > 0) { i = e + 1; continue; } }
+    i += s[i] === '\\' ? 2 : 1;
+  }
   return i + 1;
 }
 
+/** An address that selects every line, or may: none, `1,$`, `0,$`, `1~1`, or any negated one (`/x/!`). */
+const wholeAddress = (a: string) => a === '' || /^[01],\$$|^[01]~1$/.test(a) || a.endsWith('!');
+
 /** Scans a sed script for commands that run programs or touch files (GNU sed syntax). */
 export function scanSed(s: string): SedFacts {
-  const f: SedFacts = { exec: false, reads: [], writes: [], unparsed: false };
+  const f: SedFacts = { exec: false, reads: [], writes: [], unparsed: false, deletesAll: false };
   let i = 0;
+  let addr = ''; // the address of the command being read
+  const blocks: string[] = []; // addresses of the enclosing { … } blocks
   const restOfLine = () => { const st = i; while (i < s.length && s[i] !== '\n') i++; return s.slice(st, i).trim(); };
   while (i < s.length) {
     const c = s[i]!;
-    if (/[\s;{}!]/.test(c)) { i++; continue; }
-    if (/[0-9$,~+]/.test(c)) { i++; continue; }
-    if (c === '/') { i = readDelimited(s, i + 1, '/'); while (/[IM]/.test(s[i] ?? '')) i++; continue; }
-    if (c === '\\') { const d = s[i + 1] ?? ''; i = readDelimited(s, i + 2, d); continue; }
+    if (c === '{') { blocks.push(addr); addr = ''; i++; continue; }
+    if (c === '}') { blocks.pop(); addr = ''; i++; continue; }
+    if (c === ';' || c === '\n') { addr = ''; i++; continue; }
+    if (/\s/.test(c)) { i++; continue; }
+    if (/[0-9$,~+!]/.test(c)) { addr += c; i++; continue; }
+    if (c === '/') { const st = i; i = readDelimited(s, i + 1, '/', true); while (/[IM]/.test(s[i] ?? '')) i++; addr += s.slice(st, i); continue; }
+    if (c === '\\') { const st = i; const d = s[i + 1] ?? ''; i = readDelimited(s, i + 2, d, true); addr += s.slice(st, i); continue; }
     if (c === '#') { restOfLine(); continue; }
     i++;
+    const address = addr;
+    addr = '';
+    if ('dDz'.includes(c) && [address, ...blocks].every(wholeAddress)) f.deletesAll = true;
     if (c === 's' || c === 'y') {
       const d = s[i];
       if (!d || d === '\n' || d === '\\') { f.unparsed = true; return f; }
-      i = readDelimited(s, i + 1, d);
+      i = readDelimited(s, i + 1, d, c === 's');
       i = readDelimited(s, i, d);
       if (c === 'y') continue;
       const flagStart = i;
@@ -90,7 +117,7 @@ const sed: CommandSpec = {
     for (const s of scripts) {
       if (s.dynamic) { b.problem('sed: the script is computed at run time'); continue; }
       const f = scanSed(s.value);
-      if (p.has('-i') && (/^\s*((\d+|1|0),\$|\$)?\s*[dD]\s*$/.test(s.value) || (p.has('-n') && !/[pPwWlL=]/.test(s.value)))) { b.effect('delete', 'sed -i with a script that prints nothing empties the files'); empties = true; }
+      if (p.has('-i') && (f.deletesAll || p.has('-n'))) { b.effect('delete', p.has('-n') ? 'sed -n -i keeps only the lines the script prints' : 'sed -i with a script that deletes every line empties the files'); empties = true; }
       if (f.unparsed) b.problem('sed: the script could not be read');
       if (f.exec) b.effect('exec-hidden', 'the sed script runs commands (e, s///e)');
       for (const r of f.reads) b.path(literalWord(r), 'read', 'sed r/R');
@@ -103,7 +130,7 @@ const sed: CommandSpec = {
 
 // ---- awk -----------------------------------------------------------------------------------
 
-interface AwkFacts { exec: string[]; writes: ShellWord[]; reads: ShellWord[] }
+interface AwkFacts { exec: string[]; writes: ShellWord[]; reads: ShellWord[]; argv?: boolean }
 
 /** Strips strings, regexes and comments (keeping string literals aside) so operators can be read. */
 function awkTokens(program: string): { code: string; strings: string[] } {
@@ -124,7 +151,10 @@ function awkTokens(program: string): { code: string; strings: string[] } {
     }
     if (c === '/' && (lastSignificant === '' || /[(,~!{};&|\n=?:]/.test(lastSignificant))) {
       let j = i + 1;
-      while (j < program.length && program[j] !== '/' && program[j] !== '\n') j += program[j] === '\\' ? 2 : 1;
+      while (j < program.length && program[j] !== '/' && program[j] !== '\n') {
+        if (program[j] === '[') { const e = bracketEnd(program, j); if (e > 0 && !program.slice(j, e).includes('\n')) { j = e + 1; continue; } }
+        j += program[j] === '\\' ? 2 : 1;
+      }
       code += '//';
       i = j;
       lastSignificant = '/';
@@ -139,7 +169,12 @@ function awkTokens(program: string): { code: string; strings: string[] } {
 
 export function scanAwk(program: string): AwkFacts {
   const f: AwkFacts = { exec: [], writes: [], reads: [] };
-  const { code, strings } = awkTokens(program);
+  const tokens = awkTokens(program);
+  // a statement goes on after `\` + newline and after a newline that follows `,`, `&&` or `||`
+  const code = tokens.code.replace(/\\\r?\n/g, ' ').replace(/(,|&&|\|\|)[ \t]*\r?\n/g, '$1 ');
+  const strings = tokens.strings;
+  // ARGV/ARGC written by the program: the files it reads are decided at run time
+  if (/\bARGV\s*\[[^\]]*\]\s*(?:[-+*/%^]?=(?!=)|\+\+|--)|\bARGC\s*(?:[-+*/%^]?=(?!=)|\+\+|--)|(?:\+\+|--)\s*ARG[CV]\b|\bdelete\s+ARGV|\b(?:split|sub|gsub|patsplit|asort|asorti|getline)\b[^;}\n]*\bARGV\b/.test(code)) f.argv = true;
   const target = (after: string): ShellWord => {
     const m = /^\s*"(\d+)"\s*(?:[;}\n]|$)/.exec(after);
     return m ? literalWord(strings[Number(m[1])]!) : { ...literalWord(''), dynamic: true, pattern: '**' };
@@ -189,6 +224,7 @@ const awk: CommandSpec = {
         b.path(w, 'write', `${name} print >`);
       }
       for (const r of f.reads) b.path(r, 'read', `${name} getline <`);
+      if (f.argv) b.problem(`the ${name} program changes ARGV/ARGC, so which files it reads is decided at run time`);
     }
     for (const o of ops) {
       if (!o.dynamic && /^[A-Za-z_][A-Za-z0-9_]*=/.test(o.value)) continue; // var=value assignment operand
