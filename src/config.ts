@@ -187,6 +187,8 @@ export const ConfigSchema = z.object({
 
   /** Policy. */
   CORRAL_POLICY_DIR: z.string().default('./policies'),
+  /** Run templates (NAME.md with front matter and {{param}} placeholders); a missing directory is an empty library. */
+  CORRAL_TEMPLATES_DIR: z.string().default('./templates'),
   CORRAL_CLASSIFIER: bool(true),
   CORRAL_CLASSIFIER_TIMEOUT_MS: int(20_000),
   CORRAL_RISK_DENY_AT: z.coerce.number().min(0).max(3).default(2.5),

@@ -20,6 +20,7 @@ import { ReplayModel, loadReplay, replayFromEvents } from './llm/replay-model';
 import { readJsonl } from './report/jsonl-sink';
 import { Classifier } from './policy/classifier';
 import { loadPolicies } from './policy/load-policy';
+import { loadTemplates } from './api/load-templates';
 import { PolicyGate } from './policy/policy-gate';
 import { createRunQueue, newRunId } from './queue/run-queue';
 import { IdempotencyStore } from './queue/idempotency';
@@ -101,6 +102,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     for (const c of closers.reverse()) await c().catch((err: Error) => log('shutdown step failed', { error: err.message }));
   };
   const policies = loadPolicies(config.CORRAL_POLICY_DIR);
+  const templates = roles.api ? loadTemplates(config.CORRAL_TEMPLATES_DIR) : [];
   const auth = loadTenantAuth(config); // before anything starts: a bad token list fails fast
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, lazyConnect: true });
   closers.push(async () => redis.quit());
@@ -183,7 +185,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       if (auth.enabled) log('API auth on: bearer tokens required', { tenants: auth.tenants() });
       else log('WARNING: API AUTH IS OFF (neither CORRAL_API_TOKENS nor CORRAL_API_TOKENS_FILE is set): anyone who reaches the API can submit and read runs; every request is tenant "default"', { level: 'warn' });
       const app = buildApp({
-        config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()],
+        config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], templates,
         quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis),
         readyChecks: dockerPing ? { docker: dockerPing } : {},
       });

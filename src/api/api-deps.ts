@@ -5,6 +5,7 @@ import type { IdempotencyStore } from '../queue/idempotency';
 import type { RunMetrics } from '../queue/run-metrics';
 import type { RunStore } from '../queue/run-store';
 import type { TenantQuota } from '../queue/tenant-quota';
+import type { RunTemplate } from '../domain/run-template';
 import type { TenantAuth } from './auth';
 
 export interface ApiDeps {
@@ -18,6 +19,8 @@ export interface ApiDeps {
   clock: () => number;
   /** Names of the loaded policies; a run naming another is refused with 400. */
   policyNames: readonly string[];
+  /** The run templates (CORRAL_TEMPLATES_DIR); each one's examples are admitted when the app becomes ready. */
+  templates?: readonly RunTemplate[];
   /** Bearer tokens → tenants; absent or without tokens: auth off, everything is the default tenant. */
   auth?: TenantAuth;
   /** GET /readyz runs each of these (name → resolves when that dependency answers), e.g. redis, docker. */

@@ -9,6 +9,8 @@
  *   POST /v1/runs/:id/approvals/:callId    { decision: "approve" | "deny", by? } → resumes the run
  *   POST /v1/runs/:id/cancel               cancels a queued or running run
  *   POST /v1/runs/:id/replay               re-runs a finished run with its recorded model turns → 201 { id }
+ *   POST /v1/runs?dryRun=true              the same checks, then the resolved plan (200); nothing queued
+ *   GET  /v1/templates[/:name]             the run templates; POST /v1/templates/:name/runs { params } submits one
  *   GET  /healthz  /readyz  /metrics  /openapi.json  /docs
  *
  * Auth: with tokens configured every route but /healthz, /readyz, /openapi.json and /docs needs
@@ -23,6 +25,9 @@ import type { RouteDoc } from './openapi';
 import { registerOpsRoutes } from './ops-routes';
 import { registerRunFileRoutes } from './run-files';
 import { registerRunRoutes } from './run-routes';
+import { checkSpec } from './submit-run';
+import { registerTemplateRoutes } from './template-routes';
+import { checkTemplateExamples } from './load-templates';
 
 export type { ApiDeps } from './api-deps';
 
@@ -74,6 +79,9 @@ export function buildApp(deps: ApiDeps): CorralApp {
   });
   registerRunRoutes(app, deps, docs);
   registerRunFileRoutes(app, deps, docs);
+  registerTemplateRoutes(app, deps, docs);
   registerOpsRoutes(app, deps, docs);
+  // A template whose examples would be refused stops start-up (listen() and inject() both wait for ready).
+  app.addHook('onReady', async () => checkTemplateExamples(deps.templates ?? [], (body) => checkSpec(deps, body, 'default')));
   return Object.assign(app, { routeDocs: docs, registeredRoutes: registered });
 }

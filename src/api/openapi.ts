@@ -23,7 +23,7 @@ export interface RouteDoc {
   url: string;
   summary: string;
   description?: string;
-  tag: 'runs' | 'artifacts' | 'operations';
+  tag: 'runs' | 'artifacts' | 'templates' | 'operations';
   /** No bearer token needed, even when auth is on. */
   public?: boolean;
   params?: z.ZodObject;
@@ -134,6 +134,7 @@ export function openApiDocument(docs: readonly RouteDoc[], info: { version: stri
     tags: [
       { name: 'runs', description: 'submit, list, follow, answer and cancel runs' },
       { name: 'artifacts', description: 'what a run left: report, log, workspace' },
+      { name: 'templates', description: 'run templates: a library of tasks with parameters' },
       { name: 'operations', description: 'health, readiness, metrics, this document' },
     ],
     paths,

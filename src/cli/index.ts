@@ -23,6 +23,7 @@ const COMMANDS: Record<string, Loader> = {
   replay: () => import('./replay'),
   sandbox: () => import('./sandbox-exec'),
   policy: () => import('./policy'),
+  templates: () => import('./templates'),
 };
 
 async function main(argv: string[]): Promise<number> {
