@@ -34,6 +34,10 @@ export const ConfigSchema = z.object({
   CORRAL_TENANT_MAX_ACTIVE_RUNS: int(10),
   /** Per tenant: runs submitted in any 60 s; more is a 429 with retry-after. */
   CORRAL_TENANT_SUBMITS_PER_MIN: int(60),
+  /** Per tenant: schedules at once; more is a 409. */
+  CORRAL_TENANT_MAX_SCHEDULES: int(20),
+  /** Two firings of one schedule are at least this far apart (a 6-field cron with seconds is allowed when this is below 60). */
+  CORRAL_SCHEDULE_MIN_INTERVAL_S: int(60),
   /** How long an Idempotency-Key is remembered (seconds). */
   CORRAL_IDEMPOTENCY_TTL_S: int(24 * 3600),
   /** Runs one worker executes at once (= sandbox slots on this host). */

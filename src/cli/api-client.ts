@@ -145,6 +145,11 @@ export class ApiClient {
     return this.json('POST', `/v1/templates/${encodeURIComponent(name)}/runs${dryRun ? '?dryRun=true' : ''}`, body);
   }
 
+  /** Any JSON route (schedules …): the parsed answer, or ApiError with the server's reason. */
+  request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+    return this.json(method, path, body);
+  }
+
   templates(): Promise<{ templates: Array<{ name: string; description: string; params: Array<{ name: string; description: string; default?: string; pattern?: string }>; examples: Array<Record<string, string>> }> }> {
     return this.json('GET', '/v1/templates');
   }

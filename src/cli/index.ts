@@ -24,6 +24,7 @@ const COMMANDS: Record<string, Loader> = {
   sandbox: () => import('./sandbox-exec'),
   policy: () => import('./policy'),
   templates: () => import('./templates'),
+  schedules: () => import('./schedules'),
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -157,6 +157,25 @@ parameters with their defaults, and an example \`corral submit --template\` line
 API's answer (GET /v1/templates) as it is.
 `,
   },
+  schedules: {
+    summary: 'schedules list|add|rm: run a template on a cron pattern, unattended',
+    usage: `usage:
+  corral schedules [list] [--json]
+  corral schedules add --cron PATTERN --template NAME [--set K=V]... [--timezone TZ] [--name TEXT] [--json]
+  corral schedules rm ID
+(each with [--api URL] [--token T])
+
+A schedule submits a run of one of the server's templates (\`corral templates\`) each time its cron
+pattern fires ("m h dom mon dow", read in --timezone, default UTC), unattended: calls the policy would
+ask about are refused. Its runs are labelled schedule: ID. The server checks the pattern, the template
+and the rendered run when you add it; a firing the tenant's limits refuse makes no run and is shown by
+\`list\`. Schedules live in Redis and survive restarts.
+
+examples:
+  corral schedules add --cron "0 6 * * 1" --template dependency-report --set packageDir=services/api
+  corral schedules list
+`,
+  },
   policy: {
     summary: 'policy check|eval: evaluate tool calls against a policy',
     usage: `usage:
