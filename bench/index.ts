@@ -13,7 +13,9 @@
  *                               pre-streaming baseline commit (bench/artifacts.ts; BENCH_EXPORT_MB, BENCH_FILE_OPS)
  *   7. policy                   `corral policy check --batch` throughput, startup and crash class, beside the baseline
  *                               (the gate before its second pass) (bench/policy.ts; BENCH_POLICY_CALLS)
- * BENCH_STAGES=egress (or =artifacts, =policy) runs stage 5 (or 6, 7) alone and merges its result into bench/results.json.
+ *   8. streaming                a model turn streamed beside the same turn as plain JSON (client cost), and paced
+ *                               with live deltas to Redis (first text, deltas per turn) (bench/streaming.ts)
+ * BENCH_STAGES=egress (or =artifacts, =policy, =streaming) runs stage 5 (or 6, 7, 8) alone and merges its result into bench/results.json.
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
  *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_ISOLATION_EXECS (30)  BENCH_ISOLATION_ACQUIRES (8)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
@@ -37,6 +39,7 @@ import { benchRunsPerMinute, soak, type RateResult, type SoakResult } from './ru
 import { benchIsolation } from './isolation';
 import { benchPolicy, type PolicyBench } from './policy';
 import { benchSandbox } from './sandbox-exec';
+import { benchStreaming } from './streaming';
 import { envInt, note, round } from './stats';
 
 const CONCURRENCIES = [1, 4, 8] as const;
@@ -102,7 +105,23 @@ function policyOnly(): void {
   process.stdout.write(`${JSON.stringify({ policy, targets: policyTargets(policy) }, null, 2)}\n`);
 }
 
+/** Stage 8 alone (BENCH_STAGES=streaming): its result merged into bench/results.json. */
+async function streamingOnly(): Promise<void> {
+  const redisBox = await benchRedis();
+  try {
+    note('stage 8: streaming — streamed turns beside plain ones, and live deltas to Redis');
+    const streaming = await benchStreaming({ redisUrl: redisBox.url });
+    const file = join(__dirname, 'results.json');
+    const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
+    writeFileSync(file, `${JSON.stringify({ ...prev, streaming, streaming_measured_at: new Date().toISOString() }, null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify({ streaming }, null, 2)}\n`);
+  } finally {
+    await redisBox.close();
+  }
+}
+
 async function main(): Promise<void> {
+  if (process.env.BENCH_STAGES === 'streaming') return streamingOnly();
   if (process.env.BENCH_STAGES === 'egress') return egressOnly();
   if (process.env.BENCH_STAGES === 'artifacts') return artifactsOnly();
   if (process.env.BENCH_STAGES === 'policy') return policyOnly();
@@ -168,6 +187,8 @@ async function main(): Promise<void> {
     const artifacts = benchArtifacts();
     note('stage 7: policy — corral policy check --batch beside the baseline');
     const policy = benchPolicy();
+    note('stage 8: streaming — streamed turns beside plain ones, and live deltas to Redis');
+    const streaming = await benchStreaming({ redisUrl: redisBox.db(3) });
 
     const enq = corralEnqueue!;
     const rssPeak = Math.max(...Object.values(rssByConcurrency));
@@ -213,6 +234,7 @@ async function main(): Promise<void> {
       egress,
       artifacts,
       policy,
+      streaming,
       targets,
       notes: {
         isolation: 'the same provider per class (CORRAL_SANDBOX_RUNTIME=runc / gvisor); exec_ms.python = `python3 -c pass`; gVisor on the ptrace platform, as .ci/bootstrap registers it',

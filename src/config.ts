@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { describeZodIssues, InvalidInputError } from './domain/errors';
 import type { IsolationClass } from './domain/sandbox';
+import { ROUTING_RULES, type RoutingRule } from './domain/run-spec';
 
 const int = (def: number) => z.coerce.number().int().positive().default(def);
 const num = (def: number) => z.coerce.number().positive().default(def);
@@ -54,6 +55,36 @@ export const ConfigSchema = z.object({
   /** Model for the risk classifier; defaults to CORRAL_MODEL. */
   CORRAL_CLASSIFIER_MODEL: z.string().optional(),
   CORRAL_MODEL_TIMEOUT_MS: int(120_000),
+  /** Ask the model for streamed answers (openai `stream: true`): their text goes out live as model.delta on the run's event stream. */
+  CORRAL_MODEL_STREAM: bool(true),
+  /** Per run: live deltas published at most (the Redis event stream keeps room for them beside the events). */
+  CORRAL_STREAM_MAX_DELTAS: int(2000),
+  /**
+   * Model routing for runs that name neither `model` nor `routing`: each turn goes to the strong or
+   * the cheap model (both, or neither, must be set) by the rules in CORRAL_ROUTING_STRONG_ON.
+   */
+  CORRAL_ROUTING_STRONG_MODEL: z.string().min(1).max(200).optional(),
+  CORRAL_ROUTING_CHEAP_MODEL: z.string().min(1).max(200).optional(),
+  /** Comma-separated routing rules that send a turn to the strong model (domain/run-spec.ts ROUTING_RULES). */
+  CORRAL_ROUTING_STRONG_ON: z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      if (s === undefined) return undefined;
+      const list = [...new Set(s.split(',').map((x) => x.trim()).filter(Boolean))];
+      const bad = list.filter((x) => !(ROUTING_RULES as readonly string[]).includes(x));
+      if (bad.length) {
+        ctx.addIssue({ code: 'custom', message: `unknown rule(s) ${bad.join(', ')} (known: ${ROUTING_RULES.join(', ')})` });
+        return z.NEVER;
+      }
+      return list as RoutingRule[];
+    }),
+  /** Sub-runs (the delegate tool): how deep a tree may go (a top-level run is depth 0; 0 turns delegation off) … */
+  CORRAL_SUBRUN_MAX_DEPTH: z.coerce.number().int().min(0).max(8).default(2),
+  /** … how many sub-runs one run may start over its whole life … */
+  CORRAL_SUBRUN_MAX_CHILDREN: z.coerce.number().int().min(1).max(64).default(4),
+  /** … and how many bytes of a sub-run's patch its result sheet carries back. */
+  CORRAL_SUBRUN_PATCH_MAX_BYTES: int(64 * 1024),
   /** USD per million tokens, for the cost budget. */
   CORRAL_PRICE_INPUT_PER_MTOK: num(0.4),
   CORRAL_PRICE_OUTPUT_PER_MTOK: num(1.6),
@@ -211,6 +242,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new InvalidInputError(`configuration: ${message}`, field);
   }
   const c = r.data;
+  if ((c.CORRAL_ROUTING_STRONG_MODEL === undefined) !== (c.CORRAL_ROUTING_CHEAP_MODEL === undefined)) {
+    throw new InvalidInputError('configuration: CORRAL_ROUTING_STRONG_MODEL and CORRAL_ROUTING_CHEAP_MODEL go together: set both (model routing) or neither', 'CORRAL_ROUTING_STRONG_MODEL');
+  }
+  if (c.CORRAL_ROUTING_STRONG_MODEL !== undefined && c.CORRAL_ROUTING_STRONG_MODEL === c.CORRAL_ROUTING_CHEAP_MODEL) {
+    throw new InvalidInputError('configuration: CORRAL_ROUTING_CHEAP_MODEL must differ from CORRAL_ROUTING_STRONG_MODEL', 'CORRAL_ROUTING_CHEAP_MODEL');
+  }
   if (c.CORRAL_SANDBOX_RUNTIME !== 'auto' && !c.CORRAL_ISOLATION_CLASSES.includes(c.CORRAL_SANDBOX_RUNTIME)) {
     throw new InvalidInputError(
       `configuration: CORRAL_SANDBOX_RUNTIME: the default class "${c.CORRAL_SANDBOX_RUNTIME}" is not in CORRAL_ISOLATION_CLASSES (${c.CORRAL_ISOLATION_CLASSES.join(',')})`,

@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
+import { FlowProducer } from 'bullmq';
 import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import type { FastifyInstance } from 'fastify';
@@ -29,6 +30,8 @@ import { createRunQueue, newRunId } from './queue/run-queue';
 import { IdempotencyStore } from './queue/idempotency';
 import { RunMetrics } from './queue/run-metrics';
 import { RunStore } from './queue/run-store';
+import { RunTree } from './queue/run-tree';
+import { routingFor } from './run/model-router';
 import { TenantQuota } from './queue/tenant-quota';
 import { POOL_PREFIX, createDockerClient, createSandboxProvider, startReaper, type Reaper } from './sandbox';
 import { startWorker, type RunningWorker } from './worker/start-worker';
@@ -70,7 +73,13 @@ function modelFactory(config: Config): { modelFor: (spec: RunSpec) => Model; cli
     timeout: config.CORRAL_MODEL_TIMEOUT_MS,
     maxRetries: 2,
   });
-  return { modelFor: (spec) => new OpenAIModel(client, spec.model ?? config.CORRAL_MODEL), client, description: `${config.CORRAL_MODEL} at ${client.baseURL}` };
+  const opts = { stream: config.CORRAL_MODEL_STREAM, idleTimeoutMs: config.CORRAL_MODEL_TIMEOUT_MS };
+  return {
+    // With model routing, the adapter's own model (compaction, and turns the router does not name) is the strong one.
+    modelFor: (spec) => new OpenAIModel(client, spec.model ?? routingFor(spec, config)?.strong ?? config.CORRAL_MODEL, opts),
+    client,
+    description: `${config.CORRAL_MODEL} at ${client.baseURL}`,
+  };
 }
 
 /** Runs with `replayOf` replay that run's model turns from its log in this worker's data dir. */
@@ -120,7 +129,9 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     await close();
     throw err;
   });
-  const store = new RunStore(redis, undefined, config.CORRAL_LOG_MAX_EVENTS + 16);
+  // The stream's cap leaves room for a run's live deltas beside every event its log may keep.
+  const store = new RunStore(redis, undefined, config.CORRAL_LOG_MAX_EVENTS + 16 + config.CORRAL_STREAM_MAX_DELTAS);
+  const tree = new RunTree(redis);
   const metrics = new RunMetrics(redis);
   /** Set when this process runs a worker: /readyz then checks the Docker engine too. */
   let dockerPing: (() => Promise<unknown>) | undefined;
@@ -145,6 +156,10 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       closers.push(async () => subscriber.quit());
       const workerConn = redis.duplicate({ maxRetriesPerRequest: null });
       closers.push(async () => workerConn.quit());
+      const flowConn = redis.duplicate({ maxRetriesPerRequest: null });
+      closers.push(async () => flowConn.quit());
+      const flow = new FlowProducer({ connection: flowConn });
+      closers.push(() => flow.close());
       const worker = await startWorker({
         config, sandboxes, store, metrics, workerId, clock: Date.now, log,
         modelFor: withReplays(config, models.modelFor),
@@ -152,7 +167,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,
         sandboxReady: () => sandboxes.ping(), dockerRetries: config.CORRAL_DOCKER_RETRIES, dockerBackoffMs: config.CORRAL_DOCKER_BACKOFF_MS,
         stalledIntervalMs: config.CORRAL_STALLED_INTERVAL_MS, retryStalled: config.CORRAL_RETRY_STALLED, lockMs: config.CORRAL_JOB_LOCK_MS,
-        connection: workerConn, subscriber,
+        connection: workerConn, subscriber, flow, tree, newRunId,
       });
       closers.push(() => worker.close(config.CORRAL_SHUTDOWN_GRACE_S * 1000));
       started.worker = worker;
@@ -190,7 +205,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const schedules = new ScheduleStore(apiRedis, config.CORRAL_QUEUE, queueConn);
       closers.push(() => schedules.close());
       const apiDeps: ApiDeps = {
-        config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], templates, schedules,
+        config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], templates, schedules,
         quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis),
         readyChecks: dockerPing ? { docker: dockerPing } : {},
       };

@@ -4,6 +4,7 @@ import type { Config } from '../config';
 import type { IdempotencyStore } from '../queue/idempotency';
 import type { RunMetrics } from '../queue/run-metrics';
 import type { RunStore } from '../queue/run-store';
+import type { RunTree } from '../queue/run-tree';
 import type { TenantQuota } from '../queue/tenant-quota';
 import type { RunTemplate } from '../domain/run-template';
 import type { ScheduleStore } from '../queue/schedule-store';
@@ -16,6 +17,8 @@ export interface ApiDeps {
   quota: TenantQuota;
   idempotency: IdempotencyStore;
   metrics: RunMetrics;
+  /** Sub-runs: GET shows a run's children, cancel reaches the runs below it. */
+  tree?: RunTree;
   newRunId: () => string;
   clock: () => number;
   /** Names of the loaded policies; a run naming another is refused with 400. */

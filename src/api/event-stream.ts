@@ -4,8 +4,12 @@
  * message's id is the stream id, so a client can resume with ?after=<id> (or Last-Event-ID). A
  * comment line (": heartbeat") goes out every `heartbeatMs` so proxies and clients can tell a quiet
  * run from a dead connection.
+ *
+ * Once the history is sent, live deltas of a streaming model answer go out too (`event:
+ * model.delta`, data a LiveDelta), in stream order with the events; the history never repeats them.
  */
 import type { ServerResponse } from 'node:http';
+import type { LiveDelta, RunEvent } from '../domain/events';
 import type { RunStore } from '../queue/run-store';
 
 export interface StreamOptions {
@@ -23,15 +27,20 @@ export async function streamEvents(res: ServerResponse, store: RunStore, runId: 
     if (!closed) res.write(': heartbeat\n\n');
   }, o.heartbeatMs);
   let cursor = after;
+  // History first (events only); once caught up, events and live deltas as they come.
+  let live = false;
+  const PAGE = 500;
   try {
     while (!closed) {
-      const rows = await store.readEvents(runId, cursor);
+      const rows: Array<{ id: string; event?: RunEvent; delta?: LiveDelta }> = live ? await store.readLive(runId, cursor, PAGE) : await store.readEvents(runId, cursor, PAGE);
       for (const r of rows) {
-        res.write(`id: ${r.id}\nevent: ${r.event.type}\ndata: ${JSON.stringify(r.event)}\n\n`);
+        const item = r.event ?? r.delta;
+        if (item) res.write(`id: ${r.id}\nevent: ${item.type}\ndata: ${JSON.stringify(item)}\n\n`);
         cursor = r.id;
-        if (r.event.type === 'run.finished') closed = true;
+        if (r.event?.type === 'run.finished') closed = true;
       }
       if (closed) break;
+      if (rows.length < PAGE) live = true;
       if (rows.length === 0) {
         const run = await store.get(runId);
         // A run that ended without events (a malformed job, cancelled while queued) ends the stream too.

@@ -86,7 +86,8 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
   }, async (req) => {
     const { id } = parseInput(RunParams, req.params, 'path');
     const run = await ownRun(deps, req, id);
-    return { ...run, budgets: await budgetUse(deps, run), links: runLinks(id) };
+    const children = deps.tree ? await deps.tree.childViews(deps.store, id) : [];
+    return { ...run, budgets: await budgetUse(deps, run), ...(children.length ? { children: children.map((c) => ({ ...c, links: runLinks(c.id) })) } : {}), links: runLinks(id) };
   });
 
   route(app, docs, {
@@ -131,7 +132,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
 
   route(app, docs, {
     method: 'POST', url: '/v1/runs/:id/cancel', tag: 'runs', summary: 'Cancel a queued or running run',
-    description: 'A queued run is removed from the queue (200, cancelled). A running run is aborted on its worker (202, cancelling): the command in the sandbox is killed and the container removed within seconds; the run then ends `cancelled`.',
+    description: 'A queued run is removed from the queue (200, cancelled). A running run is aborted on its worker (202, cancelling): the command in the sandbox is killed and the container removed within seconds; the run then ends `cancelled`. The cancel reaches its sub-runs too: queued ones are removed, running ones aborted; a run waiting for its sub-runs ends `cancelled` once they have.',
     params: RunParams,
     responses: {
       200: { description: 'it was still queued: removed', schema: CancelResult },
@@ -149,7 +150,9 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
       await deps.quota.releaseActive(run.tenant, id);
       return reply.status(200).send({ id, status: 'cancelled' });
     }
-    await deps.store.requestCancel(id);
+    // Its sub-runs too (a run waiting for them is held by no worker: it ends when they have).
+    if (deps.tree) await deps.tree.cancelTree(deps.store, deps.queue, id, () => new Date(deps.clock()));
+    else await deps.store.requestCancel(id);
     return reply.status(202).send({ id, status: 'cancelling' });
   });
 

@@ -8,7 +8,7 @@ import { RUN_OUTCOMES, type RunStatus } from '../domain/events';
 import { NOT_EXPORTED_CODES, REVIEW_RULES } from '../domain/sandbox';
 import type { RunView } from '../queue/run-store';
 
-export const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'awaiting_approval', ...RUN_OUTCOMES];
+export const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'awaiting_approval', 'awaiting_children', ...RUN_OUTCOMES];
 const RUN_ID = /^run_[A-Za-z0-9_-]{6,64}$/;
 
 export const RunParams = z.object({ id: z.string().regex(RUN_ID, 'is not a run id').meta({ description: 'run id (run_…)' }) });
@@ -113,6 +113,7 @@ export const RunViewDoc = z.object({
   artifacts: z.array(z.object({ name: z.string(), path: z.string(), bytes: z.number() })).optional(),
   workspace: RunWorkspaceDoc.optional().meta({ description: 'what the workspace export found, once the run has ended and its workspace was exported' }),
   pendingApprovals: z.array(PendingApprovalDoc),
+  parent: z.object({ runId: z.string(), callId: z.string(), depth: z.number() }).optional().meta({ description: 'set for a sub-run: the run whose delegate call started it, and its depth' }),
 });
 
 /** Compile-time check: every RunView is a valid RunViewDoc. */
@@ -124,7 +125,15 @@ export const RunDetail = RunViewDoc.extend({
     .object({ llmCalls: BudgetUse, toolCalls: BudgetUse, tokens: BudgetUse, wallTimeS: BudgetUse, costUsd: BudgetUse })
     .partial()
     .optional()
-    .meta({ description: 'use of each budget against its limit; while the run is going, as counted so far by its worker' }),
+    .meta({ description: 'use of each budget against its limit; while the run is going, as counted so far by its worker (a sub-run\'s use counts toward its parent\'s once it has ended)' }),
+  children: z
+    .array(z.object({
+      id: z.string(), callId: z.string(), status: z.enum(RUN_STATUSES as [RunStatus, ...RunStatus[]]), task: z.string(), createdAt: z.string(),
+      startedAt: z.string().optional(), finishedAt: z.string().optional(), outcome: z.enum(RUN_OUTCOMES as [RunStatus, ...RunStatus[]]).optional(),
+      reason: z.string().optional(), usage: Usage.optional(), links: RunLinks,
+    }))
+    .optional()
+    .meta({ description: 'the sub-runs this run started with `delegate`, in start order (tasks cut to 500 characters)' }),
   links: RunLinks,
 });
 

@@ -5,7 +5,7 @@
  * server's code and message), each with a one-line message that says what to do.
  */
 import type { Config } from '../config';
-import type { RunEvent } from '../domain/events';
+import type { LiveDelta, RunEvent } from '../domain/events';
 import { UsageError } from './cli-args';
 
 export function apiUrl(config: Config): string {
@@ -46,6 +46,8 @@ export interface FollowOptions {
   after?: string;
   /** Pause before reconnecting after the stream dropped (ms). */
   retryMs?: number;
+  /** Receives the live deltas of a streaming model answer (not part of the run's history). */
+  onDelta?: (d: LiveDelta) => void;
 }
 
 const MAX_RECONNECTS = 5;
@@ -197,6 +199,10 @@ export class ApiClient {
           failures = 0;
           if (msg.id) cursor = msg.id;
           if (!msg.data) continue;
+          if (msg.event === 'model.delta') {
+            opts.onDelta?.(JSON.parse(msg.data) as LiveDelta);
+            continue;
+          }
           const event = JSON.parse(msg.data) as RunEvent;
           onEvent(event);
           if (event.type === 'run.finished') return;

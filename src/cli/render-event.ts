@@ -2,7 +2,7 @@
  * One human-readable progress line per run event. `corral watch` (watch-view.ts) renders the steps,
  * decisions, approvals and budgets itself and uses this for the other events.
  */
-import type { RunEvent } from '../domain/events';
+import type { BudgetName, RunEvent, RunUsage } from '../domain/events';
 import { showName } from '../domain/export-names';
 import { patchPaths } from '../tools/unified-diff';
 
@@ -29,6 +29,16 @@ export function describeArgs(tool: string, args: unknown): string {
 
 function roundNum(n: number): string {
   return Number.isInteger(n) ? String(n) : n.toFixed(n < 1 ? 4 : 1);
+}
+
+/** `LLM calls 4 · tool calls 10 · $0.20 · 60 s` */
+export function budgetLine(b: Record<BudgetName, number>): string {
+  return `LLM calls ${b.llmCalls} · tool calls ${b.toolCalls} · $${b.costUsd.toFixed(2)} · ${b.wallTimeS} s`;
+}
+
+/** `LLM calls 2/4 · tool calls 3/10 · $0.0012/$0.20 · 3.1/60 s` */
+export function usageLine(u: RunUsage, b: Record<BudgetName, number>): string {
+  return `LLM calls ${u.llmCalls}/${b.llmCalls} · tool calls ${u.toolCalls}/${b.toolCalls} · $${u.costUsd.toFixed(4)}/$${b.costUsd.toFixed(2)} · ${(u.wallTimeMs / 1000).toFixed(1)}/${b.wallTimeS} s`;
 }
 
 export function renderEvent(e: RunEvent): string | null {
@@ -83,6 +93,14 @@ export function renderEvent(e: RunEvent): string | null {
     }
     case 'sandbox.removed':
       return `  sandbox ${e.containerId.slice(0, 12)} removed`;
+    case 'subrun.started':
+      return `  ⤷ sub-run ${e.childRunId} started (depth ${e.depth}) for ${e.callId}: “${clip(e.task, 80)}” · budget ${budgetLine(e.budgets)}`;
+    case 'subrun.finished':
+      return `  ⤶ sub-run ${e.childRunId} ${e.outcome}: ${clip(e.reason, 100)} · used ${usageLine(e.usage, e.budgets)}`;
+    case 'run.suspended':
+      return `  ⏸ waiting for ${e.children.length} sub-run(s) without a worker slot; sandbox removed, /workspace kept as ${e.checkpoint}`;
+    case 'run.resumed':
+      return `▶ resumed on ${e.workerId} after ${(e.waitedMs / 1000).toFixed(1)} s: ${e.children.map((c) => `${c.runId} ${c.outcome}`).join(', ')} (new sandbox from ${e.checkpoint})`;
     case 'run.finished':
       return `■ ${e.outcome}: ${e.reason} — ${e.usage.llmCalls} LLM calls, ${e.usage.toolCalls} tool calls, $${e.usage.costUsd.toFixed(4)}, ${(e.usage.wallTimeMs / 1000).toFixed(1)} s`;
   }

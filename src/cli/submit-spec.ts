@@ -6,7 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { BudgetName } from '../domain/events';
-import { EgressPattern } from '../domain/run-spec';
+import { EgressPattern, ROUTING_RULES, type RoutingRule } from '../domain/run-spec';
 import { parseArgs, UsageError } from './cli-args';
 import { packWorkspace, type PackedWorkspace } from './workspace-tar';
 
@@ -23,6 +23,10 @@ export interface SubmitOptions {
   approvals: boolean;
   policy?: string;
   budgets: Partial<Record<BudgetName, number>>;
+  /** One model for every turn (spec.model). */
+  model?: string;
+  /** Model routing (spec.routing): `--route STRONG,CHEAP[,on=RULE+RULE]`. */
+  routing?: { strong: string; cheap: string; strongOn?: RoutingRule[] };
   watch: boolean;
   plain: boolean;
   api?: string;
@@ -44,10 +48,24 @@ export function parseBudgets(values: readonly string[]): Partial<Record<BudgetNa
   return out;
 }
 
+/** `--route big,small` or `--route big,small,on=first-turn+after-failed-check` → spec.routing. */
+export function parseRoute(value: string): NonNullable<SubmitOptions['routing']> {
+  const parts = value.split(',').map((p) => p.trim());
+  const on = parts.length === 3 && parts[2]!.startsWith('on=') ? parts[2]!.slice(3) : undefined;
+  if (parts.length < 2 || parts.length > 3 || !parts[0] || !parts[1] || (parts.length === 3 && on === undefined)) {
+    throw new UsageError(`--route ${value}: give STRONG,CHEAP or STRONG,CHEAP,on=RULE+RULE (e.g. --route gpt-4.1,gpt-4.1-mini)`);
+  }
+  if (parts[0] === parts[1]) throw new UsageError(`--route ${value}: the strong and the cheap model must differ (for one model use --model)`);
+  const strongOn = on === undefined ? undefined : on.split('+').map((r) => r.trim()).filter(Boolean);
+  const bad = strongOn?.filter((r) => !(ROUTING_RULES as readonly string[]).includes(r)) ?? [];
+  if (bad.length) throw new UsageError(`--route: unknown rule(s) ${bad.join(', ')} (known: ${ROUTING_RULES.join(', ')})`);
+  return { strong: parts[0], cheap: parts[1], ...(strongOn ? { strongOn: strongOn as RoutingRule[] } : {}) };
+}
+
 export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
   const { opts, positionals } = parseArgs(argv, {
     task: 'string', workspace: 'string', exclude: 'list', 'allow-domain': 'list', approvals: 'flag', policy: 'string',
-    budget: 'list', watch: 'flag', 'dry-run': 'flag', template: 'string', set: 'list', 'no-watch': 'flag', 'no-follow': 'flag', plain: 'flag', api: 'string', token: 'string',
+    budget: 'list', model: 'string', route: 'string', watch: 'flag', 'dry-run': 'flag', template: 'string', set: 'list', 'no-watch': 'flag', 'no-follow': 'flag', plain: 'flag', api: 'string', token: 'string',
   });
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}" (give one TASK.md or SPEC.json)`);
   const file = positionals[0];
@@ -62,6 +80,8 @@ export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
   if (opts.task !== undefined && !opts.task.trim()) throw new UsageError('--task is empty');
   if (opts.watch && (opts['no-watch'] || opts['no-follow'])) throw new UsageError('--watch and --no-watch contradict each other');
   if (opts.exclude.length && opts.workspace === undefined) throw new UsageError('--exclude only applies with --workspace DIR');
+  if (opts.model !== undefined && opts.route !== undefined) throw new UsageError('give either --model (one model for every turn) or --route (a strong and a cheap one), not both');
+  if (opts.model !== undefined && !opts.model.trim()) throw new UsageError('--model is empty');
   const allowDomains = opts['allow-domain'].map((d) => {
     const r = EgressPattern.safeParse(d);
     if (!r.success) throw new UsageError(`--allow-domain ${d}: ${r.error.issues.map((i) => i.message).join('; ')}`);
@@ -76,6 +96,8 @@ export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
     approvals: opts.approvals,
     ...(opts.policy !== undefined ? { policy: opts.policy } : {}),
     budgets: parseBudgets(opts.budget),
+    ...(opts.model !== undefined ? { model: opts.model.trim() } : {}),
+    ...(opts.route !== undefined ? { routing: parseRoute(opts.route) } : {}),
     watch: opts.watch,
     plain: opts.plain,
     ...(opts.api !== undefined ? { api: opts.api } : {}),
@@ -147,6 +169,14 @@ export async function buildSpec(o: SubmitOptions, note: (line: string) => void =
   }
   if (o.approvals) spec.approvals = true;
   if (o.policy !== undefined) spec.policy = o.policy;
+  if (o.model !== undefined) {
+    spec.model = o.model;
+    delete spec.routing;
+  }
+  if (o.routing) {
+    spec.routing = o.routing;
+    delete spec.model;
+  }
   if (Object.keys(o.budgets).length) spec.budgets = { ...(isObject(spec.budgets) ? spec.budgets : {}), ...o.budgets };
   return packed ? { spec, packed } : { spec };
 }

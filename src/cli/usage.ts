@@ -70,6 +70,10 @@ Options override what SPEC.json says. --template NAME runs one of the server's t
   --approvals          calls the policy cannot settle wait for \`corral approve\` (default: refused)
   --policy NAME        the server's policy to use (default: default)
   --budget K=V,...     budgets: llmCalls, toolCalls, tokens, wallTimeS, costUsd (repeatable)
+  --model NAME         one model for every turn (default: the server's CORRAL_MODEL or routing)
+  --route S,C[,on=R+R] model routing: turns go to the strong model S when a rule holds (default
+                       rules: first-turn, after-failed-check, after-failed-tool, after-blocked-call,
+                       after-malformed-call, after-sub-run; also after-compaction), else to C
   --watch              follow the run until it ends (see \`corral watch --help\`)
   --no-watch           print the run id and return (the default)
 ${API_OPTIONS}
@@ -93,7 +97,9 @@ Follows a run's events until it ends (a finished run is shown from its history):
 and arguments, the policy decision (allowed / BLOCKED and why), the result, budget bars, and for a
 call waiting on a human the exact \`corral approve\` command. Ends with the status, the reason, the
 report's path and the final answer. On a terminal the budget bars stay at the bottom and update in
-place; otherwise (or with --plain) every line is printed once. Ctrl-C stops watching, not the run.
+place; otherwise (or with --plain) every line is printed once. A streamed model answer is shown
+as it arrives (\`turn 3 ▸ …\`, control characters made visible); with model routing each turn names
+its tier and model; delegate calls show the sub-runs they start. Ctrl-C stops watching, not the run.
 
 ${API_OPTIONS}
 

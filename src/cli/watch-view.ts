@@ -6,10 +6,17 @@
  *
  * Pure: no I/O and no clock of its own (callers pass `now`). In plain mode a budget line is printed
  * with each model turn; in live mode (a terminal) the caller keeps footer() at the bottom instead.
+ *
+ * A streaming answer arrives as live deltas first: pushDelta() returns the text to show as it comes
+ * (`turn 3 ▸ …`, control characters made visible), and that turn's model.response then prints only
+ * what the text did not show (final answer or how many tool calls, and the budget line).
  */
-import type { BudgetName, RunEvent, RunUsage } from '../domain/events';
+import type { BudgetName, LiveDelta, RunEvent, RunUsage } from '../domain/events';
 import type { GateVerdict } from '../domain/gate';
+import { visible } from './live-output';
 import { clip, describeArgs, renderEvent } from './render-event';
+
+export { visible };
 
 export interface WatchViewOptions {
   /** true: the caller shows footer() live, so budget lines are not repeated in the log. */
@@ -75,12 +82,18 @@ export class WatchView {
   private budgets: Record<BudgetName, number> | null = null;
   private usage: RunUsage = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 };
   private startedAt: number | null = null;
+  /** The run waited for sub-runs: a later sandbox.ready does not restart its wall-time clock. */
+  private resumed = false;
   private lastTs: number | null = null;
   private receivedAt: number | null = null;
   private step = 0;
   private readonly decided = new Set<string>();
   private readonly pending = new Map<string, string>();
   private runId: string | null = null;
+  /** The turn whose text is streaming now, the last turn that got its model.response, tool names shown. */
+  private streaming: number | null = null;
+  private lastTurn = 0;
+  private readonly toolsShown = new Set<number>();
   finished: Extract<RunEvent, { type: 'run.finished' }> | null = null;
 
   constructor(private readonly opts: WatchViewOptions) {}
@@ -98,6 +111,7 @@ export class WatchView {
         this.budgets = { ...e.budgets };
         this.usage = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 };
         this.startedAt = Number.isFinite(ts) ? ts : null;
+        this.resumed = false;
         this.step = 0;
         return [
           `▶ ${e.runId} started on ${e.workerId}${attempt && attempt > 1 ? ` (attempt ${attempt})` : ''}`,
@@ -111,8 +125,14 @@ export class WatchView {
         this.usage.outputTokens += e.usage.outputTokens;
         this.usage.costUsd += e.costUsd;
         const final = e.toolCalls.length === 0;
+        const streamed = this.streaming === e.turn;
+        this.streaming = null;
+        this.lastTurn = Math.max(this.lastTurn, e.turn);
         const said = e.content ? ` “${clip(e.content, final ? 100 : 110)}”` : '';
-        const head = `turn ${e.turn}${final ? ' · final answer' : ''}${said}`;
+        const on = e.route ? ` [${e.route.tier}: ${e.route.model}]` : '';
+        const head = streamed
+          ? `  ↳ ${final ? 'final answer' : `${e.toolCalls.length} tool call${e.toolCalls.length === 1 ? '' : 's'}`}${on}`
+          : `turn ${e.turn}${final ? ' · final answer' : ''}${on}${said}`;
         return !this.opts.live && !final && this.budgets ? [head, `  ${this.budgetSummary()}`] : [head];
       }
       case 'tool.call': {
@@ -152,12 +172,43 @@ export class WatchView {
       }
       case 'sandbox.ready':
       case 'context.loaded':
-        // The budget meter (and its wall-time clock) starts when the agent loop does, after these.
-        if (Number.isFinite(ts)) this.startedAt = ts;
+        // The budget meter (and its wall-time clock) starts when the agent loop does, after these;
+        // a sandbox re-created after waiting for sub-runs does not restart it.
+        if (Number.isFinite(ts) && !this.resumed) this.startedAt = ts;
+        return this.other(e);
+      case 'run.suspended':
+        this.resumed = true;
+        return this.other(e);
+      case 'subrun.finished':
+        // What a sub-run used is the run's usage too (its budgets were carved out of the run's).
+        this.usage.llmCalls += e.usage.llmCalls;
+        this.usage.toolCalls += e.usage.toolCalls;
+        this.usage.inputTokens += e.usage.inputTokens;
+        this.usage.outputTokens += e.usage.outputTokens;
+        this.usage.costUsd += e.usage.costUsd;
         return this.other(e);
       default:
         return this.other(e);
     }
+  }
+
+  /** Text to write as it arrives (no newline at its end), for one live delta; '' when nothing to show. */
+  pushDelta(d: LiveDelta): string {
+    if (d.turn <= this.lastTurn || this.finished) return '';
+    let out = '';
+    if (this.streaming !== d.turn) {
+      this.streaming = d.turn;
+      this.toolsShown.clear();
+      out += `turn ${d.turn} ▸ `;
+    }
+    if (d.text) out += visible(d.text).replace(/\n/g, '\n    ');
+    for (const t of d.tools ?? []) {
+      if (!t.name || this.toolsShown.has(t.index)) continue;
+      this.toolsShown.add(t.index);
+      out += ` [→ ${visible(t.name).slice(0, 60)}]`;
+    }
+    if (d.note) out += ` [${visible(d.note)}]`;
+    return out;
   }
 
   private other(e: RunEvent): string[] {

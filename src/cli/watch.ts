@@ -43,7 +43,7 @@ export async function watchRun(client: ApiClient, id: string, opts: WatchOptions
       const now = Date.now();
       const lines = view.push(e, now);
       output.print(lines, view.footer(now));
-    }, { signal: opts.signal });
+    }, { signal: opts.signal, onDelta: (d) => output.partial(view.pushDelta(d)) });
   } finally {
     if (tick) clearInterval(tick);
     output.clearFooter();

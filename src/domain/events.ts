@@ -5,6 +5,8 @@
 import type { ExecResult, EgressAttempt, EgressCode, EgressStats, FileChange, NotExported, NotExportedCode, ReviewFlag } from './sandbox';
 import type { GateVerdict } from './gate';
 import type { ModelToolCall, ModelUsage } from './model';
+import type { RoutingRule } from './run-spec';
+import type { SubRunNode } from './subrun';
 
 /**
  * How a run ended, one typed set: `succeeded`; `failed` (its done checks did not pass); `budget_exhausted`
@@ -15,14 +17,25 @@ import type { ModelToolCall, ModelUsage } from './model';
 export type RunOutcome = 'succeeded' | 'failed' | 'budget_exhausted' | 'policy_aborted' | 'cancelled' | 'timed_out' | 'error';
 export const RUN_OUTCOMES: readonly RunOutcome[] = ['succeeded', 'failed', 'budget_exhausted', 'policy_aborted', 'cancelled', 'timed_out', 'error'];
 
-export type RunStatus = 'queued' | 'running' | 'awaiting_approval' | RunOutcome;
+/** `awaiting_children`: the run delegated to sub-runs and waits for them without a worker slot or a sandbox. */
+export type RunStatus = 'queued' | 'running' | 'awaiting_approval' | 'awaiting_children' | RunOutcome;
 
 export type BudgetName = 'llmCalls' | 'toolCalls' | 'tokens' | 'wallTimeS' | 'costUsd';
 
 export type RunEventBody =
-  | { type: 'run.started'; workerId: string; task: string; policy: string; approvals: boolean; model: string; budgets: Record<BudgetName, number>; attempt?: number; note?: string }
+  | {
+    type: 'run.started'; workerId: string; task: string; policy: string; approvals: boolean; model: string; budgets: Record<BudgetName, number>; attempt?: number; note?: string;
+    /** Model routing in force (a strong and a cheap model, and when the strong one is used). */
+    routing?: { strong: string; cheap: string; strongOn: RoutingRule[] };
+    /** Set for a sub-run: the run and the delegate call it answers, and its depth (1 = child of a top-level run). */
+    parent?: { runId: string; callId: string; depth: number };
+  }
   | { type: 'sandbox.ready'; containerId: string; image: string; ms: number; egressAllow: string[]; isolation?: 'runc' | 'gvisor' }
-  | { type: 'model.response'; turn: number; content: string | null; toolCalls: ModelToolCall[]; usage: ModelUsage; costUsd: number; ms: number; model: string; finishReason: string }
+  | {
+    type: 'model.response'; turn: number; content: string | null; toolCalls: ModelToolCall[]; usage: ModelUsage; costUsd: number; ms: number; model: string; finishReason: string;
+    /** With model routing: the model asked for, its tier, the rule that chose the strong one, and what the turn would have cost on the strong model. */
+    route?: { model: string; tier: 'strong' | 'cheap'; rule: RoutingRule | null; strongCostUsd: number };
+  }
   | { type: 'tool.call'; callId: string; tool: string; args: unknown }
   | { type: 'policy.decision'; callId: string; tool: string; verdict: GateVerdict }
   | { type: 'approval.pending'; callId: string; tool: string; args: unknown; reason: string; risk?: string }
@@ -44,7 +57,15 @@ export type RunEventBody =
   | { type: 'sandbox.removed'; containerId: string }
   | { type: 'artifact'; name: string; path: string; bytes: number }
   | ({ type: 'workspace.changes' } & WorkspaceChanges)
-  | { type: 'run.finished'; outcome: RunOutcome; finalAnswer: string | null; reason: string; usage: RunUsage };
+  | { type: 'run.finished'; outcome: RunOutcome; finalAnswer: string | null; reason: string; usage: RunUsage }
+  /** A delegate call started a sub-run (its own run, queue job and sandbox) from the workspace copy `checkpoint`. */
+  | { type: 'subrun.started'; callId: string; childRunId: string; task: string; budgets: Record<BudgetName, number>; depth: number; checkpoint: string }
+  /** A sub-run ended; `node` is its tree (its own sub-runs below it) with each run's use of its budgets. */
+  | { type: 'subrun.finished'; callId: string; childRunId: string; outcome: RunOutcome; reason: string; usage: RunUsage; budgets: Record<BudgetName, number>; node: SubRunNode }
+  /** The run gave up its worker slot and sandbox to wait for its sub-runs (its workspace is kept as `checkpoint`). */
+  | { type: 'run.suspended'; children: string[]; checkpoint: string; sandboxKept: false }
+  /** Every sub-run ended: the run continues on `workerId`, in a new sandbox seeded from its checkpoint. */
+  | { type: 'run.resumed'; workerId: string; children: Array<{ runId: string; outcome: RunOutcome }>; waitedMs: number; checkpoint: string };
 
 /**
  * What the workspace export found: the changed files (exactly the patch's sections), how many files
@@ -74,6 +95,23 @@ export interface RunUsage {
 }
 
 export type RunEvent = RunEventBody & { runId: string; seq: number; ts: string };
+
+/**
+ * A piece of a model answer while it streams, for live views only: it goes on the run's Redis stream
+ * (SSE, `event: model.delta`) and nowhere else — not the JSONL log, not the report, not GET …/events
+ * pages. The assembled answer is the turn's model.response. Pieces are coalesced (`text` is what
+ * arrived since the previous delta); `tools` gives the tool calls being written so far.
+ */
+export interface LiveDelta {
+  type: 'model.delta';
+  runId: string;
+  turn: number;
+  ts: string;
+  text?: string;
+  tools?: Array<{ index: number; name: string; argumentsChars: number }>;
+  /** Set on the last delta a run publishes when it reached its cap (CORRAL_STREAM_MAX_DELTAS). */
+  note?: string;
+}
 
 /** Where events go: the JSONL file, the Redis stream, the report builder. */
 export type Emit = (event: RunEventBody) => void;

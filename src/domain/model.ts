@@ -32,10 +32,23 @@ export interface ModelTurn {
   model: string;
 }
 
+/**
+ * A piece of a streamed answer, as it arrives: text, or progress of a tool call being written
+ * (its name once known, and how many characters of arguments so far). Deltas are for live views
+ * only; the assembled ModelTurn is what the run records.
+ */
+export type ModelDelta =
+  | { kind: 'text'; text: string }
+  | { kind: 'tool'; index: number; name: string; argumentsChars: number };
+
 export interface ModelRequest {
   messages: ChatMessage[];
   tools: ToolSpec[];
   signal?: AbortSignal;
+  /** The model to ask for this turn (model routing); absent: the model's own default. */
+  model?: string;
+  /** Receives the answer's deltas as they stream in (when the model streams). */
+  onDelta?: (d: ModelDelta) => void;
 }
 
 export interface Model {

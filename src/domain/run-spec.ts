@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { MAX_NAME_LENGTH, parseEgressEntry } from './egress-rules';
+import { ParentLink } from './subrun';
 import { TaskContractJson } from './task-contract';
 
 /**
@@ -85,6 +86,25 @@ export const RunBudgets = z
   .strict();
 export type RunBudgets = z.infer<typeof RunBudgets>;
 
+/**
+ * Model routing: which model each turn goes to, decided at dispatch by a heuristic over what just
+ * happened (src/run/model-router.ts), never by another model. A turn goes to `strong` when one of the
+ * `strongOn` rules holds for it, otherwise to `cheap`.
+ */
+export const ROUTING_RULES = ['first-turn', 'after-failed-check', 'after-failed-tool', 'after-blocked-call', 'after-malformed-call', 'after-sub-run', 'after-compaction'] as const;
+export type RoutingRule = (typeof ROUTING_RULES)[number];
+export const DEFAULT_STRONG_ON: readonly RoutingRule[] = ['first-turn', 'after-failed-check', 'after-failed-tool', 'after-blocked-call', 'after-malformed-call', 'after-sub-run'];
+
+export const Routing = z
+  .object({
+    strong: z.string().min(1).max(200),
+    cheap: z.string().min(1).max(200),
+    strongOn: z.array(z.enum(ROUTING_RULES)).max(ROUTING_RULES.length).default([...DEFAULT_STRONG_ON]),
+  })
+  .strict()
+  .refine((r) => r.strong !== r.cheap, { message: 'strong and cheap must be different models (for one model, set `model` instead)', path: ['cheap'] });
+export type Routing = z.infer<typeof Routing>;
+
 export const MAX_INLINE_WORKSPACE_BYTES = 4 * 1024 * 1024;
 export const MAX_WORKSPACE_TAR_BYTES = 8 * 1024 * 1024;
 
@@ -139,13 +159,19 @@ export const RunSpec = z
     replayOf: z.string().regex(/^run_[A-Za-z0-9_-]{6,64}$/, 'must be a run id').optional(),
     /** Overrides the configured model name for this run. */
     model: z.string().min(1).max(200).optional(),
+    /** Per-turn model choice between a strong and a cheap model (overrides the server's CORRAL_ROUTING_*). */
+    routing: Routing.optional(),
     /** Free-form labels for the submitter (team, ticket); echoed in the report. */
     labels: z.record(z.string().max(64), z.string().max(256)).optional(),
   })
-  .strict();
+  .strict()
+  .refine((s) => !(s.model && s.routing), { message: 'give either `model` (one model for every turn) or `routing`, not both', path: ['routing'] });
 export type RunSpec = z.infer<typeof RunSpec>;
 export type RunSpecInput = z.input<typeof RunSpec>;
 
-/** Job data on the queue: the validated spec plus the id the API assigned. */
-export const RunJob = z.object({ runId: z.string().regex(/^run_[A-Za-z0-9_-]{6,64}$/), spec: RunSpec }).strict();
+/**
+ * Job data on the queue: the validated spec plus the id the API assigned. `parent` is set only on the
+ * child runs a worker submits for a parent's `delegate` call (see domain/subrun.ts).
+ */
+export const RunJob = z.object({ runId: z.string().regex(/^run_[A-Za-z0-9_-]{6,64}$/), spec: RunSpec, parent: ParentLink.optional() }).strict();
 export type RunJob = z.infer<typeof RunJob>;

@@ -154,6 +154,11 @@ export interface SandboxRequest {
   files: Record<string, string>;
   /** Optional uploaded seed: an uncompressed tar, checked entry by entry (files and dirs only), extracted before `files`. */
   seedTar?: Buffer;
+  /**
+   * What exportWorkspace()'s patch compares against, when it is not the seed: a run re-created from
+   * a checkpoint of its own workspace (after waiting for sub-runs) still diffs against its first seed.
+   */
+  baseline?: { files: Record<string, string>; seedTar?: Buffer };
   limits: { memoryMb: number; cpus: number; pids: number; workspaceMb: number; isolation?: IsolationClass };
   /** Allowed egress names; empty = no network at all. */
   egressAllow: string[];

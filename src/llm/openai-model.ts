@@ -1,11 +1,27 @@
 /**
  * Model over the openai SDK's chat completions (any OpenAI-compatible endpoint). The SDK's own
  * retries handle 429/5xx; what still fails becomes a ModelError (the openai → corral boundary).
+ *
+ * With `stream` on, the answer is requested with `stream: true` and assembled by StreamAccumulator
+ * (bounded sizes, checked fields), each piece going to the request's onDelta as it arrives. Until the
+ * response starts, the SDK's timeout and retries apply as for a plain request; a stream that then
+ * goes quiet for `idleTimeoutMs` is aborted. When the server reports no usage for a streamed
+ * answer, tokens are estimated (4 characters a token) so the token and cost budgets still hold.
+ * The request's `model` (model routing) overrides the model this adapter was made with.
  */
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { CancelledError, ModelError } from '../domain/errors';
 import type { ChatMessage, Model, ModelRequest, ModelTurn } from '../domain/model';
+import { DEFAULT_STREAM_BOUNDS, StreamAccumulator, type StreamBounds } from './stream-accumulator';
+
+export interface OpenAIModelOptions {
+  /** Ask for a streamed answer (deltas go to the request's onDelta). */
+  stream?: boolean;
+  /** A stream with no chunk for this long is aborted (ModelError). */
+  idleTimeoutMs?: number;
+  bounds?: StreamBounds;
+}
 
 export class OpenAIModel implements Model {
   readonly description: string;
@@ -13,8 +29,9 @@ export class OpenAIModel implements Model {
   constructor(
     private readonly client: OpenAI,
     private readonly model: string,
+    private readonly opts: OpenAIModelOptions = {},
   ) {
-    this.description = `${model} at ${client.baseURL}`;
+    this.description = `${model} at ${client.baseURL}${opts.stream ? ' (streamed)' : ''}`;
   }
 
   async complete(req: ModelRequest): Promise<ModelTurn> {
@@ -22,17 +39,17 @@ export class OpenAIModel implements Model {
       type: 'function',
       function: { name: t.name, description: t.description, parameters: t.parameters },
     }));
+    const model = req.model ?? this.model;
+    const body = { model, messages: req.messages.map(toOpenAI), ...(tools.length ? { tools } : {}) };
+    if (this.opts.stream) return this.streamed(body, model, req);
     let res;
     try {
-      res = await this.client.chat.completions.create(
-        { model: this.model, messages: req.messages.map(toOpenAI), ...(tools.length ? { tools } : {}) },
-        { signal: req.signal },
-      );
+      res = await this.client.chat.completions.create(body, { signal: req.signal });
     } catch (err) {
       throw toModelError(err, req.signal);
     }
     const choice = res.choices?.[0];
-    if (!choice?.message) throw new ModelError(`the model endpoint returned no choices (model ${this.model})`);
+    if (!choice?.message) throw new ModelError(`the model endpoint returned no choices (model ${model})`);
     const toolCalls = (choice.message.tool_calls ?? []).flatMap((c) =>
       c.type === 'function' ? [{ id: c.id, name: c.function.name, arguments: c.function.arguments ?? '' }] : [],
     );
@@ -41,8 +58,45 @@ export class OpenAIModel implements Model {
       toolCalls,
       usage: { inputTokens: res.usage?.prompt_tokens ?? 0, outputTokens: res.usage?.completion_tokens ?? 0 },
       finishReason: choice.finish_reason ?? 'unknown',
-      model: res.model ?? this.model,
+      model: res.model ?? model,
     };
+  }
+
+  private async streamed(body: { model: string; messages: ChatCompletionMessageParam[]; tools?: ChatCompletionTool[] }, model: string, req: ModelRequest): Promise<ModelTurn> {
+    const idleMs = this.opts.idleTimeoutMs ?? 120_000;
+    const idle = new AbortController();
+    const signal = req.signal ? AbortSignal.any([req.signal, idle.signal]) : idle.signal;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => idle.abort(), idleMs);
+      timer.unref?.();
+    };
+    const acc = new StreamAccumulator(this.opts.bounds ?? DEFAULT_STREAM_BOUNDS, req.onDelta);
+    try {
+      // Until the response starts, the SDK's own timeout and retries apply; from then on, silence does.
+      const stream = await this.client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal });
+      arm();
+      for await (const chunk of stream) {
+        arm();
+        acc.push(chunk);
+      }
+      // The SDK's stream ends quietly when its signal aborts: a cut-off answer must not pass as whole.
+      if (signal.aborted) throw new APIUserAbortError();
+    } catch (err) {
+      if (idle.signal.aborted && !req.signal?.aborted) {
+        throw new ModelError(`the model's stream went quiet: no data for ${Math.round(idleMs / 1000)} s (CORRAL_MODEL_TIMEOUT_MS), after ${acc.chunkCount} chunks`, undefined, { cause: err });
+      }
+      throw err instanceof ModelError ? err : toModelError(err, req.signal);
+    } finally {
+      clearTimeout(timer);
+    }
+    const turn = acc.finish(model);
+    const usage = turn.usage ?? {
+      inputTokens: Math.ceil(JSON.stringify(body.messages).length / 4),
+      outputTokens: Math.ceil(((turn.content ?? '').length + turn.toolCalls.reduce((n, c) => n + c.name.length + c.arguments.length, 0)) / 4),
+    };
+    return { ...turn, usage };
   }
 }
 

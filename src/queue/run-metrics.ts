@@ -66,6 +66,14 @@ export class RunMetrics {
         case 'tool.call':
           m.hincrby(this.usageKey(runId), 'toolCalls', 1).expire(this.usageKey(runId), USAGE_TTL_S);
           break;
+        case 'subrun.finished': // a sub-run's use counts toward its parent's budgets
+          m.hincrby(this.usageKey(runId), 'llmCalls', e.usage.llmCalls)
+            .hincrby(this.usageKey(runId), 'toolCalls', e.usage.toolCalls)
+            .hincrby(this.usageKey(runId), 'inputTokens', e.usage.inputTokens)
+            .hincrby(this.usageKey(runId), 'outputTokens', e.usage.outputTokens)
+            .hincrbyfloat(this.usageKey(runId), 'costUsd', e.usage.costUsd)
+            .expire(this.usageKey(runId), USAGE_TTL_S);
+          break;
         case 'policy.decision': {
           gated.add(e.callId);
           const v = e.verdict;

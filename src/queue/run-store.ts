@@ -3,7 +3,7 @@
  * per run, one stream of RunEvents per run, and one list per pending approval that the waiting
  * worker blocks on. Keys (all under the store's prefix, default "corral"):
  *   {p}:run:{id}             hash: status, task, times, worker, outcome, answer, report paths, pending:{callId}
- *   {p}:run:{id}:events      stream: field "e" = RunEvent JSON
+ *   {p}:run:{id}:events      stream: field "e" = RunEvent JSON; field "d" = LiveDelta JSON (live only)
  *   {p}:run:{id}:answer:{callId}  list: the approval answer (the waiter BLPOPs it)
  *   {p}:runs                 sorted set: run ids by creation time
  *   {p}:tenant:{t}:runs      sorted set: one tenant's run ids by creation time (GET /v1/runs)
@@ -14,7 +14,7 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { CorralError, InvalidInputError, NotFoundError } from '../domain/errors';
-import type { RunEvent, RunOutcome, RunStatus, RunUsage } from '../domain/events';
+import type { LiveDelta, RunEvent, RunOutcome, RunStatus, RunUsage } from '../domain/events';
 import type { RiskLevel } from '../domain/gate';
 import type { RunSpec } from '../domain/run-spec';
 import type { NotExported, ReviewFlag } from '../domain/sandbox';
@@ -70,6 +70,8 @@ export interface RunView {
   artifacts?: RunArtifact[];
   workspace?: RunWorkspace;
   pendingApprovals: PendingApproval[];
+  /** Set for a sub-run: the run that started it, the delegate call, its depth (queue/run-tree.ts). */
+  parent?: { runId: string; callId: string; depth: number };
 }
 
 /** The fields a worker (or the API, for cancel) writes as a run goes. */
@@ -96,7 +98,7 @@ export interface ListQuery {
   cursor?: string;
 }
 
-const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer', 'workspace']);
+const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer', 'workspace', 'parent']);
 /** A status-filtered page examines at most this many runs; a sparse match returns a short page with `next`. */
 const LIST_SCAN_MAX = 2000;
 const FINISHED_TTL_S = 14 * 24 * 3600;
@@ -105,10 +107,12 @@ const EVENTS_MAXLEN = 20_000;
 const FENCED_HSET = `if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 return 1`;
-/** XADD only while the run's owner is ARGV[1]. */
+/** XADD (field ARGV[4], default "e") only while the run's owner is ARGV[1]. */
 const FENCED_XADD = `if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[3])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', ARGV[4] or 'e', ARGV[3])
 return 1`;
+/** Stream pages readEvents scans at most to fill one page of events past live deltas. */
+const MAX_SCANS = 50;
 const Answer = z.object({ approved: z.boolean(), by: z.string() });
 
 export class RunStore {
@@ -206,7 +210,7 @@ export class RunStore {
     const view: Record<string, unknown> = { id: runId };
     for (const [k, v] of Object.entries(h)) {
       if (k.startsWith('pending:')) pendingApprovals.push(JSON.parse(v) as PendingApproval);
-      else if (k.startsWith('answered:') || k === 'spec' || k === 'dockerWaits' || k === 'owner') continue;
+      else if (k.startsWith('answered:') || k === 'spec' || k === 'dockerWaits' || k === 'owner' || k === 'cancelRequested') continue;
       else view[k] = JSON_FIELDS.has(k) ? JSON.parse(v) : v;
     }
     view.tenant ??= DEFAULT_TENANT;
@@ -300,11 +304,40 @@ export class RunStore {
     return (await this.redis.eval(FENCED_XADD, 2, this.key(e.runId), this.eventsKey(e.runId), fence, this.eventsMaxLen, JSON.stringify(e))) === 1;
   }
 
-  /** Events after the given stream id ("0" = from the start); returns each with its stream id for resuming. */
+  /**
+   * Events after the given stream id ("0" = from the start); returns each with its stream id for
+   * resuming. Live deltas on the stream are skipped (they are not part of the run's history).
+   */
   async readEvents(runId: string, after = '0', count = 500): Promise<Array<{ id: string; event: RunEvent }>> {
+    const out: Array<{ id: string; event: RunEvent }> = [];
+    let cursor = after;
+    for (let scan = 0; scan < MAX_SCANS && out.length < count; scan++) {
+      const rows = await this.readLive(runId, cursor, count - out.length);
+      if (rows.length === 0) break;
+      for (const r of rows) if (r.event) out.push({ id: r.id, event: r.event });
+      cursor = rows.at(-1)!.id;
+    }
+    return out;
+  }
+
+  /** Events and live deltas after the given stream id, in stream order (for SSE). */
+  async readLive(runId: string, after = '0', count = 500): Promise<Array<{ id: string; event?: RunEvent; delta?: LiveDelta }>> {
     const start = after === '0' ? '-' : `(${after}`;
     const rows = await this.redis.xrange(this.eventsKey(runId), start, '+', 'COUNT', count);
-    return rows.map(([id, fields]) => ({ id, event: JSON.parse(fields[1] ?? 'null') as RunEvent }));
+    return rows.map(([id, fields]) => (fields[0] === 'd' ? { id, delta: JSON.parse(fields[1] ?? 'null') as LiveDelta } : { id, event: JSON.parse(fields[1] ?? 'null') as RunEvent }));
+  }
+
+  /**
+   * Appends a live delta to the run's stream (field "d"); with `fence`, only while that token owns the
+   * run. The stream's length cap leaves room for every delta a run may publish, so deltas never push
+   * the run's events out of the stream.
+   */
+  async appendDelta(d: LiveDelta, fence?: string): Promise<boolean> {
+    if (fence === undefined) {
+      await this.redis.xadd(this.eventsKey(d.runId), 'MAXLEN', '~', this.eventsMaxLen, '*', 'd', JSON.stringify(d));
+      return true;
+    }
+    return (await this.redis.eval(FENCED_XADD, 2, this.key(d.runId), this.eventsKey(d.runId), fence, this.eventsMaxLen, JSON.stringify(d), 'd')) === 1;
   }
 
   async setPending(runId: string, p: PendingApproval): Promise<void> {

@@ -24,6 +24,12 @@ export interface EventRecorderOptions {
   maxEvents?: number;
   /** Bytes of JSON kept at most (default 16 MiB). */
   maxBytes?: number;
+  /**
+   * The events an earlier leg of the run recorded (a run resumed after waiting for sub-runs): they
+   * are kept for the report, numbering goes on after them and they count toward the caps. Counts of
+   * events an earlier leg dropped after a cap are not carried over (its log.truncated marker is).
+   */
+  prior?: readonly RunEvent[];
 }
 
 /** Kept after truncation (within RESERVE_BYTES): they close the run and its report. */
@@ -52,6 +58,12 @@ export class EventRecorder {
     this.sinks = [...opts.sinks];
     this.maxEvents = opts.maxEvents ?? 20_000;
     this.maxBytes = opts.maxBytes ?? 16 * 1024 * 1024;
+    for (const e of opts.prior ?? []) {
+      this.recorded.push(Object.freeze({ ...e }));
+      this.seq = Math.max(this.seq, e.seq);
+      this.bytes += Buffer.byteLength(JSON.stringify(e));
+      if (e.type === 'log.truncated') this.truncated = true;
+    }
   }
 
   readonly emit: Emit = (body: RunEventBody): void => {

@@ -12,6 +12,7 @@ import type { RunEvent, RunOutcome } from '../domain/events';
 import { budgetSection, formatAmount } from './budget-section';
 import { contextSection, memorySection } from './context-sections';
 import { blockquote, codeSpan, escapeInline, fenced } from './markdown-escape';
+import { modelsSection, subRunSection } from './subrun-section';
 import { summarizeRun, type RunSummary, type Tally } from './summarize-run';
 import { approvalsSection, deniedCallsSection, toolCallsSection, toolsUsedSection } from './tool-sections';
 import { artifactsSection, doneChecksSection, egressSection, filesChangedSection, needsReviewSection, notExportedSection } from './workspace-sections';
@@ -32,6 +33,8 @@ const SECTIONS: Array<[string, (s: RunSummary) => string]> = [
   ['Task', taskSection],
   ['Needs review', needsReviewSection],
   ['Budgets', budgetSection],
+  ['Sub-runs', subRunSection],
+  ['Models', modelsSection],
   ['Tools used', toolsUsedSection],
   ['Approvals', approvalsSection],
   ['Denied calls', deniedCallsSection],
@@ -100,7 +103,7 @@ function header(s: RunSummary): string {
   lines.push(`- **Cost:** ${formatAmount('costUsd', s.usage.costUsd)} USD${costLimit === undefined ? '' : ` of ${formatAmount('costUsd', costLimit)}`}${s.usageFrom === 'log' ? ' (added up from the log)' : ''}`);
   if (sb) {
     const removed = s.sandboxRemoved ? 'removed' : '**not recorded as removed**';
-    lines.push(`- **Sandbox:** container ${codeSpan(sb.containerId)} · image ${codeSpan(sb.image)}${sb.isolation ? ` · ${sb.isolation === 'gvisor' ? 'gVisor' : 'runc'}` : ''} · ready in ${sb.ms} ms · ${removed}`);
+    lines.push(`- **Sandbox:** container ${codeSpan(sb.containerId)} · image ${codeSpan(sb.image)}${sb.isolation ? ` · ${sb.isolation === 'gvisor' ? 'gVisor' : 'runc'}` : ''} · ready in ${sb.ms} ms · ${removed}${s.sandboxCount > 1 ? ` · ${s.sandboxCount - 1} more, each re-created from a copy of the workspace after waiting for sub-runs` : ''}`);
     lines.push(`- **Egress allowlist:** ${sb.egressAllow.length ? sb.egressAllow.map(codeSpan).join(', ') : 'none (no network)'}`);
   } else {
     lines.push('- **Sandbox:** _not recorded (no sandbox.ready)_');

@@ -37,6 +37,8 @@ export interface RunSummary {
   unknownTypes: string[];
   started?: EventOf<'run.started'>;
   sandbox?: EventOf<'sandbox.ready'>;
+  /** sandbox.ready events: more than one when the run was resumed after waiting for sub-runs. */
+  sandboxCount: number;
   sandboxRemoved?: EventOf<'sandbox.removed'>;
   finished?: EventOf<'run.finished'>;
   usage: RunUsage;
@@ -66,6 +68,12 @@ export interface RunSummary {
   /** log.truncated markers (the cap, and the counts at the end). */
   truncations: EventOf<'log.truncated'>[];
   artifacts: EventOf<'artifact'>[];
+  /** Every model turn (for the per-model table of a routed run). */
+  responses: EventOf<'model.response'>[];
+  subrunsStarted: EventOf<'subrun.started'>[];
+  subrunsFinished: EventOf<'subrun.finished'>[];
+  suspensions: EventOf<'run.suspended'>[];
+  resumes: EventOf<'run.resumed'>[];
 }
 
 export interface Tally {
@@ -106,16 +114,30 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
     egressProxy: [],
     truncations: [],
     artifacts: [],
+    sandboxCount: 0,
+    responses: [],
+    subrunsStarted: [],
+    subrunsFinished: [],
+    suspensions: [],
+    resumes: [],
   };
   const counted = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 };
 
   for (const e of events) {
     switch (e.type) {
       case 'run.started': s.started ??= e; break;
-      case 'sandbox.ready': s.sandbox ??= e; break;
+      case 'sandbox.ready':
+        s.sandbox ??= e;
+        s.sandboxCount += 1;
+        break;
+      case 'subrun.started': s.subrunsStarted.push(e); break;
+      case 'subrun.finished': s.subrunsFinished.push(e); break;
+      case 'run.suspended': s.suspensions.push(e); break;
+      case 'run.resumed': s.resumes.push(e); break;
       case 'sandbox.removed': s.sandboxRemoved ??= e; break;
       case 'run.finished': s.finished ??= e; break;
       case 'model.response':
+        s.responses.push(e);
         counted.llmCalls += 1;
         s.modelResponses += 1;
         counted.inputTokens += e.usage?.inputTokens ?? 0;

@@ -8,22 +8,35 @@
  * failing) ends the run as `failed` with the reason; cancellation ends it as `cancelled`. The loop
  * never throws for those; it returns a RunLoopResult and leaves run.finished to its caller, which
  * still has artifacts and the sandbox to deal with.
+ *
+ * Streaming: each turn's deltas go to deps.onDelta. Model routing (input.routing): each turn's model
+ * is chosen by model-router.ts from what the previous turn did, and priced at that model's prices.
+ *
+ * Sub-runs (input.subruns): an allowed `delegate` call is checked against the depth and fan-out caps
+ * and its budgets carved out of what is left (delegation.ts). When a turn has accepted delegate calls,
+ * the loop runs the turn's other calls, then returns `suspended` with its state (loop-state.ts) and
+ * the task sheets; the caller starts the sub-runs and later calls the loop again with `resume` (that
+ * state and the sub-runs' results), and the loop goes on from the next turn as if it had not stopped.
  */
 import { CancelledError, CorralError } from '../domain/errors';
 import type { BudgetName, Emit, RunOutcome, RunUsage } from '../domain/events';
 import type { Gate } from '../domain/gate';
-import type { ChatMessage, Model } from '../domain/model';
-import type { RunBudgets } from '../domain/run-spec';
+import type { ChatMessage, Model, ModelDelta } from '../domain/model';
+import type { RunBudgets, Routing } from '../domain/run-spec';
 import type { Sandbox } from '../domain/sandbox';
+import { TaskSheet } from '../domain/subrun';
 import { TOOLS, toolSpecs } from '../tools/registry';
 import type { Tool } from '../tools/tool';
 import { doneChecks, renderContractForModel, type TaskContract } from '../domain/task-contract';
-import { BudgetMeter, WARN_AT, type Prices } from './budget-meter';
+import { BudgetMeter, WARN_AT, costOf, type Prices } from './budget-meter';
 import { compactMessages, estimateTokens } from './compaction';
+import { grantBudgets } from './delegation';
 import { describeFailedChecks, runDoneChecks } from './done-checks';
+import type { LoopState, PendingResult } from './loop-state';
+import { NO_SIGNALS, routeTurn, type TurnSignals } from './model-router';
 import { RepetitionTracker } from './repetition';
 import { systemPrompt } from './system-prompt';
-import { runToolCall } from './tool-call';
+import { runToolCall, type CallKind } from './tool-call';
 
 export type { Prices } from './budget-meter';
 
@@ -35,7 +48,33 @@ export interface AgentLoopDeps {
   /** Milliseconds since the epoch; injected so tests control time. */
   clock: () => number;
   prices: Prices;
+  /** Prices of a named model (model routing); default: `prices` for every model. */
+  pricesFor?: (model: string) => Prices;
   tools?: readonly Tool[];
+  /** Receives each turn's streamed pieces (live views only). */
+  onDelta?: (turn: number, d: ModelDelta) => void;
+}
+
+/** What the loop may do with `delegate`: the run's depth and the server's caps. */
+export interface SubRunCaps {
+  /** 0 for a top-level run. */
+  depth: number;
+  maxDepth: number;
+  /** Sub-runs one run may start over its whole life. */
+  maxChildren: number;
+}
+
+/** What a sub-run handed back, for the delegate call that started it. */
+export interface DelegationResult {
+  callId: string;
+  /** What the model sees (the result sheet as JSON). */
+  content: string;
+  summary: string;
+  /** ok: the sub-run succeeded; failed: it ended any other way. */
+  kind: CallKind;
+  /** What the sub-run used (counted as this run's) and the budgets it had been granted (released now). */
+  usage: Omit<RunUsage, 'wallTimeMs'>;
+  granted: RunBudgets;
 }
 
 export interface AgentLoopInput {
@@ -58,9 +97,15 @@ export interface AgentLoopInput {
   compactAtTokens?: number;
   /** Messages kept verbatim at the end when compacting (default 8). */
   keepRecent?: number;
+  /** Per-turn model choice; absent: the model's own default for every turn. */
+  routing?: Routing;
+  /** Sub-runs allowed (delegate); absent: delegate calls are refused. */
+  subruns?: SubRunCaps;
+  /** Continue a suspended loop: its state and the results of the sub-runs it waited for. */
+  resume?: { state: LoopState; results: DelegationResult[]; note?: string };
 }
 
-export interface RunLoopResult {
+export interface RunLoopEnd {
   outcome: RunOutcome;
   finalAnswer: string | null;
   reason: string;
@@ -68,6 +113,18 @@ export interface RunLoopResult {
   /** Set when a budget ended the run. */
   budgetExceeded?: BudgetName;
 }
+
+/** The loop stopped to wait for sub-runs: start them, then call the loop again with `resume`. */
+export interface RunLoopSuspended {
+  outcome: 'suspended';
+  finalAnswer: null;
+  reason: string;
+  usage: RunUsage;
+  state: LoopState;
+  delegations: Array<{ callId: string; sheet: TaskSheet; budgets: RunBudgets }>;
+}
+
+export type RunLoopResult = RunLoopEnd | RunLoopSuspended;
 
 /** How many recent tool outputs the gate sees as (untrusted) evidence, and how much of each. */
 const EVIDENCE_ITEMS = 3;
@@ -87,33 +144,45 @@ class Stop {
   ) {}
 }
 
+/** The tools a run offers the model: the contract's list, or every tool that is not opt-in. */
+function offeredTools(all: readonly Tool[], allowed: ReadonlySet<string> | null, subruns: SubRunCaps | undefined): Tool[] {
+  const canDelegate = subruns !== undefined && subruns.depth < subruns.maxDepth;
+  return all.filter((t) => (allowed ? allowed.has(t.name) : !t.optIn) && (!t.deferred || canDelegate));
+}
+
 export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): Promise<RunLoopResult> {
   const allTools = deps.tools ?? TOOLS;
   const allowed = input.contract?.allowedTools ? new Set(input.contract.allowedTools) : null;
-  const offered = allowed ? allTools.filter((t) => allowed.has(t.name)) : allTools;
+  const offered = offeredTools(allTools, allowed, input.subruns);
   const specs = toolSpecs(offered);
   const checks = input.contract ? doneChecks(input.contract) : [];
-  const repetition = new RepetitionTracker();
-  let doneRounds = 0;
+  const saved = input.resume?.state;
+  const repetition = new RepetitionTracker(saved ? { from: saved.repetition } : {});
+  let doneRounds = saved?.doneRounds ?? 0;
   const { budgets } = input;
-  const meter = new BudgetMeter(budgets, deps.prices, deps.emit, deps.clock);
+  const meter = new BudgetMeter(budgets, deps.prices, deps.emit, deps.clock, saved?.meter);
+  const priceOf = (model: string | undefined) => (model && deps.pricesFor ? deps.pricesFor(model) : deps.prices);
 
-  // One signal for everything in flight: the caller's cancel or the wall-time budget.
+  // One signal for everything in flight: the caller's cancel or the wall-time budget (which counts
+  // from the run's first start, waits for sub-runs included).
   const wall = new AbortController();
-  const wallTimer = setTimeout(() => wall.abort(), budgets.wallTimeS * 1000);
-  const warnTimer = setTimeout(() => meter.warnWallTime(), budgets.wallTimeS * 1000 * WARN_AT);
+  const wallLeftMs = Math.max(0, budgets.wallTimeS * 1000 - (deps.clock() - meter.startedAt));
+  const wallTimer = setTimeout(() => wall.abort(), wallLeftMs);
+  const warnTimer = setTimeout(() => meter.warnWallTime(), Math.max(0, wallLeftMs - budgets.wallTimeS * 1000 * (1 - WARN_AT)));
   wallTimer.unref?.();
   warnTimer.unref?.();
   const signal = input.signal ? AbortSignal.any([input.signal, wall.signal]) : wall.signal;
 
-  let messages: ChatMessage[] = [
+  let messages: ChatMessage[] = saved ? [...saved.messages] : [
     { role: 'system', content: systemPrompt(offered) + (input.context ? `\n\n${input.context}` : '') },
     { role: 'user', content: userMessage(input.contract ? renderContractForModel(input.contract) : input.task, input.workspaceFiles) },
   ];
-  const evidence: string[] = [];
+  let evidence: string[] = saved ? [...saved.evidence] : [];
   let finalAnswer: string | null = null;
-  let malformed = 0;
-  let blocked = 0;
+  let malformed = saved?.malformed ?? 0;
+  let blocked = saved?.blocked ?? 0;
+  let signals: TurnSignals = saved?.signals ?? { ...NO_SIGNALS };
+  let childrenStarted = saved?.childrenStarted ?? 0;
 
   const exhausted = (b: BudgetName) => new Stop(b === 'wallTimeS' ? 'timed_out' : 'budget_exhausted', meter.exceeded(b), b);
   /** Turns an abort into the right stop: the wall-time budget or a cancellation. */
@@ -127,27 +196,76 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
     if (err instanceof CorralError) return new Stop('error', `${err.code}: ${err.message}`);
     throw err;
   };
+  /** Counts a tool result into the streaks, the evidence and the routing signals; may stop the run. */
+  const observeResult = (name: string, kind: CallKind, content: string, turnSignals: TurnSignals) => {
+    malformed = kind === 'malformed' ? malformed + 1 : 0;
+    if (malformed >= MAX_MALFORMED_IN_A_ROW) throw new Stop('error', `the model sent ${malformed} malformed tool calls in a row`);
+    blocked = kind === 'blocked' || kind === 'refused' ? blocked + 1 : kind === 'malformed' ? blocked : 0;
+    if (blocked >= MAX_BLOCKED_IN_A_ROW) throw new Stop('policy_aborted', `${blocked} tool calls in a row were blocked by the policy; the run was stopped`);
+    if (kind === 'failed') turnSignals.failedTool = true;
+    if (kind === 'blocked' || kind === 'refused') turnSignals.blockedCall = true;
+    if (kind === 'malformed') turnSignals.malformedCall = true;
+    if (kind === 'ok' || kind === 'failed') {
+      evidence.push(`${name} output: ${content.slice(0, EVIDENCE_CHARS)}`);
+      if (evidence.length > EVIDENCE_ITEMS) evidence = evidence.slice(-EVIDENCE_ITEMS);
+    }
+  };
 
   let stop: Stop | undefined;
+  let suspension: RunLoopSuspended | undefined;
   try {
-    for (let turn = 1; ; turn++) {
+    if (wallLeftMs <= 0) throw exhausted('wallTimeS');
+    if (saved && input.resume) {
+      // The suspended turn's results, in call order: the sub-runs' sheets fill in the delegate calls.
+      const resumeSignals: TurnSignals = { ...NO_SIGNALS, subRunResults: true };
+      const byCall = new Map(input.resume.results.map((r) => [r.callId, r]));
+      const last = saved.pending.length - 1;
+      saved.pending.forEach((p, i) => {
+        let content = p.content ?? '';
+        if (p.child) {
+          const r = byCall.get(p.callId);
+          meter.release(p.child.budgets);
+          if (r) meter.addChildUsage(r.usage);
+          content = r?.content ?? 'error: the sub-run left no result';
+          const kind: CallKind = r?.kind ?? 'failed';
+          deps.emit({ type: 'tool.result', callId: p.callId, tool: p.tool, ok: kind === 'ok', blocked: false, summary: r?.summary ?? 'the sub-run left no result', ms: 0, output: content.slice(0, 2000) });
+          observeResult(p.tool, kind, content, resumeSignals);
+        }
+        const note = i === last && input.resume?.note ? `\n\n${input.resume.note}` : '';
+        messages.push({ role: 'tool', toolCallId: p.callId, content: content + note });
+      });
+      signals = resumeSignals;
+      meter.checkWarnings();
+    }
+
+    for (let turn = (saved?.turn ?? 0) + 1; ; turn++) {
       if (signal.aborted) throw new CancelledError();
       if (meter.full('llmCalls')) throw exhausted('llmCalls');
+      const over0 = meter.overspent();
+      if (over0) throw exhausted(over0);
+      const route = input.routing ? routeTurn(input.routing, turn, signals) : undefined;
+      const turnSignals: TurnSignals = { ...NO_SIGNALS };
       const tokensBefore = estimateTokens(messages);
       if (tokensBefore > (input.compactAtTokens ?? 60_000)) {
         const c = await compactMessages(messages, { model: deps.model, keepRecent: input.keepRecent ?? 8, signal });
-        meter.addHousekeeping(c.usage);
+        meter.addHousekeeping(c.usage, priceOf(input.routing?.strong));
         if (c.removed > 0) {
           deps.emit({ type: 'context.compacted', messagesBefore: messages.length, messagesAfter: c.messages.length, tokensBefore, tokensAfter: estimateTokens(c.messages) });
           messages = c.messages;
+          turnSignals.compacted = true;
         }
       }
       const t0 = deps.clock();
-      const res = await deps.model.complete({ messages, tools: specs, signal });
-      const cost = meter.addModelCall(res.usage);
+      const res = await deps.model.complete({
+        messages, tools: specs, signal,
+        ...(route ? { model: route.model } : {}),
+        ...(deps.onDelta ? { onDelta: (d: ModelDelta) => deps.onDelta!(turn, d) } : {}),
+      });
+      const cost = meter.addModelCall(res.usage, priceOf(route?.model));
       deps.emit({
         type: 'model.response', turn, content: res.content, toolCalls: res.toolCalls,
         usage: res.usage, costUsd: cost, ms: deps.clock() - t0, model: res.model, finishReason: res.finishReason,
+        ...(route && input.routing ? { route: { model: route.model, tier: route.tier, rule: route.rule, strongCostUsd: costOf(res.usage, priceOf(input.routing.strong)) } } : {}),
       });
       meter.checkWarnings();
       messages.push({ role: 'assistant', content: res.content, ...(res.toolCalls.length ? { toolCalls: res.toolCalls } : {}) });
@@ -164,6 +282,7 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
             const which = failed.map((r) => `\`${r.command}\` (${r.summary})`).join(', ');
             if (doneRounds >= MAX_DONE_ROUNDS) throw new Stop('failed', `done checks still failing after ${doneRounds} rounds: ${which}`);
             messages.push({ role: 'user', content: describeFailedChecks(results) });
+            signals = { ...turnSignals, failedCheck: true };
             continue;
           }
         }
@@ -171,6 +290,29 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
         break;
       }
 
+      // Delegate calls of this turn: checked and granted now, started by the caller after the turn.
+      const delegations: RunLoopSuspended['delegations'] = [];
+      const delegateCalls = res.toolCalls.filter((c) => allTools.find((t) => t.name === c.name)?.deferred).length;
+      const leftAtTurnStart = meter.left();
+      const defer = (call: { id: string }, args: Record<string, unknown>) => {
+        const refuse = (why: string) => ({ content: `error: the sub-run was not started: ${why}.`, summary: `not started: ${why}`, kind: 'failed' as CallKind });
+        const caps = input.subruns;
+        if (!caps) return refuse('this run cannot start sub-runs');
+        if (caps.depth >= caps.maxDepth) return refuse(`the depth cap is reached (this run is at depth ${caps.depth}; CORRAL_SUBRUN_MAX_DEPTH is ${caps.maxDepth}) — do this part yourself`);
+        if (childrenStarted + delegations.length >= caps.maxChildren) return refuse(`the fan-out cap is reached (a run may start ${caps.maxChildren} sub-runs; CORRAL_SUBRUN_MAX_CHILDREN) — do this part yourself`);
+        const sheet = TaskSheet.parse(args);
+        if (sheet.allowedTools) {
+          const mine = offered.map((t) => t.name);
+          const extra = sheet.allowedTools.filter((t) => !mine.includes(t));
+          if (extra.length) return refuse(`allowedTools may only name tools this run has (${mine.join(', ')}), not ${extra.join(', ')}`);
+        }
+        const grant = grantBudgets(sheet.budgets, meter.left(), leftAtTurnStart, delegateCalls);
+        if (!grant.ok) return refuse(grant.reason);
+        meter.reserve(grant.budgets);
+        delegations.push({ callId: call.id, sheet, budgets: grant.budgets });
+        return 'deferred' as const;
+      };
+      const pending: PendingResult[] = [];
       for (const call of res.toolCalls) {
         // A cancel (or the wall time) that landed while the model or the previous tool was finishing
         // stops here: nothing new reaches the gate (classifier, approvals) or the sandbox.
@@ -178,21 +320,31 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
         if (meter.full('toolCalls')) throw exhausted('toolCalls');
         meter.addToolCall();
         const r = await runToolCall(
-          { tools: allTools, allowed, gate: deps.gate, sandbox: deps.sandbox, emit: deps.emit, clock: deps.clock, execTimeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes },
+          { tools: allTools, allowed, gate: deps.gate, sandbox: deps.sandbox, emit: deps.emit, clock: deps.clock, execTimeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, defer },
           call,
           { runId: input.runId, task: input.task, policy: input.policy, approvals: input.approvals, evidence: [...evidence], signal },
         );
         const note = repetition.observe(call.name, call.arguments);
-        messages.push({ role: 'tool', toolCallId: call.id, content: note ? `${r.content}\n\n${note}` : r.content });
-        malformed = r.kind === 'malformed' ? malformed + 1 : 0;
-        if (malformed >= MAX_MALFORMED_IN_A_ROW) throw new Stop('error', `the model sent ${malformed} malformed tool calls in a row`);
-        blocked = r.kind === 'blocked' || r.kind === 'refused' ? blocked + 1 : r.kind === 'malformed' ? blocked : 0;
-        if (blocked >= MAX_BLOCKED_IN_A_ROW) throw new Stop('policy_aborted', `${blocked} tool calls in a row were blocked by the policy; the run was stopped`);
-        if (r.kind === 'ok' || r.kind === 'failed') {
-          evidence.push(`${call.name} output: ${r.content.slice(0, EVIDENCE_CHARS)}`);
-          if (evidence.length > EVIDENCE_ITEMS) evidence.shift();
+        if (r.deferred) {
+          const d = delegations.find((x) => x.callId === call.id)!;
+          pending.push({ callId: call.id, tool: call.name, child: { sheet: d.sheet, budgets: d.budgets } });
+          continue;
         }
+        const content = note ? `${r.content}\n\n${note}` : r.content;
+        pending.push({ callId: call.id, tool: call.name, content, kind: r.kind });
+        observeResult(call.name, r.kind, r.content, turnSignals);
       }
+      if (delegations.length) {
+        childrenStarted += delegations.length;
+        const state: LoopState = {
+          v: 1, turn, messages, meter: meter.snapshot(), doneRounds, malformed, blocked, evidence,
+          repetition: repetition.state(), signals: turnSignals, childrenStarted, pending,
+        };
+        suspension = { outcome: 'suspended', finalAnswer: null, reason: `waiting for ${delegations.length} sub-run(s)`, usage: meter.finish(), state, delegations };
+        break;
+      }
+      for (const p of pending) messages.push({ role: 'tool', toolCallId: p.callId, content: p.content ?? '' });
+      signals = turnSignals;
     }
   } catch (err) {
     stop = err instanceof Stop ? err : stopFor(err);
@@ -201,6 +353,7 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
     clearTimeout(warnTimer);
   }
 
+  if (suspension && !stop) return suspension;
   const usage = meter.finish();
   if (stop) return { outcome: stop.outcome, finalAnswer: null, reason: stop.reason, usage, ...(stop.budget ? { budgetExceeded: stop.budget } : {}) };
   const reason = checks.length ? `the model gave its final answer and all ${checks.length} done check(s) passed` : 'the model gave its final answer';

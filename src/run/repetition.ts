@@ -14,6 +14,8 @@
 export interface RepetitionTrackerOptions {
   /** Identical calls in a row that trigger the note; default 3. */
   threshold?: number;
+  /** A streak carried over a suspension (state() of an earlier tracker). */
+  from?: { lastKey: string | null; streak: number };
 }
 
 export class RepetitionTracker {
@@ -23,6 +25,15 @@ export class RepetitionTracker {
 
   constructor(opts: RepetitionTrackerOptions = {}) {
     this.threshold = Math.max(2, Math.floor(opts.threshold ?? 3));
+    if (opts.from) {
+      this.lastKey = opts.from.lastKey;
+      this.streak = opts.from.streak;
+    }
+  }
+
+  /** The current streak, to carry over a suspension. */
+  state(): { lastKey: string | null; streak: number } {
+    return { lastKey: this.lastKey, streak: this.streak };
   }
 
   observe(tool: string, argsJson: string): string | null {

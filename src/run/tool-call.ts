@@ -23,6 +23,11 @@ export interface ToolCallDeps {
   clock: () => number;
   execTimeoutMs: number;
   maxOutputBytes: number;
+  /**
+   * Takes over an allowed call of a deferred tool (tool.deferred): `deferred` when the loop will
+   * give its result later (a sub-run), or the result now (a refusal the model sees).
+   */
+  defer?: (call: ModelToolCall, args: Record<string, unknown>) => 'deferred' | { content: string; summary: string; kind: CallKind };
 }
 
 /** How much of a tool's output the log keeps (head and tail). */
@@ -47,7 +52,7 @@ export async function runToolCall(
   d: ToolCallDeps,
   call: ModelToolCall,
   gateCtx: GateContext & { signal: AbortSignal },
-): Promise<{ content: string; kind: CallKind }> {
+): Promise<{ content: string; kind: CallKind; deferred?: true }> {
   const { signal } = gateCtx;
   const t0 = d.clock();
   const reject = (kind: CallKind, args: unknown, content: string, summary: string) => {
@@ -58,7 +63,7 @@ export async function runToolCall(
 
   const tool = d.tools.find((t) => t.name === call.name);
   if (!tool) {
-    const names = d.tools.filter((t) => !d.allowed || d.allowed.has(t.name)).map((t) => t.name).join(', ');
+    const names = d.tools.filter((t) => (d.allowed ? d.allowed.has(t.name) : !t.optIn)).map((t) => t.name).join(', ');
     return reject('malformed', call.arguments, `error: there is no tool named "${call.name}". Available tools: ${names}.`, `unknown tool "${call.name}"`);
   }
   if (d.allowed && !d.allowed.has(tool.name)) {
@@ -90,6 +95,12 @@ export async function runToolCall(
   }
 
   if (signal.aborted) throw new CancelledError();
+  if (tool.deferred && d.defer) {
+    const r = d.defer(call, args);
+    if (r === 'deferred') return { content: '', kind: 'ok', deferred: true };
+    d.emit({ type: 'tool.result', callId: call.id, tool: tool.name, ok: false, blocked: false, summary: r.summary, ms: d.clock() - t0, output: excerpt(r.content) });
+    return { content: r.content, kind: r.kind };
+  }
   const out = await tool.execute(args, { sandbox: d.sandbox, execTimeoutMs: d.execTimeoutMs, maxOutputBytes: d.maxOutputBytes, signal });
   // A call that completed is logged even if the run was cancelled meanwhile (its effects happened);
   // the loop stops before the next call or model turn.

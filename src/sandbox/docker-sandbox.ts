@@ -113,9 +113,15 @@ export class DockerSandboxProvider implements SandboxProvider {
     const limits = { ...req.limits, isolation };
     // Check the seed before creating anything.
     const seedEntries: ArchiveEntry[] = entriesFromFiles(req.files);
+    const seedCaps = { maxBytes: Math.min(MAX_SEED_BYTES, req.limits.workspaceMb * 1024 * 1024), maxEntries: 50_000 };
     if (req.seedTar) {
-      const { entries } = await readCheckedTar(req.seedTar, { maxBytes: Math.min(MAX_SEED_BYTES, req.limits.workspaceMb * 1024 * 1024), maxEntries: 50_000 });
+      const { entries } = await readCheckedTar(req.seedTar, seedCaps);
       seedEntries.unshift(...entries);
+    }
+    let baseEntries = seedEntries;
+    if (req.baseline) {
+      baseEntries = entriesFromFiles(req.baseline.files);
+      if (req.baseline.seedTar) baseEntries.unshift(...(await readCheckedTar(req.baseline.seedTar, seedCaps)).entries);
     }
 
     const cleanup: Array<() => Promise<void>> = [];
@@ -211,7 +217,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         },
         exportTimeoutMs: this.config.CORRAL_EXPORT_TIMEOUT_S * 1000,
         // Later entries win, as they do when the seed is extracted (inline files after the tar).
-        seed: new Map(seedEntries.filter((e) => e.type === 'file').map((e) => [e.path, sideOf(e.data ?? Buffer.alloc(0), e.mode)])),
+        seed: new Map(baseEntries.filter((e) => e.type === 'file').map((e) => [e.path, sideOf(e.data ?? Buffer.alloc(0), e.mode)])),
         dispose: runCleanup,
         ...(proxy ? { noteToolCall: (id: string | null) => proxy.noteCall(id) } : {}),
       });

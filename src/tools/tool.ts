@@ -29,6 +29,14 @@ export interface Tool<S extends z.ZodType = z.ZodType> {
   schema: S;
   /** true when the tool cannot change anything (the gate may skip the classifier for it). */
   readOnly: boolean;
+  /** Offered only when the task's allowed tools name it (not part of "every tool"). */
+  optIn?: boolean;
+  /**
+   * Its result comes from the run loop, not from execute(): once the gate allows a call, the loop
+   * takes it over (`delegate` starts a sub-run and the result arrives when the sub-run ends).
+   * execute() then only answers where the loop has no such support.
+   */
+  deferred?: boolean;
   execute(args: z.infer<S>, ctx: ToolContext): Promise<ToolOutcome>;
 }
 

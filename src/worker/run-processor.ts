@@ -7,22 +7,26 @@
  * UnrecoverableError) and never reaches Docker. A run that ends `failed` or `cancelled` also fails
  * its job, after its log, report and artifacts are written and its sandbox is gone.
  */
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config';
 import { CorralError, InvalidInputError, describeZodIssues } from '../domain/errors';
 import type { RunEvent, RunEventBody, RunOutcome, RunUsage } from '../domain/events';
 import type { Gate } from '../domain/gate';
 import type { Model } from '../domain/model';
-import { RunJob, type RunSpec } from '../domain/run-spec';
-import type { EgressSummary, LeasedSandbox, SandboxProvider } from '../domain/sandbox';
+import { RunJob, type RunBudgets, type RunSpec } from '../domain/run-spec';
+import type { ResultSheet } from '../domain/subrun';
+import type { EgressSummary, LeasedSandbox, SandboxProvider, WorkspaceExport } from '../domain/sandbox';
 import type { ApprovalPort } from '../policy/approval-port';
 import type { RunMetrics } from '../queue/run-metrics';
 import { DEFAULT_TENANT, type RunArtifact, type RunStore, type RunWorkspace } from '../queue/run-store';
+import type { RunTree } from '../queue/run-tree';
 import { EventRecorder } from '../report/event-recorder';
-import { JsonlSink } from '../report/jsonl-sink';
+import { JsonlSink, readJsonl } from '../report/jsonl-sink';
 import { buildReport } from '../report/report-markdown';
-import { runAgentLoop, type Prices } from '../run/agent-loop';
+import { runAgentLoop, type DelegationResult, type Prices } from '../run/agent-loop';
+import type { LoopState } from '../run/loop-state';
+import { routingFor } from '../run/model-router';
 import { checkBudgets } from '../run/budget-limits';
 import { resolveLimits } from '../sandbox/limits';
 import { checkEgressAllow } from '../sandbox/egress-allowlist';
@@ -33,6 +37,10 @@ import { TOOLS } from '../tools/registry';
 import { memoryPath, proposeMemory, readMemory } from './memory-store';
 import { runWorkspace, workspaceChanges } from './export-summary';
 import { RedisApprovalPort } from './redis-approval-port';
+import { DeltaPublisher } from './delta-publisher';
+import { startSubRuns, type JobPort } from './subrun-start';
+import { childSeed, collectSubRunResults, makeResultSheet } from './subrun-results';
+import { RESUME_NOTE, nextCheckpoint, parseSuspension, readCheckpoint, type Suspension } from './suspension';
 
 export type WorkerLog = (msg: string, fields?: Record<string, unknown>) => void;
 
@@ -49,6 +57,9 @@ export interface RunProcessorDeps {
   log: WorkerLog;
   /** Aggregates each run's events into the metrics any API instance serves (and its live usage). */
   metrics?: RunMetrics;
+  /** Sub-runs: parent/child records and suspensions (with a JobPort per job); absent: delegate is refused. */
+  tree?: RunTree;
+  newRunId?: () => string;
 }
 
 export interface RunSummary {
@@ -58,7 +69,22 @@ export interface RunSummary {
   finalAnswer: string | null;
   reportPath: string;
   logPath: string;
+  /** A sub-run's result sheet: its job's return value, which its parent reads. */
+  sheet?: ResultSheet;
 }
+
+/** The run gave up its slot to wait for its sub-runs: the worker moves its job to waiting-children. */
+export class RunSuspended extends Error {
+  constructor(readonly runId: string) {
+    super(`run ${runId} waits for its sub-runs`);
+  }
+}
+
+/** An end decided before the agent loop starts (a sub-run whose parent's time ran out). */
+class EarlyEnd {
+  constructor(readonly outcome: RunOutcome, readonly reason: string) {}
+}
+
 
 /** Raised for a run that ended failed/cancelled: its reason is the job's failure reason. */
 export class RunEndedError extends CorralError {
@@ -106,8 +132,8 @@ export interface Attempt {
   fence?: string;
 }
 
-export async function processRun(data: unknown, signal: AbortSignal, deps: RunProcessorDeps, attempt: Attempt = { attempt: 1, crashedBefore: false }): Promise<RunSummary> {
-  const { config, store, clock, log } = deps;
+export async function processRun(data: unknown, signal: AbortSignal, deps: RunProcessorDeps, attempt: Attempt = { attempt: 1, crashedBefore: false }, job?: JobPort): Promise<RunSummary> {
+  const { config, store, clock, log, tree } = deps;
   const parsed = RunJob.safeParse(data);
   if (!parsed.success) {
     const reason = `malformed job data: ${describeZodIssues(parsed.error.issues).message}`;
@@ -118,7 +144,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     }
     throw new InvalidInputError(reason);
   }
-  const { runId, spec } = parsed.data;
+  const { runId, spec, parent } = parsed.data;
   // A job id BullMQ no longer remembers (retention passed, queue cleaned) may arrive again: a run that
   // already ended is never executed twice.
   const previous = await store.get(runId);
@@ -129,8 +155,22 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   mkdirSync(runDir, { recursive: true });
   const logPath = join(runDir, 'events.jsonl');
   const reportPath = join(runDir, 'report.md');
+  // A run that waited for its sub-runs comes back here: its suspension record says where it stopped.
+  let resumeFrom: Suspension | null = null;
+  let prior: RunEvent[] = [];
+  try {
+    const text = tree ? await tree.loadSuspension(runId) : null;
+    if (text) resumeFrom = parseSuspension(text, runId);
+    if (resumeFrom && !job) throw new InvalidInputError('this worker has no queue access for sub-runs');
+    if (resumeFrom && !existsSync(logPath)) throw new InvalidInputError(`the log of this run's first part is not in this worker's data dir (${logPath}); resuming a run needs workers that share CORRAL_DATA_DIR`);
+    if (resumeFrom) prior = readJsonl(logPath);
+  } catch (err) {
+    const reason = `cannot resume: ${(err as Error).message}`;
+    await store.end(runId, 'error', reason, new Date(clock()));
+    throw new InvalidInputError(reason);
+  }
   // A run started again after a crash starts a fresh log; the crashed attempt's log is kept beside it.
-  if (attempt.crashedBefore && existsSync(logPath)) renameSync(logPath, join(runDir, `events.attempt${attempt.attempt - 1}.jsonl`));
+  if (attempt.crashedBefore && !resumeFrom && existsSync(logPath)) renameSync(logPath, join(runDir, `events.attempt${attempt.attempt - 1}.jsonl`));
   const now = () => new Date(clock());
 
   const redisWrites: Promise<unknown>[] = [];
@@ -147,12 +187,22 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   let currentCall: string | null = null;
   const jsonl = new JsonlSink(logPath);
   let sandbox: LeasedSandbox | undefined;
+  const deltas = config.CORRAL_MODEL_STREAM ? new DeltaPublisher({
+    runId, now, maxDeltas: config.CORRAL_STREAM_MAX_DELTAS,
+    publish: (d) => store.appendDelta(d, attempt.fence),
+    onError: (err) => log('could not publish a live delta', { runId, error: err.message }),
+  }) : undefined;
   const recorder = new EventRecorder({
     runId,
     now,
     maxEvents: config.CORRAL_LOG_MAX_EVENTS,
     maxBytes: config.CORRAL_LOG_MAX_BYTES,
+    prior,
     sinks: [
+      // A turn's last deltas go on the stream before its model.response does.
+      (e) => {
+        if (e.type === 'model.response') deltas?.flush();
+      },
       (e) => jsonl.write(e),
       (e) => {
         redisWrites.push(store.appendEvent(e, attempt.fence).then(
@@ -177,15 +227,23 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   if (attempt.fence) await store.claim(runId, attempt.fence);
   // Memory is per tenant: another tenant naming the same key gets its own notes.
   const tenant = (await store.tenantOf(runId)) ?? DEFAULT_TENANT;
-  const memorySpec = spec.memory && { ...spec.memory, key: tenant === DEFAULT_TENANT ? spec.memory.key : `${tenant}/${spec.memory.key}` };
-  await update({ status: 'running', startedAt: now().toISOString(), workerId: deps.workerId, logPath, reportPath });
-  const t0 = clock();
+  const memorySpec = !parent && spec.memory ? { ...spec.memory, key: tenant === DEFAULT_TENANT ? spec.memory.key : `${tenant}/${spec.memory.key}` } : undefined;
+  await update({ status: 'running', ...(resumeFrom ? {} : { startedAt: now().toISOString() }), workerId: deps.workerId, logPath, reportPath });
+  // The run's first start: wall time counts from here across waits for sub-runs.
+  const t0 = resumeFrom ? resumeFrom.loop.meter.startedAt : clock();
   const model = deps.modelFor(spec);
-  emit({
-    type: 'run.started', workerId: deps.workerId, task: spec.task, policy: spec.policy, approvals: spec.approvals,
-    model: model.description, budgets: spec.budgets,
-    ...(attempt.crashedBefore ? { attempt: attempt.attempt, note: `attempt ${attempt.attempt}: the worker of the earlier attempt crashed mid-run; this attempt starts from a clean workspace` } : {}),
-  });
+  const routing = routingFor(spec, config);
+  // A sub-run ends by its parent's deadline whatever its own wall-time budget says.
+  const budgets: RunBudgets = parent ? { ...spec.budgets, wallTimeS: Math.max(0, Math.min(spec.budgets.wallTimeS, Math.floor((parent.deadlineAt - t0) / 1000))) } : spec.budgets;
+  if (!resumeFrom) {
+    emit({
+      type: 'run.started', workerId: deps.workerId, task: spec.task, policy: spec.policy, approvals: spec.approvals,
+      model: model.description, budgets,
+      ...(attempt.crashedBefore ? { attempt: attempt.attempt, note: `attempt ${attempt.attempt}: the worker of the earlier attempt crashed mid-run; this attempt starts from a clean workspace` } : {}),
+      ...(routing ? { routing: { strong: routing.strong, cheap: routing.cheap, strongOn: routing.strongOn } } : {}),
+      ...(parent ? { parent: { runId: parent.runId, callId: parent.callId, depth: parent.depth } } : {}),
+    });
+  }
 
   let outcome: RunOutcome;
   let reason: string;
@@ -193,50 +251,127 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   let usage: RunUsage = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 };
   const artifacts: RunArtifact[] = [];
   let exportSummary: RunWorkspace | undefined;
+  let exported: WorkspaceExport | undefined;
+  let checks = 0;
+  // A cancel that came while no worker held the run (it waited for sub-runs, or was still queued).
+  const cancelled = new AbortController();
+  const runSignal = AbortSignal.any([signal, cancelled.signal]);
+  const disposeSandbox = async () => {
+    const s = sandbox;
+    sandbox = undefined;
+    if (!s) return;
+    try {
+      await s.dispose();
+      emit({ type: 'sandbox.removed', containerId: s.id });
+    } catch (err) {
+      log('could not remove the sandbox; the reaper will', { runId, containerId: s.id, error: (err as Error).message });
+    }
+  };
   try {
     const limits = resolveLimits(spec.limits, config);
     checkBudgets(spec.budgets, config);
     checkEgressAllow(spec.egress.allow, config);
     const contract = contractForSpec(spec, TOOLS.map((t) => t.name));
-    const a0 = clock();
-    sandbox = await deps.sandboxes.acquire({
-      runId, workerId: deps.workerId,
-      deadline: new Date(clock() + spec.budgets.wallTimeS * 1000 + 60_000),
-      files: spec.workspace.files,
-      ...(spec.workspace.tarBase64 ? { seedTar: Buffer.from(spec.workspace.tarBase64, 'base64') } : {}),
-      limits,
-      egressAllow: spec.egress.allow,
-      onEgress: (a) => emit({ ...a, type: 'egress', callId: a.callId !== undefined ? a.callId : currentCall }),
-      onEgressSummary: (s) => emit(egressEvent(s)),
-      signal,
-    });
-    emit({ type: 'sandbox.ready', containerId: sandbox.id, image: config.CORRAL_SANDBOX_IMAGE, ms: clock() - a0, egressAllow: spec.egress.allow, ...(sandbox.isolation ? { isolation: sandbox.isolation } : {}) });
-    await update({ containerId: sandbox.id });
-    const memory = memorySpec ? readMemory(config.CORRAL_DATA_DIR, memorySpec.key) : null;
-    const workspace = await loadWorkspaceContext(sandbox, { signal });
-    emit({ type: 'context.loaded', agentsMd: workspace.agentsMd?.path ?? null, skills: workspace.skills, memory: memory === null ? null : memoryPath(config.CORRAL_DATA_DIR, memorySpec!.key) });
-    const context = [renderWorkspaceContext(workspace), renderMemory(memory)].filter(Boolean).join('\n\n');
-
+    checks = contract.doneMeans.filter((d) => d.kind === 'check').length;
+    const depth = parent?.depth ?? 0;
+    const specTar = spec.workspace.tarBase64 ? Buffer.from(spec.workspace.tarBase64, 'base64') : undefined;
+    let seed: { files: Record<string, string>; tar?: Buffer } = { files: spec.workspace.files, ...(specTar ? { tar: specTar } : {}) };
+    if (parent) {
+      if (!tree) throw new InvalidInputError('parent: this worker does not run sub-runs', 'parent');
+      if (budgets.wallTimeS < 1) throw new EarlyEnd('timed_out', `its parent run's wall time ran out before this sub-run could start`);
+      seed = { files: {}, tar: await childSeed({ config, tree }, runId, parent, limits.workspaceMb) };
+    }
+    if (tree && (await tree.cancelRequested(runId))) cancelled.abort('requested through the API');
+    const subruns = tree && job && deps.newRunId && config.CORRAL_SUBRUN_MAX_DEPTH > 0
+      ? { depth, maxDepth: config.CORRAL_SUBRUN_MAX_DEPTH, maxChildren: config.CORRAL_SUBRUN_MAX_CHILDREN }
+      : undefined;
     const approvals = new RedisApprovalPort(store, emit, config.CORRAL_APPROVAL_TIMEOUT_S * 1000, clock);
-    const result = await runAgentLoop(
-      {
-        model, sandbox, gate: deps.gateFor(approvals), emit, clock,
-        prices: pricesFor(config, spec.model ?? config.CORRAL_MODEL),
-      },
-      {
-        runId, task: spec.task, policy: spec.policy, approvals: spec.approvals, budgets: spec.budgets,
-        execTimeoutMs: limits.execTimeoutS * 1000, maxOutputBytes: config.CORRAL_MAX_OUTPUT_BYTES,
-        workspaceFiles: await listWorkspace(sandbox, signal), signal, contract, context, compactAtTokens: config.CORRAL_COMPACT_AT_TOKENS,
-      },
-    );
-    ({ outcome, reason, finalAnswer, usage } = result);
+    let checkpointSeed = resumeFrom?.checkpoint ?? null;
+    let toCollect = resumeFrom;
+    let inPlace: { state: LoopState; results: DelegationResult[] } | null = null;
+    let lastCheckpoint = resumeFrom?.checkpoint;
+    let context = '';
+    let workspaceFiles: string[] | undefined;
+    for (let leg = 0; ; leg++) {
+      if (!sandbox) {
+        const fromCheckpoint = checkpointSeed ? readCheckpoint(runDir, checkpointSeed, limits.workspaceMb) : undefined;
+        const a0 = clock();
+        sandbox = await deps.sandboxes.acquire({
+          runId, workerId: deps.workerId,
+          deadline: new Date(Math.max(clock(), t0 + budgets.wallTimeS * 1000) + 60_000),
+          files: fromCheckpoint ? {} : seed.files,
+          ...(fromCheckpoint ? { seedTar: fromCheckpoint, baseline: { files: seed.files, ...(seed.tar ? { seedTar: seed.tar } : {}) } } : seed.tar ? { seedTar: seed.tar } : {}),
+          limits,
+          egressAllow: spec.egress.allow,
+          onEgress: (a) => emit({ ...a, type: 'egress', callId: a.callId !== undefined ? a.callId : currentCall }),
+          onEgressSummary: (s) => emit(egressEvent(s)),
+          // Not runSignal: a run cancelled while it waited still gets a sandbox, so its workspace is exported.
+          signal,
+        });
+        emit({ type: 'sandbox.ready', containerId: sandbox.id, image: config.CORRAL_SANDBOX_IMAGE, ms: clock() - a0, egressAllow: spec.egress.allow, ...(sandbox.isolation ? { isolation: sandbox.isolation } : {}) });
+        await update({ containerId: sandbox.id });
+      }
+      if (toCollect) {
+        const results = await collectSubRunResults({ store, job: job!, emit, clock, workerId: deps.workerId }, toCollect);
+        inPlace = { state: toCollect.loop, results };
+        await tree!.clearSuspension(runId);
+        await update({ status: 'running' });
+        toCollect = null;
+      }
+      if (leg === 0 && !inPlace) {
+        const memory = memorySpec ? readMemory(config.CORRAL_DATA_DIR, memorySpec.key) : null;
+        const workspace = await loadWorkspaceContext(sandbox, { signal: runSignal });
+        emit({ type: 'context.loaded', agentsMd: workspace.agentsMd?.path ?? null, skills: workspace.skills, memory: memory === null ? null : memoryPath(config.CORRAL_DATA_DIR, memorySpec!.key) });
+        context = [renderWorkspaceContext(workspace), renderMemory(memory)].filter(Boolean).join('\n\n');
+        workspaceFiles = await listWorkspace(sandbox, runSignal);
+      }
+      const fresh = checkpointSeed !== null && inPlace !== null;
+      const result = await runAgentLoop(
+        {
+          model, sandbox, gate: deps.gateFor(approvals), emit, clock,
+          prices: pricesFor(config, spec.model ?? routing?.strong ?? config.CORRAL_MODEL),
+          pricesFor: (m) => pricesFor(config, m),
+          ...(deltas ? { onDelta: (turn: number, d: Parameters<DeltaPublisher['push']>[1]) => deltas.push(turn, d) } : {}),
+        },
+        {
+          runId, task: spec.task, policy: spec.policy, approvals: spec.approvals, budgets,
+          execTimeoutMs: limits.execTimeoutS * 1000, maxOutputBytes: config.CORRAL_MAX_OUTPUT_BYTES,
+          ...(workspaceFiles ? { workspaceFiles } : {}), signal: runSignal, contract, context, compactAtTokens: config.CORRAL_COMPACT_AT_TOKENS,
+          ...(routing ? { routing } : {}), ...(subruns ? { subruns } : {}),
+          ...(inPlace ? { resume: { ...inPlace, ...(fresh ? { note: RESUME_NOTE } : {}) } } : {}),
+        },
+      );
+      inPlace = null;
+      if (result.outcome !== 'suspended') {
+        ({ outcome, reason, finalAnswer, usage } = result);
+        break;
+      }
+      // The turn delegated: copy the workspace, start the sub-runs, give up the slot and the sandbox.
+      const checkpoint = nextCheckpoint(lastCheckpoint);
+      const started = await startSubRuns(
+        { config, store, tree: tree!, job: job!, newRunId: deps.newRunId!, clock, emit, ...(attempt.fence ? { fence: attempt.fence } : {}) },
+        { runId, spec, tenant, runDir, depth, contract }, sandbox, result, checkpoint,
+      );
+      if ('failed' in started) {
+        inPlace = { state: result.state, results: started.failed };
+        checkpointSeed = null;
+        continue;
+      }
+      lastCheckpoint = checkpoint;
+      await disposeSandbox();
+      await Promise.all(redisWrites);
+      if (await job!.waitForChildren()) throw new RunSuspended(runId);
+      // Every sub-run ended already: go on here, in a new sandbox from the checkpoint.
+      checkpointSeed = checkpoint;
+      toCollect = started.suspension;
+    }
     if (memorySpec && outcome === 'succeeded') {
-      await proposeMemory({ runId, memory: memorySpec, approvals: spec.approvals, finalAnswer, dataDir: config.CORRAL_DATA_DIR, port: approvals, emit, now, signal });
+      await proposeMemory({ runId, memory: memorySpec, approvals: spec.approvals, finalAnswer, dataDir: config.CORRAL_DATA_DIR, port: approvals, emit, now, signal: runSignal });
     }
 
     try {
       // Streamed to disk by the sandbox adapter; the files appear under these names only when complete.
-      const exported = await sandbox.exportWorkspace({ tarPath: join(runDir, 'workspace.tar'), patchPath: join(runDir, 'workspace.patch') });
+      exported = await sandbox!.exportWorkspace({ tarPath: join(runDir, 'workspace.tar'), patchPath: join(runDir, 'workspace.patch') });
       for (const [name, f] of [['workspace.tar', exported.tar], ['workspace.patch', exported.patch]] as const) {
         artifacts.push({ name, path: f.path, bytes: f.bytes });
         emit({ type: 'artifact', name, path: f.path, bytes: f.bytes });
@@ -248,29 +383,41 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       reason += ` (the workspace could not be exported: ${(err as Error).message})`;
     }
   } catch (err) {
-    if (!(err instanceof CorralError)) log('run crashed', { runId, error: (err as Error).stack ?? String(err) });
-    outcome = signal.aborted ? 'cancelled' : 'error';
-    reason = signal.aborted ? cancelReason(signal) : err instanceof CorralError ? `${err.code}: ${err.message}` : `internal error: ${(err as Error).message}`;
+    if (err instanceof RunSuspended) {
+      deltas?.close();
+      await Promise.all(redisWrites);
+      log('run waits for its sub-runs', { runId });
+      throw err;
+    }
+    if (err instanceof EarlyEnd) {
+      outcome = err.outcome;
+      reason = err.reason;
+    } else {
+      if (!(err instanceof CorralError)) log('run crashed', { runId, error: (err as Error).stack ?? String(err) });
+      outcome = runSignal.aborted ? 'cancelled' : 'error';
+      reason = runSignal.aborted ? cancelReason(runSignal) : err instanceof CorralError ? `${err.code}: ${err.message}` : `internal error: ${(err as Error).message}`;
+    }
     usage = { ...usage, wallTimeMs: clock() - t0 };
   } finally {
-    if (sandbox) {
-      try {
-        await sandbox.dispose();
-        emit({ type: 'sandbox.removed', containerId: sandbox.id });
-      } catch (err) {
-        log('could not remove the sandbox; the reaper will', { runId, containerId: sandbox.id, error: (err as Error).message });
-      }
-    }
+    deltas?.close();
+    await disposeSandbox();
   }
 
   emit({ type: 'run.finished', outcome, finalAnswer, reason, usage });
   writeFileSync(reportPath, buildReport(recorder.events()));
+  // The workspace copies made for sub-runs are not needed once the run has ended.
+  for (const f of readdirSync(runDir)) if (/^checkpoint-[0-9]+\.(tar|patch)$/.test(f)) rmSync(join(runDir, f), { force: true });
   await Promise.all(redisWrites);
   if (await update({ status: outcome, outcome, reason, finalAnswer, usage, artifacts, ...(exportSummary ? { workspace: exportSummary } : {}), finishedAt: now().toISOString() })) {
     await store.expireFinished(runId);
   }
   log('run finished', { runId, outcome, reason, llmCalls: usage.llmCalls, toolCalls: usage.toolCalls });
   const summary: RunSummary = { runId, outcome, reason, finalAnswer, reportPath, logPath };
+  if (parent) {
+    // A sub-run's end, whatever it is, is a result for its parent: its job completes with the sheet.
+    summary.sheet = await makeResultSheet({ config, runId, task: spec.task, runDir, outcome, reason, finalAnswer, usage, budgets, events: recorder.events(), ...(exported ? { exported } : {}), checks });
+    return summary;
+  }
   if (outcome !== 'succeeded') throw new RunEndedError(summary);
   return summary;
 }

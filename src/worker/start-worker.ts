@@ -3,11 +3,14 @@
  * hands each to processRun with the job's AbortSignal. Cancel requests arrive on the store's pub/sub
  * channel and abort the job here if this worker holds it. Bad job data and ended runs become
  * UnrecoverableError (no retry; the reason is the job's failedReason); the worker keeps going.
+ * A run that delegates to sub-runs adds them as flow children of its job (`flow`) and, suspended,
+ * leaves as WaitingChildrenError: its slot is free until BullMQ hands the job back after its children.
  */
-import { DelayedError, UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
+import { DelayedError, UnrecoverableError, WaitingChildrenError, Worker, type ConnectionOptions, type FlowProducer, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { CorralError } from '../domain/errors';
-import { processRun, type RunProcessorDeps, type RunSummary } from './run-processor';
+import { flowJobPort } from '../queue/subrun-jobs';
+import { RunSuspended, processRun, type RunProcessorDeps, type RunSummary } from './run-processor';
 
 /**
  * Before a run starts: when the Docker engine does not answer, the job goes back to the queue delayed
@@ -65,6 +68,8 @@ export interface StartWorkerOptions extends RunProcessorDeps {
   connection: ConnectionOptions;
   /** A Redis connection this worker may put in subscriber mode for cancel requests. */
   subscriber: Redis;
+  /** Adds sub-runs as flow children of their parent's job; absent: runs cannot delegate. */
+  flow?: FlowProducer;
 }
 
 export interface RunningWorker {
@@ -87,8 +92,10 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
       if (o.sandboxReady) await waitForDocker(o, job, token);
       active.add(id);
       try {
-        return await processRun(job.data, signal ?? new AbortController().signal, o, { attempt: job.attemptsStarted, crashedBefore: job.stalledCounter > 0, ...(token ? { fence: token } : {}) });
+        const port = o.flow && token ? flowJobPort(o.flow, o.queueName, job, token) : undefined;
+        return await processRun(job.data, signal ?? new AbortController().signal, o, { attempt: job.attemptsStarted, crashedBefore: job.stalledCounter > 0, ...(token ? { fence: token } : {}) }, port);
       } catch (err) {
+        if (err instanceof RunSuspended) throw new WaitingChildrenError();
         if (err instanceof CorralError) throw new UnrecoverableError(err.message);
         throw err;
       } finally {

@@ -62,11 +62,16 @@ async function waitFor(id: string, until: (run: any) => boolean, timeoutMs = 60_
   }
 }
 
-/** Reads an SSE response to its end; returns the events and the raw text. */
-async function readSse(res: Response): Promise<{ events: RunEvent[]; text: string }> {
+/** Reads an SSE response to its end; returns the events, the live model.delta messages apart, and the raw text. */
+async function readSse(res: Response): Promise<{ events: RunEvent[]; deltas: Array<{ type: string; turn: number; text?: string; seq?: unknown }>; text: string }> {
   const text = await res.text();
-  const events = text.split('\n\n').filter((m) => m.includes('\ndata: ')).map((m) => JSON.parse(/^data: (.+)$/m.exec(m)![1]!) as RunEvent);
-  return { events, text };
+  const messages = text.split('\n\n').filter((m) => m.includes('\ndata: '));
+  const data = (m: string) => JSON.parse(/^data: (.+)$/m.exec(m)![1]!) as never;
+  return {
+    events: messages.filter((m) => !/^event: model\.delta$/m.test(m)).map(data),
+    deltas: messages.filter((m) => /^event: model\.delta$/m.test(m)).map(data),
+    text,
+  };
 }
 
 test('a run end to end over HTTP with a token: idempotent submit, live SSE, budget use, log, report, artifacts; another tenant sees none of it', async () => {
@@ -90,6 +95,10 @@ test('a run end to end over HTTP with a token: idempotent submit, live SSE, budg
   expect(sse.events[0]!.type).toBe('run.started');
   expect(sse.events.at(-1)!.type).toBe('run.finished');
   expect(sse.events.map((e) => e.seq)).toEqual(sse.events.map((_, i) => i + 1));
+  // The model's streamed text came as live deltas between the events: no seq, every turn's text.
+  expect(sse.deltas.length).toBeGreaterThan(0);
+  expect(sse.deltas.every((d) => d.type === 'model.delta' && d.seq === undefined)).toBe(true);
+  expect(sse.deltas.filter((d) => d.turn === 2).map((d) => d.text ?? '').join('')).toBe('3 lines, written to count.txt');
 
   const logs = await api('GET', `/v1/runs/${id}/logs`);
   expect(logs.status).toBe(200);

@@ -3,11 +3,19 @@
  * Serves POST /v1/decisions and /v1/chat/completions from handler functions (status, JSON body,
  * optional delay, or dropping the connection); any other path is 404. The real openai SDK talks to
  * it through `baseURL`. Every request body is recorded.
+ *
+ * A chat request with `stream: true` gets the scripted completion as streamed chunks
+ * (fake-openai-stream.ts), `chunkDelayMs` apart; `chunks` scripts raw chunks (attacks), `noDone`
+ * leaves out `[DONE]`, and `json: true` answers with plain JSON as a server without streaming would.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { completionChunks, writeChunks } from './fake-openai-stream';
 
-export interface Scripted { status?: number; body?: unknown; delayMs?: number; destroy?: boolean; headers?: Record<string, string> }
+export interface Scripted {
+  status?: number; body?: unknown; delayMs?: number; destroy?: boolean; headers?: Record<string, string>;
+  chunks?: unknown[]; chunkDelayMs?: number; noDone?: boolean; json?: boolean;
+}
 export type Handler = (body: Record<string, unknown>) => Scripted;
 export interface FakeServer {
   baseURL: string;
@@ -35,6 +43,11 @@ export async function startFakeDecisionsServer(handlers: { decisions?: Handler; 
       const send = () => {
         if (s.destroy) { req.socket.destroy(); return; }
         if (res.destroyed) return;
+        if (path === '/v1/chat/completions' && body.stream === true && (s.status ?? 200) === 200 && !s.json) {
+          const usage = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
+          writeChunks(res, s.chunks ?? completionChunks(s.body as Parameters<typeof completionChunks>[0], usage), s.chunkDelayMs, !s.noDone);
+          return;
+        }
         res.writeHead(s.status ?? 200, { 'content-type': 'application/json', ...s.headers });
         res.end(JSON.stringify(s.body ?? {}));
       };

@@ -89,8 +89,23 @@ describe('corral submit arguments', () => {
     [['a.md', '--budget', 'llmCalls'], /"llmCalls" is not NAME=VALUE/],
     [['a.md', '--budget', 'llmCalls=many'], /llmCalls must be a number/],
     [['a.md', '--budget', 'costUsd=-1'], /costUsd must be a number ≥ 0/],
+    [['a.md', '--model', 'a', '--route', 'a,b'], /either --model .* or --route/],
+    [['a.md', '--model', ' '], /--model is empty/],
+    [['a.md', '--route', 'big'], /give STRONG,CHEAP/],
+    [['a.md', '--route', 'big,'], /give STRONG,CHEAP/],
+    [['a.md', '--route', 'big,big'], /must differ/],
+    [['a.md', '--route', 'big,small,first-turn'], /give STRONG,CHEAP or STRONG,CHEAP,on=RULE\+RULE/],
+    [['a.md', '--route', 'big,small,on=first-turn+every-turn'], /unknown rule\(s\) every-turn/],
   ])('%j is refused: %s', (argv, message) => {
     expect(() => parseSubmitArgs(argv)).toThrow(message);
+  });
+
+  test('--model and --route set the spec\'s model or routing, replacing the other from SPEC.json', async () => {
+    const o = parseSubmitArgs(['--task', 'x', '--route', 'big, small ,on=first-turn+after-failed-check']);
+    expect(o.routing).toEqual({ strong: 'big', cheap: 'small', strongOn: ['first-turn', 'after-failed-check'] });
+    expect((await buildSpec(o)).spec).toEqual({ task: 'x', routing: { strong: 'big', cheap: 'small', strongOn: ['first-turn', 'after-failed-check'] } });
+    expect((await buildSpec(parseSubmitArgs(['--task', 'x', '--route', 'big,small']))).spec.routing).toEqual({ strong: 'big', cheap: 'small' });
+    expect((await buildSpec(parseSubmitArgs(['--task', 'x', '--model', 'one']))).spec).toEqual({ task: 'x', model: 'one' });
   });
 
   test('budget names are case-insensitive and can repeat', () => {

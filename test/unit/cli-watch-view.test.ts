@@ -1,7 +1,7 @@
 /** The `corral watch` view: lines for a run's events (steps, decisions, results, approval hints), budget bars from the events, and the live footer on a terminal. */
 import type { RunEvent, RunEventBody } from '../../src/domain/events';
 import { LiveOutput } from '../../src/cli/live-output';
-import { bar, WatchView } from '../../src/cli/watch-view';
+import { bar, visible, WatchView } from '../../src/cli/watch-view';
 
 const T0 = Date.parse('2025-03-01T10:00:00.000Z');
 
@@ -119,6 +119,65 @@ test('a second attempt (run.started again after a crash) starts the counts afres
   for (const l of budgets) expect(l).toMatch(/^ {2}budget: LLM calls ▓▓▓░░░░░░░ 1\/4 · /);
 });
 
+test('a run that waited for sub-runs: their usage counts in the bars, and the clock keeps the first start', () => {
+  const view = new WatchView({ live: false });
+  const b = { llmCalls: 10, toolCalls: 10, tokens: 10_000, wallTimeS: 100, costUsd: 1 };
+  const granted = { llmCalls: 3, toolCalls: 3, tokens: 3000, wallTimeS: 75, costUsd: 0.3 };
+  const used = { llmCalls: 2, toolCalls: 2, inputTokens: 200, outputTokens: 40, costUsd: 0.05, wallTimeMs: 3000 };
+  const at = (sec: number, body: RunEventBody, seq: number): RunEvent => ({ ...body, runId: 'run_watch01', seq, ts: new Date(T0 + sec * 1000).toISOString() }) as RunEvent;
+  const lines = [
+    at(0, { type: 'run.started', workerId: 'w', task: 't', policy: 'default', approvals: false, model: 'm', budgets: b }, 1),
+    at(1, { type: 'sandbox.ready', containerId: 'aaaaaaaaaaaa1', image: 'i', ms: 1, egressAllow: [] }, 2),
+    at(2, { type: 'subrun.started', callId: 'c1', childRunId: 'run_child0001', task: 'do it', budgets: granted, depth: 1, checkpoint: 'checkpoint-1.tar' }, 3),
+    at(2, { type: 'run.suspended', children: ['run_child0001'], checkpoint: 'checkpoint-1.tar', sandboxKept: false }, 4),
+    at(40, { type: 'sandbox.ready', containerId: 'bbbbbbbbbbbb2', image: 'i', ms: 1, egressAllow: [] }, 5),
+    at(40, { type: 'subrun.finished', callId: 'c1', childRunId: 'run_child0001', outcome: 'succeeded', reason: 'ok', usage: used, budgets: granted, node: { runId: 'run_child0001', task: 'do it', outcome: 'succeeded', reason: 'ok', usage: used, budgets: granted, children: [] } }, 6),
+    at(40, { type: 'run.resumed', workerId: 'w2', children: [{ runId: 'run_child0001', outcome: 'succeeded' }], waitedMs: 38_000, checkpoint: 'checkpoint-1.tar' }, 7),
+    at(41, { type: 'model.response', turn: 2, content: null, toolCalls: [{ id: 'x', name: 'bash', arguments: '{}' }], usage: usage(100, 10), costUsd: 0.01, ms: 5, model: 'm', finishReason: 'tool_calls' }, 8),
+  ].flatMap((e) => view.push(e));
+  expect(lines.find((l) => l.startsWith('  budget:'))).toBe('  budget: LLM calls ▓▓▓░░░░░░░ 3/10 · tool calls ▓▓░░░░░░░░ 2/10 · tokens ░░░░░░░░░░ 350/10k · cost ▓░░░░░░░░░ $0.06/$1.00 · time ▓▓▓▓░░░░░░ 40/100 s');
+  expect(lines).toContain('  ⏸ waiting for 1 sub-run(s) without a worker slot; sandbox removed, /workspace kept as checkpoint-1.tar');
+});
+
+describe('streamed text (live deltas)', () => {
+  const delta = (turn: number, more: Record<string, unknown>) => ({ type: 'model.delta' as const, runId: 'run_watch01', turn, ts: new Date(T0).toISOString(), ...more });
+
+  test('a turn\'s text is shown as it arrives, tool names once; its model.response then adds only what the text did not show', () => {
+    const view = new WatchView({ live: false });
+    const [started] = stamp(RUN.slice(0, 1));
+    view.push(started!);
+    const shown = [
+      view.pushDelta(delta(1, { text: 'Let me ' })),
+      view.pushDelta(delta(1, { text: 'look first.\nThen act.' })),
+      view.pushDelta(delta(1, { tools: [{ index: 0, name: 'bash', argumentsChars: 10 }] })),
+      view.pushDelta(delta(1, { tools: [{ index: 0, name: 'bash', argumentsChars: 30 }, { index: 1, name: 'bash', argumentsChars: 2 }] })),
+    ].join('');
+    expect(shown).toBe('turn 1 ▸ Let me look first.\n    Then act. [→ bash] [→ bash]');
+    const response = stamp(RUN.slice(0, 4))[3]!;
+    expect(view.push(response)[0]).toBe('  ↳ 2 tool calls');
+    // A late delta of a turn already answered (a reconnect) shows nothing.
+    expect(view.pushDelta(delta(1, { text: 'again' }))).toBe('');
+    expect(view.pushDelta(delta(2, { text: 'Done.' }))).toBe('turn 2 ▸ Done.');
+  });
+
+  test('with routing the turn line names the tier and the model', () => {
+    const view = new WatchView({ live: true });
+    const e = { ...stamp(RUN.slice(3, 4))[0]!, route: { model: 'small', tier: 'cheap', rule: null, strongCostUsd: 0.1 } } as RunEvent;
+    expect(view.push(e)[0]).toBe('turn 1 [cheap: small] “Let me look first.”');
+  });
+
+  test('control characters, escapes and bidi controls from the model are shown, never sent to the terminal', () => {
+    const view = new WatchView({ live: false });
+    const hostile = `red${String.fromCharCode(27)}[31m bell${String.fromCharCode(7)} cr\r back\b rtl\u202e del\u007f c1\u009b sep\u2028 tab\tend`;
+    const out = view.pushDelta(delta(1, { text: hostile, tools: [{ index: 0, name: `x${String.fromCharCode(27)}]0;title`, argumentsChars: 0 }], note: 'n\u0007' }));
+    // eslint-disable-next-line no-control-regex
+    expect(out).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e\u2028]/);
+    expect(out).toContain('red\\u{1b}[31m bell\\u{7} cr\\u{d} back\\u{8} rtl\\u{202e} del\\u{7f} c1\\u{9b} sep\\u{2028} tab\tend');
+    expect(out).toContain('[→ x\\u{1b}]0;title]');
+    expect(visible('plain\ntext')).toBe('plain\ntext');
+  });
+});
+
 describe('LiveOutput', () => {
   function sink(isTTY: boolean) {
     const chunks: string[] = [];
@@ -178,5 +237,32 @@ describe('LiveOutput', () => {
     o.clearFooter();
     o.print(['done']);
     expect(screen(chunks)).toEqual(['line 1', 'line 2', 'line 3', 'done', '']);
+  });
+
+  test('partial text: the footer steps aside while a line is open, and the next lines start on a line of their own', () => {
+    const { chunks, out } = sink(true);
+    const o = new LiveOutput(out);
+    o.print(['line 1'], ['  bars 1/4']);
+    o.partial('turn 2 ▸ Hel');
+    o.partial('lo');
+    expect(screen(chunks)).toEqual(['line 1', 'turn 2 ▸ Hello']);
+    o.setFooter(['  bars 2/4']); // kept for later, not drawn inside the open line
+    expect(screen(chunks)).toEqual(['line 1', 'turn 2 ▸ Hello']);
+    o.print(['  ↳ final answer'], ['  bars 2/4']);
+    expect(screen(chunks)).toEqual(['line 1', 'turn 2 ▸ Hello', '  ↳ final answer', '  bars 2/4', '']);
+    // Whatever a line holds, no escape reaches the terminal except the footer's own.
+    const hostile = sink(false);
+    const h = new LiveOutput(hostile.out);
+    h.print([`step 1  bash  printf '${String.fromCharCode(27)}]0;owned${String.fromCharCode(7)}'\r`], [`pending ${String.fromCharCode(27)}[2J`]);
+    h.partial(`x${String.fromCharCode(155)}y`);
+    // eslint-disable-next-line no-control-regex
+    expect(hostile.chunks.join('')).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    expect(hostile.chunks.join('')).toContain('\\u{1b}]0;owned\\u{7}');
+    const plain = sink(false);
+    const p = new LiveOutput(plain.out);
+    p.partial('a');
+    p.partial('b');
+    p.print(['c']);
+    expect(plain.chunks.join('')).toBe('ab\nc\n');
   });
 });

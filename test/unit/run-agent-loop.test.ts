@@ -54,7 +54,7 @@ describe('runAgentLoop: the happy path', () => {
     // First request: system prompt, the task, every tool's spec.
     const [first, second] = model.requests;
     expect(first!.messages).toEqual([
-      { role: 'system', content: systemPrompt(TOOLS) },
+      { role: 'system', content: systemPrompt(TOOLS.filter((t) => !t.optIn)) },
       { role: 'user', content: 'count the files in the workspace\n\n(The workspace /workspace is empty.)' },
     ]);
     expect(first!.tools.map((t) => t.name)).toEqual(ALL_TOOLS.split(', '));
