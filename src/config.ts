@@ -35,6 +35,10 @@ export const ConfigSchema = z.object({
   CORRAL_TENANT_MAX_ACTIVE_RUNS: int(10),
   /** Per tenant: runs submitted in any 60 s; more is a 429 with retry-after. */
   CORRAL_TENANT_SUBMITS_PER_MIN: int(60),
+  /** Per tenant: schedules at once; more is a 409. */
+  CORRAL_TENANT_MAX_SCHEDULES: int(20),
+  /** Two firings of one schedule are at least this far apart (a 6-field cron with seconds is allowed when this is below 60). */
+  CORRAL_SCHEDULE_MIN_INTERVAL_S: int(60),
   /** How long an Idempotency-Key is remembered (seconds). */
   CORRAL_IDEMPOTENCY_TTL_S: int(24 * 3600),
   /** Runs one worker executes at once (= sandbox slots on this host). */
@@ -218,6 +222,8 @@ export const ConfigSchema = z.object({
 
   /** Policy. */
   CORRAL_POLICY_DIR: z.string().default('./policies'),
+  /** Run templates (NAME.md with front matter and {{param}} placeholders); a missing directory is an empty library. */
+  CORRAL_TEMPLATES_DIR: z.string().default('./templates'),
   CORRAL_CLASSIFIER: bool(true),
   CORRAL_CLASSIFIER_TIMEOUT_MS: int(20_000),
   CORRAL_RISK_DENY_AT: z.coerce.number().min(0).max(3).default(2.5),

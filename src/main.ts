@@ -21,6 +21,10 @@ import { ReplayModel, loadReplay, replayFromEvents } from './llm/replay-model';
 import { readJsonl } from './report/jsonl-sink';
 import { Classifier } from './policy/classifier';
 import { loadPolicies } from './policy/load-policy';
+import type { ApiDeps } from './api/api-deps';
+import { loadTemplates } from './api/load-templates';
+import { startScheduleRunner } from './api/schedule-runner';
+import { ScheduleStore } from './queue/schedule-store';
 import { PolicyGate } from './policy/policy-gate';
 import { createRunQueue, newRunId } from './queue/run-queue';
 import { IdempotencyStore } from './queue/idempotency';
@@ -110,6 +114,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     for (const c of closers.reverse()) await c().catch((err: Error) => log('shutdown step failed', { error: err.message }));
   };
   const policies = loadPolicies(config.CORRAL_POLICY_DIR);
+  const templates = roles.api ? loadTemplates(config.CORRAL_TEMPLATES_DIR) : [];
   const auth = loadTenantAuth(config); // before anything starts: a bad token list fails fast
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, lazyConnect: true });
   closers.push(async () => redis.quit());
@@ -197,12 +202,18 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       closers.push(() => queue.close());
       if (auth.enabled) log('API auth on: bearer tokens required', { tenants: auth.tenants() });
       else log('WARNING: API AUTH IS OFF (neither CORRAL_API_TOKENS nor CORRAL_API_TOKENS_FILE is set): anyone who reaches the API can submit and read runs; every request is tenant "default"', { level: 'warn' });
-      const app = buildApp({
-        config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()],
+      const schedules = new ScheduleStore(apiRedis, config.CORRAL_QUEUE, queueConn);
+      closers.push(() => schedules.close());
+      const apiDeps: ApiDeps = {
+        config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], templates, schedules,
         quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis),
         readyChecks: dockerPing ? { docker: dockerPing } : {},
-      });
+      };
+      const app = buildApp(apiDeps);
       closers.push(() => app.close());
+      // Every API process fires schedules (BullMQ gives each firing to one of them).
+      const runner = startScheduleRunner(apiDeps, redis.duplicate(), (msg, fields) => log(msg, fields));
+      closers.push(() => runner.close());
       started.url = await app.listen({ host: config.CORRAL_API_HOST, port: config.CORRAL_API_PORT });
       started.app = app;
     }

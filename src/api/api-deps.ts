@@ -6,6 +6,8 @@ import type { RunMetrics } from '../queue/run-metrics';
 import type { RunStore } from '../queue/run-store';
 import type { RunTree } from '../queue/run-tree';
 import type { TenantQuota } from '../queue/tenant-quota';
+import type { RunTemplate } from '../domain/run-template';
+import type { ScheduleStore } from '../queue/schedule-store';
 import type { TenantAuth } from './auth';
 
 export interface ApiDeps {
@@ -21,6 +23,10 @@ export interface ApiDeps {
   clock: () => number;
   /** Names of the loaded policies; a run naming another is refused with 400. */
   policyNames: readonly string[];
+  /** The run templates (CORRAL_TEMPLATES_DIR); each one's examples are admitted when the app becomes ready. */
+  templates?: readonly RunTemplate[];
+  /** Schedules (POST /v1/schedules …); absent: those routes are not served. */
+  schedules?: ScheduleStore;
   /** Bearer tokens → tenants; absent or without tokens: auth off, everything is the default tenant. */
   auth?: TenantAuth;
   /** GET /readyz runs each of these (name → resolves when that dependency answers), e.g. redis, docker. */

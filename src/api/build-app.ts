@@ -9,6 +9,9 @@
  *   POST /v1/runs/:id/approvals/:callId    { decision: "approve" | "deny", by? } → resumes the run
  *   POST /v1/runs/:id/cancel               cancels a queued or running run
  *   POST /v1/runs/:id/replay               re-runs a finished run with its recorded model turns → 201 { id }
+ *   POST /v1/runs?dryRun=true              the same checks, then the resolved plan (200); nothing queued
+ *   GET  /v1/templates[/:name]             the run templates; POST /v1/templates/:name/runs { params } submits one
+ *   POST /v1/schedules, GET /v1/schedules[/:id], DELETE /v1/schedules/:id   template runs on a cron pattern
  *   GET  /healthz  /readyz  /metrics  /openapi.json  /docs
  *
  * Auth: with tokens configured every route but /healthz, /readyz, /openapi.json and /docs needs
@@ -23,6 +26,10 @@ import type { RouteDoc } from './openapi';
 import { registerOpsRoutes } from './ops-routes';
 import { registerRunFileRoutes } from './run-files';
 import { registerRunRoutes } from './run-routes';
+import { checkSpec } from './submit-run';
+import { registerScheduleRoutes } from './schedule-routes';
+import { registerTemplateRoutes } from './template-routes';
+import { checkTemplateExamples } from './load-templates';
 
 export type { ApiDeps } from './api-deps';
 
@@ -74,6 +81,10 @@ export function buildApp(deps: ApiDeps): CorralApp {
   });
   registerRunRoutes(app, deps, docs);
   registerRunFileRoutes(app, deps, docs);
+  registerTemplateRoutes(app, deps, docs);
+  registerScheduleRoutes(app, deps, docs);
   registerOpsRoutes(app, deps, docs);
+  // A template whose examples would be refused stops start-up (listen() and inject() both wait for ready).
+  app.addHook('onReady', async () => checkTemplateExamples(deps.templates ?? [], (body) => checkSpec(deps, body, 'default')));
   return Object.assign(app, { routeDocs: docs, registeredRoutes: registered });
 }

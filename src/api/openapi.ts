@@ -18,12 +18,12 @@ export interface ResponseDoc {
 }
 
 export interface RouteDoc {
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'DELETE';
   /** Fastify style: /v1/runs/:id */
   url: string;
   summary: string;
   description?: string;
-  tag: 'runs' | 'artifacts' | 'operations';
+  tag: 'runs' | 'artifacts' | 'templates' | 'schedules' | 'operations';
   /** No bearer token needed, even when auth is on. */
   public?: boolean;
   params?: z.ZodObject;
@@ -134,6 +134,8 @@ export function openApiDocument(docs: readonly RouteDoc[], info: { version: stri
     tags: [
       { name: 'runs', description: 'submit, list, follow, answer and cancel runs' },
       { name: 'artifacts', description: 'what a run left: report, log, workspace' },
+      { name: 'templates', description: 'run templates: a library of tasks with parameters' },
+      { name: 'schedules', description: 'template runs on a cron pattern, unattended' },
       { name: 'operations', description: 'health, readiness, metrics, this document' },
     ],
     paths,

@@ -4,6 +4,7 @@
  * exactly like a run that does not exist.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { z } from 'zod';
 import type { BudgetName } from '../domain/events';
 import { CorralError, NotFoundError } from '../domain/errors';
 import { RunSpec } from '../domain/run-spec';
@@ -15,8 +16,9 @@ import { route, type RouteDoc } from './openapi';
 import { runLinks } from './run-links';
 import {
   ApprovalAnswered, ApprovalBody, ApprovalParams, CancelResult, ErrorBody, EventsPage, EventsQuery, IdempotencyKeyHeader,
-  ListQuery, RunCreated, RunDetail, RunPageDoc, RunParams,
+  ListQuery, RunCreated, SubmitQuery, RunDetail, RunPageDoc, RunParams,
 } from './schemas';
+import { planRun, RunPlan } from './run-plan';
 import { checkSpec, createRun, submitRun } from './submit-run';
 
 const LIST_TASK_CHARS = 500;
@@ -37,12 +39,13 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
 
   route(app, docs, {
     method: 'POST', url: '/v1/runs', tag: 'runs', summary: 'Submit a run',
-    description: 'Validates the body (a RunSpec) completely before anything is queued. Send an `Idempotency-Key` header to make retries safe: the same key from the same tenant returns the run the first request created (200) for CORRAL_IDEMPOTENCY_TTL_S seconds; bodies are compared after validation (a spelled-out default is no difference), and a different body with the same key is a 409. Per-tenant limits (active runs, submissions per minute) answer 429 with `retry-after`.',
+    description: 'Validates the body (a RunSpec) completely before anything is queued; with `?dryRun=true` it stops there and answers 200 with the resolved plan (tools, done checks, egress, limits, budgets, policy, model), queueing nothing and calling no model. Send an `Idempotency-Key` header to make retries safe: the same key from the same tenant returns the run the first request created (200) for CORRAL_IDEMPOTENCY_TTL_S seconds; bodies are compared after validation (a spelled-out default is no difference), and a different body with the same key is a 409. Per-tenant limits (active runs, submissions per minute) answer 429 with `retry-after`.',
     headers: [{ name: 'Idempotency-Key', schema: IdempotencyKeyHeader, description: 'makes the submission safe to retry (see above)' }],
     body: RunSpec,
+    query: SubmitQuery,
     responses: {
       201: { description: 'the run is queued', schema: RunCreated },
-      200: { description: 'an earlier request with this Idempotency-Key created this run', schema: RunCreated, headers: { 'idempotent-replayed': 'true' } },
+      200: { description: 'an earlier request with this Idempotency-Key created this run; with `dryRun=true`, the plan of the run (nothing queued, no model called)', schema: z.union([RunCreated, RunPlan]), headers: { 'idempotent-replayed': 'true (a repeat only)' } },
       400: badInput,
       409: { description: 'Idempotency-Key reused with a different body', schema: ErrorBody },
       413: { description: 'body larger than CORRAL_API_MAX_BODY_BYTES', schema: ErrorBody },
@@ -50,6 +53,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     },
   }, async (req, reply) => {
     const spec = await checkSpec(deps, req.body, req.tenant);
+    if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') return reply.status(200).send(planRun(spec, deps.config));
     const rawKey = req.headers[idemHeader];
     const key = rawKey === undefined ? undefined : parseInput(IdempotencyKeyHeader, Array.isArray(rawKey) ? rawKey.join(',') : rawKey, 'header Idempotency-Key');
     const r = await submitRun(deps, req.tenant, spec, key);

@@ -143,6 +143,11 @@ export const RunPageDoc = z.object({
   next: z.string().nullable().meta({ description: 'cursor for the next page (pass as ?cursor=); null when there is none' }),
 });
 
+/** `?dryRun=true`: check the body and answer with the plan; nothing is queued. */
+export const SubmitQuery = z.object({
+  dryRun: z.enum(['true', 'false']).optional().meta({ description: 'true: validate and return the resolved plan without queueing a run or calling a model' }),
+});
+
 export const RunCreated = z.object({
   id: z.string(),
   status: z.string(),

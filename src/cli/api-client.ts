@@ -137,6 +137,25 @@ export class ApiClient {
     return this.json('POST', '/v1/runs', spec);
   }
 
+  /** The plan the server would run for this spec (POST /v1/runs?dryRun=true); nothing is queued. */
+  plan(spec: unknown): Promise<Record<string, unknown>> {
+    return this.json('POST', '/v1/runs?dryRun=true', spec);
+  }
+
+  /** A run from a server template: body { params, workspace? }; with dryRun the plan instead. */
+  submitTemplate(name: string, body: unknown, dryRun = false): Promise<{ id: string; status: string } & Record<string, unknown>> {
+    return this.json('POST', `/v1/templates/${encodeURIComponent(name)}/runs${dryRun ? '?dryRun=true' : ''}`, body);
+  }
+
+  /** Any JSON route (schedules …): the parsed answer, or ApiError with the server's reason. */
+  request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+    return this.json(method, path, body);
+  }
+
+  templates(): Promise<{ templates: Array<{ name: string; description: string; params: Array<{ name: string; description: string; default?: string; pattern?: string }>; examples: Array<Record<string, string>> }> }> {
+    return this.json('GET', '/v1/templates');
+  }
+
   replay(id: string): Promise<{ id: string; status: string; replayOf: string }> {
     return this.json('POST', `/v1/runs/${encodeURIComponent(id)}/replay`);
   }

@@ -23,6 +23,8 @@ const COMMANDS: Record<string, Loader> = {
   replay: () => import('./replay'),
   sandbox: () => import('./sandbox-exec'),
   policy: () => import('./policy'),
+  templates: () => import('./templates'),
+  schedules: () => import('./schedules'),
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -13,8 +13,10 @@ import { packWorkspace, type PackedWorkspace } from './workspace-tar';
 export const BUDGET_NAMES: readonly BudgetName[] = ['llmCalls', 'toolCalls', 'tokens', 'wallTimeS', 'costUsd'];
 
 export interface SubmitOptions {
-  /** A file (TASK.md or SPEC.json) or the text of --task. */
-  source: { file: string } | { task: string };
+  /** A file (TASK.md or SPEC.json), the text of --task, or a server template with --set values. */
+  source: { file: string } | { task: string } | { template: string; params: Record<string, string> };
+  /** Validate and print the resolved plan; nothing is queued. */
+  dryRun: boolean;
   workspace?: string;
   exclude: string[];
   allowDomains: string[];
@@ -63,12 +65,18 @@ export function parseRoute(value: string): NonNullable<SubmitOptions['routing']>
 export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
   const { opts, positionals } = parseArgs(argv, {
     task: 'string', workspace: 'string', exclude: 'list', 'allow-domain': 'list', approvals: 'flag', policy: 'string',
-    budget: 'list', model: 'string', route: 'string', watch: 'flag', 'no-watch': 'flag', 'no-follow': 'flag', plain: 'flag', api: 'string', token: 'string',
+    budget: 'list', model: 'string', route: 'string', watch: 'flag', 'dry-run': 'flag', template: 'string', set: 'list', 'no-watch': 'flag', 'no-follow': 'flag', plain: 'flag', api: 'string', token: 'string',
   });
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}" (give one TASK.md or SPEC.json)`);
   const file = positionals[0];
-  if (file !== undefined && opts.task !== undefined) throw new UsageError('give either a TASK.md / SPEC.json file or --task TEXT, not both');
-  if (file === undefined && opts.task === undefined) throw new UsageError('missing the task: give TASK.md, SPEC.json or --task TEXT');
+  const sources = [file !== undefined, opts.task !== undefined, opts.template !== undefined].filter(Boolean).length;
+  if (sources > 1) throw new UsageError('give one of a TASK.md / SPEC.json file, --task TEXT or --template NAME');
+  if (sources === 0) throw new UsageError('missing the task: give TASK.md, SPEC.json, --task TEXT or --template NAME');
+  if (opts.set.length && opts.template === undefined) throw new UsageError('--set only applies with --template NAME');
+  if (opts.template !== undefined) {
+    const other = (['allow-domain', 'budget'] as const).find((k) => opts[k].length) ?? (opts.approvals ? 'approvals' : opts.policy !== undefined ? 'policy' : undefined);
+    if (other) throw new UsageError(`--${other} does not apply with --template: the template sets the run's spec (only --set, --workspace and --dry-run do)`);
+  }
   if (opts.task !== undefined && !opts.task.trim()) throw new UsageError('--task is empty');
   if (opts.watch && (opts['no-watch'] || opts['no-follow'])) throw new UsageError('--watch and --no-watch contradict each other');
   if (opts.exclude.length && opts.workspace === undefined) throw new UsageError('--exclude only applies with --workspace DIR');
@@ -80,7 +88,8 @@ export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
     return r.data;
   });
   return {
-    source: file !== undefined ? { file } : { task: opts.task! },
+    source: opts.template !== undefined ? { template: opts.template, params: parseSets(opts.set) } : file !== undefined ? { file } : { task: opts.task! },
+    dryRun: opts['dry-run'],
     ...(opts.workspace !== undefined ? { workspace: opts.workspace } : {}),
     exclude: opts.exclude,
     allowDomains,
@@ -96,12 +105,26 @@ export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
   };
 }
 
+/** `--set k=v` (repeatable; the value may hold "=" and ","): the template's parameters. */
+export function parseSets(values: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const item of values) {
+    const i = item.indexOf('=');
+    if (i <= 0) throw new UsageError(`--set: "${item}" is not NAME=VALUE (e.g. --set focus=src)`);
+    const name = item.slice(0, i).trim();
+    if (Object.hasOwn(out, name)) throw new UsageError(`--set: ${name} is given twice`);
+    out[name] = item.slice(i + 1);
+  }
+  return out;
+}
+
 type Json = Record<string, unknown>;
 
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The spec from the file or --task, before the flags are applied. */
 async function baseSpec(source: SubmitOptions['source']): Promise<Json> {
+  if ('template' in source) return { params: source.params };
   if ('task' in source) return { task: source.task };
   let text: string;
   try {

@@ -46,11 +46,19 @@ what it started. Without OPENAI_API_KEY it replays examples/fix-median.replay.js
   },
   submit: {
     summary: 'submit a task (TASK.md or SPEC.json) to the API; --watch follows it',
-    usage: `usage: corral submit (TASK.md | SPEC.json | --task TEXT) [options]
+    usage: `usage: corral submit (TASK.md | SPEC.json | --task TEXT | --template NAME) [options]
 
 Submits a run and prints its id. A .json file is a whole RunSpec; any other file is the task text
 (Markdown with # Task, # Allowed tools, # Cannot do, # Done means sections, or plain text).
-Options override what SPEC.json says.
+Options override what SPEC.json says. --template NAME runs one of the server's templates
+(\`corral templates\` lists them) with its parameters given by --set.
+
+  --dry-run            check everything the server checks and print the plan it resolved (tools,
+                       done checks, egress, limits, budgets, policy, model); nothing is queued and
+                       no model is called. Exit 0 when it would be accepted, 1 with the reasons
+  --template NAME      a server template instead of a task file (only --set, --workspace, --dry-run
+                       and --watch apply: the template sets the rest of the spec)
+  --set K=V            a template parameter (repeatable)
 
   --workspace DIR      upload DIR as the run's workspace (an uncompressed tar, at most 8 MiB):
                        regular files and directories; symlinks and special files are skipped
@@ -77,6 +85,8 @@ examples:
   corral submit fix-tests.md --workspace . --exclude node_modules --watch
   corral submit examples/fix-median.task.json --budget llmCalls=10,costUsd=0.2
   id=$(corral submit task.md --workspace repo) && corral watch "$id"
+  corral submit task.md --allow-domain pypi.org --dry-run
+  corral submit --template fix-failing-tests --set testCommand='python3 -m pytest -q' --workspace .
 `,
   },
   watch: {
@@ -142,6 +152,34 @@ ${API_OPTIONS}
 Runs one command in a fresh sandbox (the production container spec) and prints the result as JSON.
 --isolation picks the class (default: CORRAL_SANDBOX_RUNTIME). Exit 1 when the sandbox itself failed;
 when it died during the command (out of memory under gVisor), the JSON says so (sandboxDied, oomKilled).
+`,
+  },
+  templates: {
+    summary: 'list the server\'s run templates and their parameters',
+    usage: `usage: corral templates [--json] [--api URL] [--token T]
+
+Lists the run templates the server loaded (its CORRAL_TEMPLATES_DIR): each one's description, its
+parameters with their defaults, and an example \`corral submit --template\` line. --json prints the
+API's answer (GET /v1/templates) as it is.
+`,
+  },
+  schedules: {
+    summary: 'schedules list|add|rm: run a template on a cron pattern, unattended',
+    usage: `usage:
+  corral schedules [list] [--json]
+  corral schedules add --cron PATTERN --template NAME [--set K=V]... [--timezone TZ] [--name TEXT] [--json]
+  corral schedules rm ID
+(each with [--api URL] [--token T])
+
+A schedule submits a run of one of the server's templates (\`corral templates\`) each time its cron
+pattern fires ("m h dom mon dow", read in --timezone, default UTC), unattended: calls the policy would
+ask about are refused. Its runs are labelled schedule: ID. The server checks the pattern, the template
+and the rendered run when you add it; a firing the tenant's limits refuse makes no run and is shown by
+\`list\`. Schedules live in Redis and survive restarts.
+
+examples:
+  corral schedules add --cron "0 6 * * 1" --template dependency-report --set packageDir=services/api
+  corral schedules list
 `,
   },
   policy: {

@@ -4,10 +4,11 @@ import type { ToolSpec } from '../domain/model';
 import { applyPatchTool } from './apply-patch';
 import { bashTool } from './bash';
 import { delegateTool } from './delegate';
+import { fetchUrlTool } from './fetch-url';
 import { editFileTool, listFilesTool, readFileTool, writeFileTool } from './files';
 import type { Tool } from './tool';
 
-export const TOOLS: readonly Tool[] = [bashTool, readFileTool, writeFileTool, editFileTool, applyPatchTool, listFilesTool, delegateTool] as Tool[];
+export const TOOLS: readonly Tool[] = [bashTool, readFileTool, writeFileTool, editFileTool, applyPatchTool, listFilesTool, fetchUrlTool, delegateTool] as Tool[];
 
 export function findTool(name: string): Tool | undefined {
   return TOOLS.find((t) => t.name === name);

@@ -54,19 +54,32 @@ describe('corral submit arguments', () => {
     ]);
     expect(o).toEqual({
       source: { file: 'TASK.md' }, workspace: 'repo', exclude: ['node_modules', '.git'], allowDomains: ['pypi.org', '*.pythonhosted.org'],
-      approvals: true, policy: 'strict', budgets: { llmCalls: 10, toolCalls: 20, costUsd: 0.25 }, watch: true, plain: false, api: 'http://h:9', token: 't0k',
+      approvals: true, policy: 'strict', budgets: { llmCalls: 10, toolCalls: 20, costUsd: 0.25 }, watch: true, plain: false, dryRun: false, api: 'http://h:9', token: 't0k',
     });
   });
 
   test('defaults: no watch, no approvals, nothing overridden', () => {
-    expect(parseSubmitArgs(['spec.json'])).toEqual({ source: { file: 'spec.json' }, exclude: [], allowDomains: [], approvals: false, budgets: {}, watch: false, plain: false });
+    expect(parseSubmitArgs(['spec.json'])).toEqual({ source: { file: 'spec.json' }, exclude: [], allowDomains: [], approvals: false, budgets: {}, watch: false, plain: false, dryRun: false });
     expect(parseSubmitArgs(['--task', 'say hi', '--no-watch']).source).toEqual({ task: 'say hi' });
+  });
+
+  test('--template with --set values (a value may hold "=" and ","), --dry-run', () => {
+    const o = parseSubmitArgs(['--template', 'fix-failing-tests', '--set', 'testCommand=pytest -q -k a=b,c', '--set', 'focus=app', '--dry-run']);
+    expect(o).toMatchObject({ source: { template: 'fix-failing-tests', params: { testCommand: 'pytest -q -k a=b,c', focus: 'app' } }, dryRun: true });
   });
 
   test.each([
     [[], /missing the task/],
     [['a.md', 'b.md'], /unexpected argument "b.md"/],
-    [['a.md', '--task', 'x'], /not both/],
+    [['a.md', '--task', 'x'], /give one of a TASK.md/],
+    [['a.md', '--template', 'x'], /give one of a TASK.md/],
+    [['a.md', '--set', 'k=v'], /--set only applies with --template/],
+    [['--template', 't', '--set', 'novalue'], /"novalue" is not NAME=VALUE/],
+    [['--template', 't', '--set', '=v'], /"=v" is not NAME=VALUE/],
+    [['--template', 't', '--set', 'k=1', '--set', 'k=2'], /k is given twice/],
+    [['--template', 't', '--budget', 'llmCalls=3'], /--budget does not apply with --template/],
+    [['--template', 't', '--allow-domain', 'pypi.org'], /--allow-domain does not apply with --template/],
+    [['--template', 't', '--approvals'], /--approvals does not apply with --template/],
     [['--task', '  '], /--task is empty/],
     [['a.md', '--watch', '--no-watch'], /contradict/],
     [['a.md', '--exclude', 'x'], /--exclude only applies with --workspace/],
@@ -196,6 +209,6 @@ describe('errors are one line that says what to do', () => {
 
 test('every command has help text that starts with its usage line', () => {
   for (const [name, h] of Object.entries(HELP)) {
-    expect({ name, usage: h.usage.split('\n')[0] }).toEqual({ name, usage: expect.stringMatching(name === 'policy' ? /^usage:$/ : new RegExp(`^usage: corral ${name}`)) });
+    expect({ name, usage: h.usage.split('\n')[0] }).toEqual({ name, usage: expect.stringMatching(name === 'policy' || name === 'schedules' ? /^usage:$/ : new RegExp(`^usage: corral ${name}`)) });
   }
 });

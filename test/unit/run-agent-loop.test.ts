@@ -12,7 +12,7 @@ import {
 } from '../support/fake-ports';
 
 const PRICES: Prices = { inputPerMtok: 2, outputPerMtok: 8 };
-const ALL_TOOLS = 'bash, read_file, write_file, edit_file, apply_patch, list_files';
+const ALL_TOOLS = 'bash, read_file, write_file, edit_file, apply_patch, list_files, fetch_url';
 
 function harness(opts: { model: ScriptedModel; sandbox?: FakeSandbox; gate?: FakeGate; input?: Partial<AgentLoopInput>; clock?: () => number; tools?: readonly Tool[] }) {
   const rec = recordEvents();

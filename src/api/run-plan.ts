@@ -1,0 +1,54 @@
+/**
+ * A dry run's answer: what a submitted RunSpec would do, resolved the way the server would run it —
+ * the tools the model is offered, the done checks and criteria, the egress allowlist, the limits and
+ * budgets after defaults, the policy, approvals, the model and the isolation class — without a job,
+ * a sandbox or a model call (`POST /v1/runs?dryRun=true`, `corral submit --dry-run`).
+ */
+import { z } from 'zod';
+import type { Config } from '../config';
+import type { RunSpec } from '../domain/run-spec';
+import { contractForSpec } from '../domain/task-contract';
+import { resolveLimits } from '../sandbox/limits';
+import { TOOLS } from '../tools/registry';
+
+export const RunPlan = z.object({
+  dryRun: z.literal(true),
+  accepted: z.literal(true).meta({ description: 'the body would be accepted as it is (a refusal is a 400 naming the field, as for a real submission)' }),
+  task: z.string().meta({ description: 'the task text, cut to 500 characters' }),
+  tools: z.array(z.string()).meta({ description: 'the tools the model is offered' }),
+  cannotDo: z.array(z.string()),
+  doneChecks: z.array(z.string()).meta({ description: 'commands run in the sandbox when the model says it is done' }),
+  doneCriteria: z.array(z.string()),
+  egress: z.array(z.string()).meta({ description: 'names the sandbox may reach (empty: no network)' }),
+  limits: z.object({ memoryMb: z.number(), cpus: z.number(), pids: z.number(), workspaceMb: z.number(), execTimeoutS: z.number(), isolation: z.string() }),
+  budgets: z.record(z.string(), z.number()),
+  policy: z.string(),
+  approvals: z.boolean().meta({ description: 'asks wait for a human (true) or are refused (false)' }),
+  model: z.string(),
+  workspace: z.object({ files: z.number(), tarBytes: z.number() }),
+  labels: z.record(z.string(), z.string()),
+});
+export type RunPlan = z.infer<typeof RunPlan>;
+
+/** The plan of an admitted spec (the caller has already run every submission check on it). */
+export function planRun(spec: RunSpec, config: Config): RunPlan {
+  const contract = contractForSpec(spec, TOOLS.map((t) => t.name));
+  const limits = resolveLimits(spec.limits, config);
+  return {
+    dryRun: true,
+    accepted: true,
+    task: spec.task.length > 500 ? `${spec.task.slice(0, 500)}…` : spec.task,
+    tools: contract.allowedTools ?? TOOLS.map((t) => t.name),
+    cannotDo: contract.cannotDo,
+    doneChecks: contract.doneMeans.flatMap((d) => (d.kind === 'check' ? [d.command] : [])),
+    doneCriteria: contract.doneMeans.flatMap((d) => (d.kind === 'criterion' ? [d.text] : [])),
+    egress: spec.egress.allow,
+    limits: { ...limits, isolation: limits.isolation ?? `server default (${config.CORRAL_SANDBOX_RUNTIME})` },
+    budgets: { ...spec.budgets },
+    policy: spec.policy,
+    approvals: spec.approvals,
+    model: config.CORRAL_REPLAY ? `replay of ${config.CORRAL_REPLAY}` : spec.model ?? config.CORRAL_MODEL,
+    workspace: { files: Object.keys(spec.workspace.files ?? {}).length, tarBytes: spec.workspace.tarBase64 ? Math.floor((spec.workspace.tarBase64.length * 3) / 4) : 0 },
+    labels: spec.labels ?? {},
+  };
+}

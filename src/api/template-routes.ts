@@ -1,0 +1,84 @@
+/**
+ * The template library over HTTP: list the templates, show one, and submit a run from one with
+ * parameters. A run made from a template is admitted exactly like a POST /v1/runs body (the rendered
+ * spec passes every submission check) and carries the label `template: NAME`.
+ *
+ *   GET  /v1/templates                     { templates: [{ name, description, params, examples }] }
+ *   GET  /v1/templates/:name               one template, with its task text
+ *   POST /v1/templates/:name/runs          { params: { k: v }, workspace? } (+ Idempotency-Key, ?dryRun=true) → as POST /v1/runs
+ */
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { NotFoundError } from '../domain/errors';
+import { describeTemplate, renderTemplate, TEMPLATE_NAME, type RunTemplate } from '../domain/run-template';
+import type { ApiDeps } from './api-deps';
+import { parseInput } from './http-errors';
+import { route, type RouteDoc } from './openapi';
+import { planRun, RunPlan } from './run-plan';
+import { ErrorBody, IdempotencyKeyHeader, RunCreated, SubmitQuery } from './schemas';
+import { checkSpec, submitRun } from './submit-run';
+
+const TemplateParamDoc = z.object({ name: z.string(), description: z.string(), default: z.string().optional(), pattern: z.string().optional() });
+const TemplateSummary = z.object({ name: z.string(), description: z.string(), params: z.array(TemplateParamDoc), examples: z.array(z.record(z.string(), z.string())) });
+const TemplateList = z.object({ templates: z.array(TemplateSummary) });
+const TemplateDetail = TemplateSummary.extend({ task: z.string(), spec: z.record(z.string(), z.unknown()) });
+const TemplateParams = z.object({ name: z.string().regex(TEMPLATE_NAME, 'a template name: lower case letters, digits and -') });
+export const TemplateRunBody = z.strictObject({
+  params: z.record(z.string().max(64), z.string()).default({}).meta({ description: 'a value for each parameter without a default (one line of text, at most 200 characters)' }),
+  workspace: z.unknown().optional().meta({ description: 'the run\'s workspace, as in a RunSpec (files, tarBase64); replaces the template\'s' }),
+});
+
+const notFound = { description: 'no template of that name', schema: ErrorBody };
+const badInput = { description: 'invalid input: every problem with its path', schema: ErrorBody };
+
+export function registerTemplateRoutes(app: FastifyInstance, deps: ApiDeps, docs: RouteDoc[]): void {
+  const templates = new Map<string, RunTemplate>((deps.templates ?? []).map((t) => [t.name, t]));
+  const find = (name: string): RunTemplate => {
+    const t = templates.get(name);
+    if (!t) throw new NotFoundError(`no template named ${name} (this server has: ${[...templates.keys()].join(', ') || 'none'})`);
+    return t;
+  };
+
+  route(app, docs, {
+    method: 'GET', url: '/v1/templates', tag: 'templates', summary: 'The run templates this server loaded (CORRAL_TEMPLATES_DIR)',
+    responses: { 200: { description: 'every template, by name', schema: TemplateList } },
+  }, async () => ({ templates: [...templates.values()].map(describeTemplate) }));
+
+  route(app, docs, {
+    method: 'GET', url: '/v1/templates/:name', tag: 'templates', summary: 'One template, with its task text and spec',
+    params: TemplateParams,
+    responses: { 200: { description: 'the template', schema: TemplateDetail }, 400: badInput, 404: notFound },
+  }, async (req) => {
+    const t = find(parseInput(TemplateParams, req.params, 'path').name);
+    return { ...describeTemplate(t), task: t.task, spec: t.spec };
+  });
+
+  route(app, docs, {
+    method: 'POST', url: '/v1/templates/:name/runs', tag: 'templates', summary: 'Submit a run made from a template',
+    description: 'Fills the template\'s `{{param}}` placeholders with `params` (defaults for the rest) and submits the result exactly as POST /v1/runs would, labelled `template: NAME`. `Idempotency-Key` and `?dryRun=true` work as there.',
+    params: TemplateParams,
+    query: SubmitQuery,
+    headers: [{ name: 'Idempotency-Key', schema: IdempotencyKeyHeader, description: 'makes the submission safe to retry' }],
+    body: TemplateRunBody,
+    responses: {
+      201: { description: 'the run is queued', schema: RunCreated },
+      200: { description: 'a repeat of an earlier request with this Idempotency-Key, or with `dryRun=true` the plan', schema: z.union([RunCreated, RunPlan]), headers: { 'idempotent-replayed': 'true (a repeat only)' } },
+      400: badInput,
+      404: notFound,
+      409: { description: 'Idempotency-Key reused with a different body', schema: ErrorBody },
+      413: { description: 'body larger than CORRAL_API_MAX_BODY_BYTES', schema: ErrorBody },
+      429: { description: 'a per-tenant limit was hit (error.limit says which)', schema: ErrorBody, headers: { 'retry-after': 'seconds to wait' } },
+    },
+  }, async (req, reply) => {
+    const t = find(parseInput(TemplateParams, req.params, 'path').name);
+    const body = parseInput(TemplateRunBody, req.body, 'body');
+    const rendered = renderTemplate(t, body.params);
+    const spec = await checkSpec(deps, body.workspace === undefined ? rendered : { ...rendered, workspace: body.workspace }, req.tenant);
+    if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') return reply.status(200).send(planRun(spec, deps.config));
+    const rawKey = req.headers['idempotency-key'];
+    const key = rawKey === undefined ? undefined : parseInput(IdempotencyKeyHeader, Array.isArray(rawKey) ? rawKey.join(',') : rawKey, 'header Idempotency-Key');
+    const r = await submitRun(deps, req.tenant, spec, key);
+    if (r.body.idempotentReplay) void reply.header('idempotent-replayed', 'true');
+    return reply.status(r.status).send(r.body);
+  });
+}
