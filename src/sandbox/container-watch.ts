@@ -118,8 +118,8 @@ export class ContainerWatch implements DeathSignal {
       if (s.Running) return false;
       // The engine hears of an OOM as its own event, which can arrive after the exit (seen under
       // runsc: exit 137, OOMKilled still false, true a moment later). A SIGKILLed end that this watch
-      // did not cause is looked at again for up to a second before it is called a kill from outside.
-      for (let i = 0; i < 5 && s.ExitCode === 137 && s.OOMKilled !== true && !this.killedAtDeadline && !this.stopped; i++) {
+      // did not cause is looked at again for up to three seconds before it is called a kill from outside.
+      for (let i = 0; i < 15 && s.ExitCode === 137 && s.OOMKilled !== true && !this.killedAtDeadline && !this.stopped; i++) {
         await new Promise((r) => setTimeout(r, 200).unref());
         s = (await this.container.inspect()).State;
       }
