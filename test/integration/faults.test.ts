@@ -265,7 +265,9 @@ test('Redis restart (AOF): the API answers 503 while it is away, then everything
       if ((await sh('docker', ['exec', name, 'redis-cli', 'ping']).catch(() => ({ stdout: '' }))).stdout.includes('PONG')) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    s = await stack('redisrestart', { REDIS_URL: url, OPENAI_BASE_URL: chat.baseURL });
+    // The job lock outlives the outage (the default, 30 s; the 2 s other tests use would expire while
+    // Redis is down on a loaded machine, and the job would then rightly count as stalled).
+    s = await stack('redisrestart', { REDIS_URL: url, OPENAI_BASE_URL: chat.baseURL, CORRAL_JOB_LOCK_MS: '30000' });
     s.startWorker('worker-r');
     const id = await s.submit('REDIS-RESTART: sleep across a restart');
     await s.waitFor(id, (r) => r.status === 'running' && !!r.containerId);
