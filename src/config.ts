@@ -102,6 +102,19 @@ export const ConfigSchema = z.object({
     })
     .pipe(z.record(z.string(), z.object({ input: z.number().min(0), output: z.number().min(0) }).strict())),
 
+  /**
+   * web_search: a search service the operator configures, called by the worker (never from the
+   * sandbox, so its key never enters one): `searxng` (GET URL/search?format=json), `brave` (the Brave
+   * Search API's web endpoint, key in X-Subscription-Token) or `json` (POST {query, count} to URL,
+   * answer {results:[{title,url,snippet}]}, key as a bearer token). Unset: the tool is not offered.
+   */
+  CORRAL_WEB_SEARCH: z.enum(['searxng', 'brave', 'json']).optional(),
+  CORRAL_WEB_SEARCH_URL: z.string().url().refine((u) => !URL.canParse(u) || /^https?:$/.test(new URL(u).protocol), 'must be an http(s) URL').refine((u) => !URL.canParse(u) || (!new URL(u).username && !new URL(u).password), 'must not carry a user name or password (use CORRAL_WEB_SEARCH_KEY)').optional(),
+  /** The search service's key; sent only to CORRAL_WEB_SEARCH_URL, never logged. */
+  CORRAL_WEB_SEARCH_KEY: z.string().min(1).optional(),
+  /** One search's time limit. */
+  CORRAL_WEB_SEARCH_TIMEOUT_MS: int(10_000),
+
   /** Sandbox. */
   DOCKER_HOST: z.string().optional(),
   CORRAL_SANDBOX_IMAGE: z.string().default('corral/sandbox:latest'),
@@ -247,6 +260,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   if (c.CORRAL_ROUTING_STRONG_MODEL !== undefined && c.CORRAL_ROUTING_STRONG_MODEL === c.CORRAL_ROUTING_CHEAP_MODEL) {
     throw new InvalidInputError('configuration: CORRAL_ROUTING_CHEAP_MODEL must differ from CORRAL_ROUTING_STRONG_MODEL', 'CORRAL_ROUTING_CHEAP_MODEL');
+  }
+  if ((c.CORRAL_WEB_SEARCH === undefined) !== (c.CORRAL_WEB_SEARCH_URL === undefined)) {
+    throw new InvalidInputError('configuration: CORRAL_WEB_SEARCH and CORRAL_WEB_SEARCH_URL go together: set both (web_search) or neither', 'CORRAL_WEB_SEARCH');
+  }
+  if (c.CORRAL_WEB_SEARCH === 'brave' && c.CORRAL_WEB_SEARCH_KEY === undefined) {
+    throw new InvalidInputError('configuration: CORRAL_WEB_SEARCH=brave needs CORRAL_WEB_SEARCH_KEY (the API\'s subscription token)', 'CORRAL_WEB_SEARCH_KEY');
   }
   if (c.CORRAL_SANDBOX_RUNTIME !== 'auto' && !c.CORRAL_ISOLATION_CLASSES.includes(c.CORRAL_SANDBOX_RUNTIME)) {
     throw new InvalidInputError(

@@ -9,7 +9,7 @@ import type { Config } from '../config';
 import type { RunSpec } from '../domain/run-spec';
 import { contractForSpec } from '../domain/task-contract';
 import { resolveLimits } from '../sandbox/limits';
-import { TOOLS } from '../tools/registry';
+import { toolsFor } from '../tools/registry';
 
 export const RunPlan = z.object({
   dryRun: z.literal(true),
@@ -32,13 +32,14 @@ export type RunPlan = z.infer<typeof RunPlan>;
 
 /** The plan of an admitted spec (the caller has already run every submission check on it). */
 export function planRun(spec: RunSpec, config: Config): RunPlan {
-  const contract = contractForSpec(spec, TOOLS.map((t) => t.name));
+  const tools = toolsFor(config).map((t) => t.name);
+  const contract = contractForSpec(spec, tools);
   const limits = resolveLimits(spec.limits, config);
   return {
     dryRun: true,
     accepted: true,
     task: spec.task.length > 500 ? `${spec.task.slice(0, 500)}…` : spec.task,
-    tools: contract.allowedTools ?? TOOLS.map((t) => t.name),
+    tools: contract.allowedTools ?? tools,
     cannotDo: contract.cannotDo,
     doneChecks: contract.doneMeans.flatMap((d) => (d.kind === 'check' ? [d.command] : [])),
     doneCriteria: contract.doneMeans.flatMap((d) => (d.kind === 'criterion' ? [d.text] : [])),

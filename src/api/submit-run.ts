@@ -17,7 +17,7 @@ import { readCheckedTar } from '../sandbox/archive';
 import { checkBudgets } from '../run/budget-limits';
 import { checkEgressAllow } from '../sandbox/egress-allowlist';
 import { resolveLimits } from '../sandbox/limits';
-import { TOOLS } from '../tools/registry';
+import { toolsFor } from '../tools/registry';
 import { HttpError, parseInput } from './http-errors';
 import { runLinks } from './run-links';
 
@@ -46,7 +46,7 @@ export async function checkSpec(deps: SubmitDeps, body: unknown, tenant: string)
   if (!deps.policyNames.includes(spec.policy)) {
     throw new InvalidInputError(`body: policy: unknown policy "${spec.policy}" (this server has: ${deps.policyNames.join(', ')})`, 'policy');
   }
-  contractForSpec(spec, TOOLS.map((t) => t.name));
+  contractForSpec(spec, toolsFor(deps.config).map((t) => t.name));
   if (spec.replayOf && (await deps.store.tenantOf(spec.replayOf)) !== tenant) {
     throw new InvalidInputError(`body: replayOf: no run with id ${spec.replayOf}`, 'replayOf');
   }

@@ -33,7 +33,7 @@ import { checkEgressAllow } from '../sandbox/egress-allowlist';
 import { contractForSpec } from '../domain/task-contract';
 import { renderMemory } from '../run/memory';
 import { loadWorkspaceContext, renderWorkspaceContext } from '../run/workspace-context';
-import { TOOLS } from '../tools/registry';
+import { toolsFor } from '../tools/registry';
 import { memoryPath, proposeMemory, readMemory } from './memory-store';
 import { runWorkspace, workspaceChanges } from './export-summary';
 import { RedisApprovalPort } from './redis-approval-port';
@@ -271,7 +271,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     const limits = resolveLimits(spec.limits, config);
     checkBudgets(spec.budgets, config);
     checkEgressAllow(spec.egress.allow, config);
-    const contract = contractForSpec(spec, TOOLS.map((t) => t.name));
+    const contract = contractForSpec(spec, toolsFor(config).map((t) => t.name));
     checks = contract.doneMeans.filter((d) => d.kind === 'check').length;
     const depth = parent?.depth ?? 0;
     const specTar = spec.workspace.tarBase64 ? Buffer.from(spec.workspace.tarBase64, 'base64') : undefined;
@@ -328,7 +328,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       const fresh = checkpointSeed !== null && inPlace !== null;
       const result = await runAgentLoop(
         {
-          model, sandbox, gate: deps.gateFor(approvals), emit, clock,
+          model, sandbox, gate: deps.gateFor(approvals), emit, clock, tools: toolsFor(config),
           prices: pricesFor(config, spec.model ?? routing?.strong ?? config.CORRAL_MODEL),
           pricesFor: (m) => pricesFor(config, m),
           ...(deltas ? { onDelta: (turn: number, d: Parameters<DeltaPublisher['push']>[1]) => deltas.push(turn, d) } : {}),
