@@ -11,7 +11,6 @@
 import { Queue } from 'bullmq';
 import Docker from 'dockerode';
 import { Redis } from 'ioredis';
-import { ConfigSchema } from '../../src/config';
 import { RunSpec } from '../../src/domain/run-spec';
 import { RUN_JOB_NAME, RUN_JOB_OPTIONS, newRunId } from '../../src/queue/run-queue';
 import { startFakeDecisionsServer, type FakeServer } from '../support/fake-decisions-server';
@@ -142,15 +141,8 @@ test('the same job put on the queue twice, and again after it finished, is one r
   expect(await waitNoContainers()).toEqual([]);
 });
 
-/*
- * Idempotency-Key on POST /v1/runs: asserted only when this build has the feature. The marker is the
- * configuration setting for the key's lifetime (CORRAL_IDEMPOTENCY_TTL_S) in the one config schema;
- * without it the API ignores the header and two POSTs are two runs, so the test is skipped rather
- * than pretending. (At the time this test was written the key store existed in src/queue/idempotency.ts
- * but was not yet wired into the API or the config.)
- */
-const idempotencySupported = 'CORRAL_IDEMPOTENCY_TTL_S' in ConfigSchema.shape;
-(idempotencySupported ? test : test.skip)('two identical POSTs with the same Idempotency-Key are one run', async () => {
+/* Idempotency-Key on POST /v1/runs under concurrent duplicates: one run, one job. */
+test('two identical POSTs with the same Idempotency-Key are one run', async () => {
   const before = await queue.count();
   const body = { task: loadTask(1, 'idempotent') };
   const key = `load-${Date.now()}`;
