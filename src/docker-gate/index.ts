@@ -3,7 +3,7 @@
  * reads, so the gate accepts exactly the sandboxes the worker is configured to make), and a started gate.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import type { Config } from '../config';
 import { defaultEgressRoot } from '../sandbox/docker-sandbox';
@@ -36,7 +36,13 @@ export function engineSocketPath(dockerHost: string | undefined): string {
   return u.pathname;
 }
 
+/** The ownership key from `path`; a missing file is created with 32 random bytes (mode 0600). */
 export function readKey(path: string): Buffer {
+  try {
+    writeFileSync(path, randomBytes(32), { flag: 'wx', mode: 0o600 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
   const key = readFileSync(path);
   if (key.length < 16) throw new Error(`docker-gate: the key file ${path} must hold at least 16 bytes`);
   return key;

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { loadConfig } from '../../src/config';
 import { policyFromConfig, startGate, type DockerGate } from '../../src/docker-gate';
+import { gateReadyCheck } from '../../src/docker-gate/readiness';
 import { containerSpec } from '../../src/sandbox/container-spec';
 import { DockerSandboxProvider } from '../../src/sandbox';
 import { uidSlot } from '../../src/sandbox/uid-slots';
@@ -210,4 +211,10 @@ test('a real sandbox acquires, execs byte-exact, copies files and is disposed th
     await sb.dispose();
   }
   await expect(engine.getContainer(sb.id).inspect()).rejects.toMatchObject({ statusCode: 404 });
+});
+
+test('the worker\'s readiness check sees the gate (and tells a plain engine apart)', async () => {
+  await expect(gateReadyCheck(`unix://${sock}`)['docker-gate']!()).resolves.toBe('gate');
+  await expect(gateReadyCheck('unix:///var/run/docker.sock')['docker-gate']!()).resolves.toBe('no gate');
+  await expect(gateReadyCheck(`unix://${join(dir, 'nothing.sock')}`)['docker-gate']!()).rejects.toThrow();
 });
