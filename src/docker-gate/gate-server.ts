@@ -265,7 +265,8 @@ export class DockerGate {
         const out: http.OutgoingHttpHeaders = {};
         for (const [k, v] of Object.entries(r.headers)) if (!['connection', 'keep-alive', 'transfer-encoding'].includes(k) && v !== undefined) out[k] = v;
         res.writeHead(r.statusCode ?? 502, out);
-        res.flushHeaders();
+        // A streamed answer (wait, events) gets its headers at once; a sized one goes in one write.
+        if (r.headers['content-length'] === undefined) res.flushHeaders();
         r.pipe(res);
         r.once('end', () => resolve());
         r.once('error', reject);
