@@ -7,7 +7,7 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
@@ -16,6 +16,7 @@ import { policyFromConfig, startGate, type DockerGate } from '../../src/docker-g
 import { gateReadyCheck } from '../../src/docker-gate/readiness';
 import { containerSpec } from '../../src/sandbox/container-spec';
 import { DockerSandboxProvider } from '../../src/sandbox';
+import { egressTestHooks } from '../../src/sandbox/egress-test-hooks';
 import { uidSlot } from '../../src/sandbox/uid-slots';
 import { sandboxTestEnv } from '../support/sandbox-env';
 
@@ -35,6 +36,7 @@ const foreign: Docker.Container[] = [];
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'cg-'));
+  await chmod(dir, 0o755); // the egress proxy (another uid) makes its socket below it
   sock = join(dir, 'gate.sock');
   const policy = policyFromConfig(config, { egressRoot: join(dir, 'egress') });
   gate = await startGate({ policy, listen: sock, engineSocket: '/var/run/docker.sock', log: (msg, f) => logs.push({ msg, ...f }) });
@@ -217,4 +219,22 @@ test('the worker\'s readiness check sees the gate (and tells a plain engine apar
   await expect(gateReadyCheck(`unix://${sock}`)['docker-gate']!()).resolves.toBe('gate');
   await expect(gateReadyCheck('unix:///var/run/docker.sock')['docker-gate']!()).resolves.toBe('no gate');
   await expect(gateReadyCheck(`unix://${join(dir, 'nothing.sock')}`)['docker-gate']!()).rejects.toThrow();
+});
+
+test('a sandbox with egress (its socket directory bind-mounted) is created through the gate', async () => {
+  const docker = new Docker({ socketPath: sock });
+  // DNS at a closed loopback port: nothing is resolved or reached; the test only looks at the mount.
+  const provider = new DockerSandboxProvider({ docker, config, egressRoot: join(dir, 'egress'), egressTestHooks: egressTestHooks({ dnsServers: ['127.0.0.1:9'], exempt: [] }) });
+  const sb = await provider.acquire({
+    runId: `run_gate_eg_${randomBytes(4).toString('hex')}`, workerId: 'gate-test', deadline: new Date(Date.now() + 90_000), files: {},
+    limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, egressAllow: ['example.test'],
+  });
+  try {
+    const r = await sb.exec({ argv: ['sh', '-c', 'test -S /run/corral/egress.sock && grep -c " /run/corral " /proc/mounts'], timeoutMs: 10_000 });
+    expect(r).toMatchObject({ exitCode: 0, stdout: '1\n' });
+    const labels = (await engine.getContainer(sb.id).inspect()).Config.Labels;
+    expect(labels['corral.egress-dir']?.startsWith(`${join(dir, 'egress')}/`)).toBe(true);
+  } finally {
+    await sb.dispose();
+  }
 });
