@@ -15,7 +15,9 @@
  *                               (the gate before its second pass) (bench/policy.ts; BENCH_POLICY_CALLS)
  *   8. streaming                a model turn streamed beside the same turn as plain JSON (client cost), and paced
  *                               with live deltas to Redis (first text, deltas per turn) (bench/streaming.ts)
- * BENCH_STAGES=egress (or =artifacts, =policy, =streaming) runs stage 5 (or 6, 7, 8) alone and merges its result into bench/results.json.
+ *   9. docker gate              exec and create+start through `corral docker-gate` beside the engine directly (bench/docker-gate.ts;
+ *                               BENCH_GATE_EXECS, BENCH_GATE_ACQUIRES)
+ * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate) runs stage 5 (or 6, 7, 8, 9) alone and merges its result into bench/results.json.
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
  *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_ISOLATION_EXECS (30)  BENCH_ISOLATION_ACQUIRES (8)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
@@ -32,6 +34,7 @@ import { startRssSampler } from '../test/support/load-rss';
 import { startLoadStack } from '../test/support/load-stack';
 import { benchArtifacts } from './artifacts';
 import { benchBareBullmq, benchCorralEnqueue } from './enqueue-to-start';
+import { benchDockerGate, type GateBench } from './docker-gate';
 import { benchEgress, type EgressBench } from './egress';
 import { benchLoadBurst } from './load-burst';
 import { benchRedis } from './redis';
@@ -120,7 +123,23 @@ async function streamingOnly(): Promise<void> {
   }
 }
 
+function gateTargets(g: GateBench): Record<string, Target> {
+  return { docker_gate_exec_le_1_1x: { target: 'exec through the docker gate ≤ 1.1× direct (p50)', measured: g.ratio_exec_p50, met: g.ratio_exec_p50 <= 1.1, note: `${g.exec_ms.gate.p50} ms vs ${g.exec_ms.direct.p50} ms; create+start ${g.ratio_create_start_p50}×` } };
+}
+
+/** Stage 9 alone (BENCH_STAGES=docker-gate): its result merged into bench/results.json. */
+async function gateOnly(): Promise<void> {
+  note('stage 9: docker gate — exec and create+start through the gate beside direct');
+  const docker_gate = await benchDockerGate({ execs: envInt('BENCH_GATE_EXECS', 60), acquires: envInt('BENCH_GATE_ACQUIRES', 10) });
+  const file = join(__dirname, 'results.json');
+  const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
+  const out = { ...prev, docker_gate, docker_gate_measured_at: new Date().toISOString(), targets: { ...(prev.targets as Record<string, Target> | undefined), ...gateTargets(docker_gate) } };
+  writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify({ docker_gate, targets: gateTargets(docker_gate) }, null, 2)}\n`);
+}
+
 async function main(): Promise<void> {
+  if (process.env.BENCH_STAGES === 'docker-gate') return gateOnly();
   if (process.env.BENCH_STAGES === 'streaming') return streamingOnly();
   if (process.env.BENCH_STAGES === 'egress') return egressOnly();
   if (process.env.BENCH_STAGES === 'artifacts') return artifactsOnly();
@@ -189,11 +208,14 @@ async function main(): Promise<void> {
     const policy = benchPolicy();
     note('stage 8: streaming — streamed turns beside plain ones, and live deltas to Redis');
     const streaming = await benchStreaming({ redisUrl: redisBox.db(3) });
+    note('stage 9: docker gate — exec and create+start through the gate beside direct');
+    const docker_gate = await benchDockerGate({ execs: envInt('BENCH_GATE_EXECS', 60), acquires: envInt('BENCH_GATE_ACQUIRES', 10) });
 
     const enq = corralEnqueue!;
     const rssPeak = Math.max(...Object.values(rssByConcurrency));
     const coldRatio = round(sandbox.acquire_ms.cold.p50 / sandbox.acquire_ms.raw_create_start.p50, 2);
     const targets: Record<string, Target> = {
+      ...gateTargets(docker_gate),
       acquire_warm_p50_lt_20ms: {
         target: 'acquire_ms.warm.p50 < 20 (warm pool, CORRAL_WARM_POOL)', measured: sandbox.acquire_ms.warm?.p50 ?? null,
         met: sandbox.acquire_ms.warm !== null && sandbox.acquire_ms.warm.p50 < 20,
@@ -235,6 +257,7 @@ async function main(): Promise<void> {
       artifacts,
       policy,
       streaming,
+      docker_gate,
       targets,
       notes: {
         isolation: 'the same provider per class (CORRAL_SANDBOX_RUNTIME=runc / gvisor); exec_ms.python = `python3 -c pass`; gVisor on the ptrace platform, as .ci/bootstrap registers it',

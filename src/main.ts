@@ -3,6 +3,7 @@
  * client, Fastify and the clock, and wires them into the API and the worker. `startCorral` starts
  * either or both roles and returns one close() that stops everything it started, in order.
  */
+import { gateReadyCheck } from './docker-gate/readiness';
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
@@ -207,7 +208,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const apiDeps: ApiDeps = {
         config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], templates, schedules,
         quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis),
-        readyChecks: dockerPing ? { docker: dockerPing } : {},
+        readyChecks: dockerPing ? { docker: dockerPing, ...gateReadyCheck(config.DOCKER_HOST) } : {},
       };
       const app = buildApp(apiDeps);
       closers.push(() => app.close());

@@ -25,6 +25,7 @@ const COMMANDS: Record<string, Loader> = {
   policy: () => import('./policy'),
   templates: () => import('./templates'),
   schedules: () => import('./schedules'),
+  'docker-gate': () => import('./docker-gate'),
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -145,6 +145,23 @@ called; the policy gate decides afresh) and follows it like \`corral watch\`.
 ${API_OPTIONS}
 `,
   },
+  'docker-gate': {
+    summary: 'docker-gate --listen unix:///PATH/gate.sock: the only holder of the Docker socket; serves the checked API subset workers use',
+    usage: `usage: corral docker-gate --listen unix:///PATH/gate.sock [--image IMAGE]... [--key-file FILE] [--socket-mode 0660]
+
+Holds the Docker engine's socket (DOCKER_HOST, or /var/run/docker.sock) and serves on --listen only
+the Engine API subset corral's workers use, each request checked: containers/create only for a
+sandbox as src/sandbox/container-spec.ts builds it (image allowlist, no privileges or capabilities,
+our seccomp profile, read-only root, no network, no host namespaces or devices, binds only under
+CORRAL_EGRESS_DIR, size-capped tmpfs, limits within CORRAL_MAX_*, runtime runc or
+CORRAL_GVISOR_RUNTIME, this deployment's labels); every other operation only on containers it created
+for this deployment (CORRAL_QUEUE). Anything else is a 403 naming the rule, and logged.
+--image       a sandbox image the gate allows (repeatable; default CORRAL_SANDBOX_IMAGE)
+--key-file    the key of the ownership label (≥ 16 bytes); keep it to recognise sandboxes across restarts
+--socket-mode the listen socket's mode (default 0660)
+Point workers at it with DOCKER_HOST=unix:///PATH/gate.sock.
+`,
+  },
   sandbox: {
     summary: 'sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] [--isolation runc|gvisor] -- CMD [ARGS...]',
     usage: `usage: corral sandbox exec [--allow-domain D]... [--timeout-s N] [--memory-mb M] [--isolation runc|gvisor] -- CMD [ARGS...]

@@ -13,6 +13,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { parse as parseYaml } from 'yaml';
 
 jest.setTimeout(240_000);
 const exec = promisify(execFile);
@@ -103,6 +104,14 @@ afterAll(async () => {
   const { stdout } = await exec('docker', ['ps', '-aq', '--filter', `label=com.docker.compose.project=${PROJECT}`]);
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
   expect(stdout.trim()).toBe('');
+});
+
+test('compose.yaml: no service but the docker gate mounts the Docker socket; workers reach the engine through the gate', () => {
+  const doc = parseYaml(readFileSync(join(ROOT, 'compose.yaml'), 'utf8')) as { services: Record<string, { volumes?: string[]; environment?: string[]; group_add?: string[] }> };
+  const holders = Object.entries(doc.services).filter(([, s]) => (s.volumes ?? []).some((v) => v.includes('docker.sock'))).map(([n]) => n);
+  expect(holders).toEqual(['docker-gate']);
+  expect(Object.entries(doc.services).filter(([, s]) => s.group_add).map(([n]) => n)).toEqual(['docker-gate']);
+  expect(doc.services.worker!.environment).toContain('DOCKER_HOST=unix:///run/corral-gate/gate.sock');
 });
 
 test('compose up: a run submitted through the API is done by a worker replica in a sibling sandbox, and its report comes back', async () => {

@@ -1,0 +1,240 @@
+/**
+ * The docker gate against the real engine and the real `docker` CLI, as a compromised worker would
+ * use them (DOCKER_HOST at the gate): every escape a create body, an exec or a non-sandbox endpoint
+ * could give is refused with 403 naming its rule, and logged. Then a real sandbox (the provider with
+ * a dockerode client on the gate) is acquired, execs byte-exact (binary, stdin), copies files and is
+ * disposed through it. Containers this file makes directly on the engine are labelled and removed.
+ */
+import { execFile } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Docker from 'dockerode';
+import { loadConfig } from '../../src/config';
+import { policyFromConfig, startGate, type DockerGate } from '../../src/docker-gate';
+import { gateReadyCheck } from '../../src/docker-gate/readiness';
+import { containerSpec } from '../../src/sandbox/container-spec';
+import { DockerSandboxProvider } from '../../src/sandbox';
+import { egressTestHooks } from '../../src/sandbox/egress-test-hooks';
+import { uidSlot } from '../../src/sandbox/uid-slots';
+import { sandboxTestEnv } from '../support/sandbox-env';
+
+jest.setTimeout(120_000);
+
+const TEST_LABEL = 'corral.test';
+const tag = `docker-gate-${randomBytes(3).toString('hex')}`;
+const QUEUE = `gate${randomBytes(3).toString('hex')}`;
+const base = 2_200_000 + 2 * Math.floor(Math.random() * 1000) * 4;
+const config = loadConfig({ ...sandboxTestEnv(), CORRAL_QUEUE: QUEUE, CORRAL_SANDBOX_UID_BASE: String(base), CORRAL_SANDBOX_SLOTS: '4' });
+const engine = new Docker();
+let dir: string;
+let sock: string;
+let gate: DockerGate;
+const logs: Array<{ msg: string; rule?: unknown }> = [];
+const foreign: Docker.Container[] = [];
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'cg-'));
+  await chmod(dir, 0o755); // the egress proxy (another uid) makes its socket below it
+  sock = join(dir, 'gate.sock');
+  const policy = policyFromConfig(config, { egressRoot: join(dir, 'egress') });
+  gate = await startGate({ policy, listen: sock, engineSocket: '/var/run/docker.sock', log: (msg, f) => logs.push({ msg, ...f }) });
+});
+
+afterAll(async () => {
+  await gate?.close();
+  await Promise.all(foreign.map((c) => c.remove({ force: true }).catch(() => undefined)));
+  const left = await engine.listContainers({ all: true, filters: { label: [`${TEST_LABEL}=${tag}`] } });
+  await Promise.all(left.map((c) => engine.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  const ours = await engine.listContainers({ all: true, filters: { label: [`corral.queue=${QUEUE}`] } });
+  await Promise.all(ours.map((c) => engine.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  await rm(dir, { recursive: true, force: true });
+});
+
+function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    execFile('docker', args, { env: { ...process.env, DOCKER_HOST: `unix://${sock}`, ...extraEnv }, timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` });
+    });
+  });
+}
+
+const image = config.CORRAL_SANDBOX_IMAGE;
+const run = (...flags: string[]) => ['run', '--rm', '--label', `${TEST_LABEL}=${tag}`, ...flags, image, 'true'];
+
+describe('the docker CLI, pointed at the gate, is refused', () => {
+  const cases: Array<[string, string[], string]> = [
+    ['docker run --privileged', run('--privileged'), 'not-privileged'],
+    ['docker run -v /:/host', run('-v', '/:/host'), 'binds-egress-only'],
+    ['docker run --mount type=bind', run('--mount', 'type=bind,src=/etc,dst=/x'), 'binds-egress-only'],
+    ['docker run --pid host', run('--pid', 'host'), 'no-host-namespaces'],
+    ['docker run --ipc host', run('--ipc', 'host'), 'no-host-namespaces'],
+    ['docker run --uts host', run('--uts', 'host'), 'no-host-namespaces'],
+    ['docker run --userns host', run('--userns', 'host'), 'no-host-namespaces'],
+    ['docker run --network host', run('--network', 'host'), 'network-none'],
+    ['docker run --cap-add SYS_ADMIN', run('--cap-add', 'SYS_ADMIN'), 'no-cap-add'],
+    ['docker run --device /dev/null', run('--device', '/dev/null'), 'no-devices'],
+    ['docker run (a plain container of the sandbox image)', run(), 'network-none'],
+    ['docker run --network none --read-only (still no seccomp, no labels)', run('--network', 'none', '--read-only', '--cap-drop', 'ALL'), 'no-new-privileges'],
+    ['docker run of a non-sandbox image', ['run', '--rm', '--label', `${TEST_LABEL}=${tag}`, 'debian:bookworm-slim', 'true'], 'image-allowlist'],
+    ['docker pull', ['pull', 'debian:bookworm-slim'], 'endpoint-not-allowed'],
+    ['docker volume create', ['volume', 'create', `v-${tag}`], 'endpoint-not-allowed'],
+    ['docker plugin install', ['plugin', 'install', '--grant-all-permissions', 'vieux/sshfs'], 'endpoint-not-allowed'],
+    ['docker swarm join', ['swarm', 'join', '--token', 'SWMTKN-1-x', '127.0.0.1:2377'], 'endpoint-not-allowed'],
+    ['docker network create', ['network', 'create', `n-${tag}`], 'endpoint-not-allowed'],
+    ['docker images', ['images'], 'endpoint-not-allowed'],
+  ];
+  test.each(cases)('%s', async (_name, args, rule) => {
+    const before = logs.length;
+    const r = await cli(args);
+    expect(r.code).not.toBe(0);
+    expect(r.out).toContain(`docker-gate refused (rule ${rule})`);
+    expect(logs.slice(before)).toContainEqual(expect.objectContaining({ msg: 'docker-gate refused', rule }));
+  });
+
+  test('docker build (the classic builder) is refused', async () => {
+    const ctx = join(dir, 'build');
+    await rm(ctx, { recursive: true, force: true });
+    await mkdir(ctx);
+    await writeFile(join(ctx, 'Dockerfile'), `FROM ${image}\nRUN true\n`);
+    const r = await cli(['build', '-t', `x-${tag}`, ctx], { DOCKER_BUILDKIT: '0' });
+    expect(r.code).not.toBe(0);
+    expect(r.out).toContain('docker-gate refused (rule endpoint-not-allowed)');
+  });
+
+  test('nothing the attacks asked for exists on the engine', async () => {
+    expect(await engine.listContainers({ all: true, filters: { label: [`${TEST_LABEL}=${tag}`] } })).toEqual([]);
+    expect((await engine.listVolumes()).Volumes?.filter((v) => v.Name === `v-${tag}`) ?? []).toEqual([]);
+  });
+});
+
+describe('containers that are not this deployment\'s own', () => {
+  const start = async (labels: Record<string, string>) => {
+    const c = await engine.createContainer({ name: `cg-foreign-${randomBytes(4).toString('hex')}`, Image: image, Cmd: ['sleep', '120'], Labels: { [TEST_LABEL]: tag, ...labels } });
+    foreign.push(c);
+    await c.start();
+    return c;
+  };
+  test('docker exec / inspect / rm / cp into an unlabelled container are refused', async () => {
+    const c = await start({});
+    const name = (await c.inspect()).Name.slice(1);
+    for (const args of [['exec', name, 'id'], ['inspect', name], ['rm', '-f', name], ['cp', `${name}:/etc/passwd`, join(dir, 'x')], ['kill', name], ['logs', name]]) {
+      const r = await cli(args);
+      expect(r.out).toMatch(/docker-gate refused \(rule (container-not-ours|endpoint-not-allowed)\)/);
+    }
+    expect((await c.inspect()).State.Running).toBe(true);
+  });
+  test('labels forged onto a foreign container (even a copied ownership label) do not make it ours', async () => {
+    const c = await start({ corral: '1', 'corral.queue': QUEUE, 'corral.run-id': 'run_forged', 'corral.uid': String(base + 1), 'corral.gate': 'f'.repeat(64) });
+    const name = (await c.inspect()).Name.slice(1);
+    const r = await cli(['exec', '-u', `${base + 1}:${base + 1}`, name, 'id']);
+    expect(r.out).toContain('docker-gate refused (rule container-not-ours)');
+    const ps = await cli(['ps', '-a', '--format', '{{.Names}}']);
+    expect(ps.code).toBe(0);
+    expect(ps.out).not.toContain(name);
+  });
+});
+
+describe('create bodies one rule away from the sandbox spec', () => {
+  const gateDocker = () => new Docker({ socketPath: sock });
+  const spec = () => containerSpec({
+    runId: 'run_gatevariant', workerId: 'w', queue: QUEUE, deadline: new Date(Date.now() + 60_000), now: new Date(),
+    limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, image, isolation: 'runc', gvisorRuntime: config.CORRAL_GVISOR_RUNTIME,
+    slot: uidSlot({ base, slots: 4 }, 3),
+  });
+  const variants: Array<[string, (s: Docker.ContainerCreateOptions) => void, string]> = [
+    ['apparmor unconfined', (s) => s.HostConfig!.SecurityOpt!.push('apparmor=unconfined'), 'security-opt'],
+    ['seccomp unconfined', (s) => { s.HostConfig!.SecurityOpt = ['no-new-privileges:true', 'seccomp=unconfined']; }, 'seccomp-profile'],
+    ['no no-new-privileges', (s) => { s.HostConfig!.SecurityOpt = s.HostConfig!.SecurityOpt!.slice(1); }, 'no-new-privileges'],
+    ['writable root', (s) => { s.HostConfig!.ReadonlyRootfs = false; }, 'read-only-root'],
+    ['a bind of /etc at the egress mount', (s) => { s.HostConfig!.Binds = ['/etc:/run/corral:ro']; }, 'binds-egress-only'],
+    ['a bind climbing out of the egress root', (s) => { s.HostConfig!.Binds = [`${join(dir, 'egress')}/../..:/run/corral:ro`]; }, 'binds-egress-only'],
+    ['CapDrop missing', (s) => { s.HostConfig!.CapDrop = []; }, 'cap-drop-all'],
+    ['memory over the maximum', (s) => { s.HostConfig!.Memory = s.HostConfig!.MemorySwap = 64 * 1024 ** 3; }, 'resource-maxima'],
+    ['swap on', (s) => { s.HostConfig!.MemorySwap = -1; }, 'resource-maxima'],
+    ['no cpu limit', (s) => { delete s.HostConfig!.NanoCpus; }, 'resource-maxima'],
+    ['tmpfs without a size', (s) => { s.HostConfig!.Tmpfs!['/tmp'] = 'rw,nosuid,nodev'; }, 'tmpfs-size'],
+    ['tmpfs elsewhere', (s) => { s.HostConfig!.Tmpfs!['/etc'] = 'size=1m,nosuid,nodev'; }, 'tmpfs-size'],
+    ['an unknown runtime', (s) => { s.HostConfig!.Runtime = 'io.containerd.runc.v2-custom'; }, 'runtime-allowlist'],
+    ['another deployment\'s queue', (s) => { s.Labels!['corral.queue'] = 'other'; }, 'deployment-labels'],
+    ['a self-made ownership label', (s) => { s.Labels!['corral.gate'] = 'x'; }, 'deployment-labels'],
+    ['root as user', (s) => { s.User = '0:0'; }, 'sandbox-user'],
+    ['sysctls', (s) => { s.HostConfig!.Sysctls = { 'net.ipv4.ip_forward': '1' }; }, 'host-config'],
+    ['cgroup parent', (s) => { s.HostConfig!.CgroupParent = '/'; }, 'host-config'],
+    ['masked paths cleared', (s) => { s.HostConfig!.MaskedPaths = []; }, 'masked-paths'],
+    ['readonly paths cleared', (s) => { (s.HostConfig as Record<string, unknown>).ReadonlyPaths = []; }, 'masked-paths'],
+    ['a network to join', (s) => { s.HostConfig!.NetworkMode = 'bridge'; }, 'network-none'],
+    ['cgroupns host', (s) => { (s.HostConfig as Record<string, unknown>).CgroupnsMode = 'host'; }, 'no-host-namespaces'],
+    ['an unknown HostConfig field', (s) => { (s.HostConfig as Record<string, unknown>).BlkioWeight = 10; }, 'host-config'],
+  ];
+  test.each(variants)('%s', async (_n, change, rule) => {
+    const s = spec();
+    change(s);
+    await expect(gateDocker().createContainer(s)).rejects.toMatchObject({ statusCode: 403, message: expect.stringContaining(`rule ${rule}`) });
+  });
+  test('the exact spec passes (and is removed)', async () => {
+    const c = await gateDocker().createContainer(spec());
+    await c.remove({ force: true });
+  });
+});
+
+test('a real sandbox acquires, execs byte-exact, copies files and is disposed through the gate', async () => {
+  const docker = new Docker({ socketPath: sock });
+  const provider = new DockerSandboxProvider({ docker, config, egressRoot: join(dir, 'egress') });
+  const sb = await provider.acquire({
+    runId: `run_gate_${randomBytes(4).toString('hex')}`, workerId: 'gate-test', deadline: new Date(Date.now() + 90_000), files: { 'a.txt': 'seeded\n' },
+    limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, egressAllow: [],
+  });
+  try {
+    const bin = await sb.exec({ argv: ['sh', '-c', 'head -c 65536 /dev/urandom | tee /tmp/r | sha256sum; cat /tmp/r | base64 -w0 | head -c 40'], timeoutMs: 10_000 });
+    expect(bin.exitCode).toBe(0);
+    const echoed = await sb.exec({ argv: ['sh', '-c', 'cat | od -An -tx1 | tr -d " \\n"'], stdin: Buffer.from([0, 1, 2, 255, 254, 10, 13, 0]), timeoutMs: 10_000 });
+    expect(echoed.stdout).toBe('000102fffe0a0d00');
+    const big = await sb.exec({ argv: ['sh', '-c', 'seq 1 20000 | sha256sum; seq 1 20000 >&2'], timeoutMs: 10_000, maxOutputBytes: 1 << 20 });
+    expect(big.stderr.length).toBe(108894);
+    expect(big.stdout.split(' ')[0]).toBe(createHash('sha256').update(big.stderr).digest('hex'));
+    await sb.writeFile('b/c.txt', 'written through the gate\n');
+    expect((await sb.readFile('b/c.txt')).content).toBe('written through the gate\n');
+    expect((await sb.readFile('a.txt')).content).toBe('seeded\n');
+    expect((await sb.listFiles('.')).map((e) => e.path).sort()).toEqual(expect.arrayContaining(['a.txt', 'b']));
+    const out = join(dir, 'export');
+    const ex = await sb.exportWorkspace({ tarPath: `${out}.tar`, patchPath: `${out}.patch` });
+    expect(ex.stats.files).toBeGreaterThanOrEqual(2);
+    // an exec as root in our own sandbox is refused
+    const c = docker.getContainer(sb.id);
+    await expect(c.exec({ Cmd: ['id'], User: '0:0', AttachStdout: true })).rejects.toMatchObject({ statusCode: 403, message: expect.stringContaining('rule exec-user') });
+    await expect(c.exec({ Cmd: ['id'], User: `${base + 1}:${base + 1}`, Privileged: true })).rejects.toMatchObject({ statusCode: 403 });
+    // listing through the gate shows this sandbox and nothing foreign
+    const list = await docker.listContainers({ all: true });
+    expect(list.map((x) => x.Id)).toContain(sb.id);
+    expect(list.every((x) => x.Labels['corral.queue'] === QUEUE)).toBe(true);
+  } finally {
+    await sb.dispose();
+  }
+  await expect(engine.getContainer(sb.id).inspect()).rejects.toMatchObject({ statusCode: 404 });
+});
+
+test('the worker\'s readiness check sees the gate (and tells a plain engine apart)', async () => {
+  await expect(gateReadyCheck(`unix://${sock}`)['docker-gate']!()).resolves.toBe('gate');
+  await expect(gateReadyCheck('unix:///var/run/docker.sock')['docker-gate']!()).resolves.toBe('no gate');
+  await expect(gateReadyCheck(`unix://${join(dir, 'nothing.sock')}`)['docker-gate']!()).rejects.toThrow();
+});
+
+test('a sandbox with egress (its socket directory bind-mounted) is created through the gate', async () => {
+  const docker = new Docker({ socketPath: sock });
+  // DNS at a closed loopback port: nothing is resolved or reached; the test only looks at the mount.
+  const provider = new DockerSandboxProvider({ docker, config, egressRoot: join(dir, 'egress'), egressTestHooks: egressTestHooks({ dnsServers: ['127.0.0.1:9'], exempt: [] }) });
+  const sb = await provider.acquire({
+    runId: `run_gate_eg_${randomBytes(4).toString('hex')}`, workerId: 'gate-test', deadline: new Date(Date.now() + 90_000), files: {},
+    limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, egressAllow: ['example.test'],
+  });
+  try {
+    const r = await sb.exec({ argv: ['sh', '-c', 'test -S /run/corral/egress.sock && grep -c " /run/corral " /proc/mounts'], timeoutMs: 10_000 });
+    expect(r).toMatchObject({ exitCode: 0, stdout: '1\n' });
+    const labels = (await engine.getContainer(sb.id).inspect()).Config.Labels;
+    expect(labels['corral.egress-dir']?.startsWith(`${join(dir, 'egress')}/`)).toBe(true);
+  } finally {
+    await sb.dispose();
+  }
+});
