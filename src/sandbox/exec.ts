@@ -10,7 +10,9 @@
  * - the container's death during the call (gVisor ends the whole sandbox at its memory limit, and
  *   the exec stream then never ends) ends the call at once as a SandboxError saying why;
  * - stdout/stderr are demultiplexed and captured head+tail while streaming (OutputCapture), so a
- *   flood cannot grow the worker's memory.
+ *   flood cannot grow the worker's memory;
+ * - whether the runtime failed to start the command is the Engine API's answer (exec inspect: not
+ *   running, Pid 0), never a reading of the output, which the command controls.
  * The hot path is exactly create + start + inspect, like a raw Engine-API exec.
  */
 import type { Duplex, Readable } from 'node:stream';
@@ -146,20 +148,23 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
     });
   }
   if (killing) await killing; // throws when the call's processes could not be killed
-  if (!killed && stdout.total < 512 && runtimeStartFailed(stdout, stderr)) {
-    // The runtime could not start the process (e.g. the sandbox is at its pids or memory limit):
-    // Docker reports that as output; it is not the command's output.
-    const msg = Buffer.concat([stdout.headBuffer(), stderr.headBuffer()]).toString('utf8').trim();
-    throw new SandboxError('sandbox_failed', `the sandbox could not start the command (is it at its process or memory limit?): ${msg}`);
-  }
   if (killed === 'abort') throw new CancelledError('the command was cancelled; its processes were killed in the sandbox');
   if (killed === 'backstop') return { exitCode: null, stdout, stderr, timedOut: true, durationMs };
 
   let exitCode: number | null;
   try {
     const info = await exec.inspect();
+    // Pid 0 and not running: the runtime never started the process (e.g. the sandbox is at its pids
+    // or memory limit). The engine says so in the stream too, but what the stream holds is also what
+    // the command wrote, so only the Engine API's answer decides — output that merely looks like
+    // "OCI runtime exec failed: …" is the command's output, with its own exit code.
+    if (!info.Running && info.Pid === 0) {
+      const msg = Buffer.concat([stdout.headBuffer(), stderr.headBuffer()]).toString('utf8').trim().slice(0, 500);
+      throw new SandboxError('sandbox_failed', `the sandbox could not start the command (is it at its process or memory limit?)${msg ? `: ${msg}` : ''}`, { details: { exitCode: info.ExitCode ?? null } });
+    }
     exitCode = info.Running ? null : (info.ExitCode ?? null);
   } catch (err) {
+    if (err instanceof SandboxError) throw err;
     throw toSandboxError(err, 'exec inspect');
   }
   // `timeout -s KILL` kills its child and its process group, so the exec ends with 137; a kill
@@ -167,12 +172,6 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
   const timedOut = exitCode === EXIT_SIGKILL && durationMs >= opts.timeoutMs - 50;
   if (timedOut) await killOrStop(container, opts.user, started); // what left the process group
   return { exitCode, stdout, stderr, timedOut, durationMs };
-}
-
-/** Docker's own start failure, or `timeout` unable to fork the command (the pids limit is exhausted). */
-function runtimeStartFailed(stdout: OutputCapture, stderr: OutputCapture): boolean {
-  const head = Buffer.concat([stdout.headBuffer(), stderr.headBuffer()]).toString('utf8');
-  return /^OCI runtime exec failed: /.test(head) || /^timeout: fork system call failed/.test(stderr.headBuffer().toString('utf8'));
 }
 
 /**
