@@ -35,6 +35,8 @@ export interface ApiDeps {
   ssePollMs?: number;
   /** Milliseconds between SSE heartbeat comments (default 15 000). */
   sseHeartbeatMs?: number;
+  /** Where the API logs (every 5xx with its cause); default: JSON lines on stderr. */
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
   /** Shown in the OpenAPI document. */
   version?: string;
 }

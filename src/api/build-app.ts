@@ -60,8 +60,16 @@ export interface CorralApp extends FastifyInstance {
 export function buildApp(deps: ApiDeps): CorralApp {
   const app = Fastify({ logger: false, bodyLimit: deps.config.CORRAL_API_MAX_BODY_BYTES });
   const auth = deps.auth ?? TenantAuth.off();
+  const log = deps.log ?? ((msg: string, fields?: Record<string, unknown>) => process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), msg, ...fields })}\n`));
 
-  app.setErrorHandler((err, _req, reply) => sendError(reply, err));
+  // Every 5xx is logged with its cause (the answer itself names only a reference).
+  app.setErrorHandler((err, req, reply) => {
+    const sent = sendError(reply, err);
+    if (reply.statusCode >= 500) {
+      log('API request failed', { level: 'error', status: reply.statusCode, reference: String(req.id), method: req.method, route: req.routeOptions.url ?? req.url.split('?')[0], name: (err as Error).name, error: String((err as Error).message ?? err).slice(0, 2000) });
+    }
+    return sent;
+  });
   app.setNotFoundHandler((req, reply) => {
     void reply.status(404).send({ error: { code: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` } });
   });

@@ -88,9 +88,11 @@ export function sendError(reply: FastifyReply, err: unknown): FastifyReply {
     });
   }
   if (isStoreUnavailable(err)) {
-    return reply.status(503).headers({ 'retry-after': '5' }).send({ error: { code: 'unavailable', message: `the run store (Redis) is unavailable; try again shortly (${e.message ?? ''})` } });
+    return reply.status(503).headers({ 'retry-after': '5' }).send({ error: { code: 'unavailable', message: 'the run store (Redis) is unavailable; try again shortly' } });
   }
-  return reply.status(500).send({ error: { code: 'internal', message: e.message ?? 'internal error' } });
+  // Anything else is our defect: the caller gets a reference, the log gets the error (never the
+  // other way round — a Redis reply or a stack says nothing useful to a client and may say too much).
+  return reply.status(500).send({ error: { code: 'internal', message: `internal error (reference ${String(reply.request.id)}); the server logged it` } });
 }
 
 /** ioredis failing fast while Redis is away (the API's connection has no offline queue). */

@@ -6,7 +6,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { BudgetName } from '../domain/events';
-import { CorralError, NotFoundError } from '../domain/errors';
+import { CorralError, InvalidInputError, NotFoundError } from '../domain/errors';
 import { RunSpec } from '../domain/run-spec';
 import type { RunView } from '../queue/run-store';
 import type { ApiDeps } from './api-deps';
@@ -15,6 +15,7 @@ import { parseInput } from './http-errors';
 import { route, type RouteDoc } from './openapi';
 import { runLinks } from './run-links';
 import {
+  isStreamId,
   ApprovalAnswered, ApprovalBody, ApprovalParams, CancelResult, ErrorBody, EventsPage, EventsQuery, IdempotencyKeyHeader,
   ListQuery, RunCreated, SubmitQuery, RunDetail, RunPageDoc, RunParams,
 } from './schemas';
@@ -22,7 +23,6 @@ import { planRun, RunPlan } from './run-plan';
 import { checkSpec, createRun, submitRun } from './submit-run';
 
 const LIST_TASK_CHARS = 500;
-const STREAM_ID = /^\d+-\d+$/;
 
 const notFound = { description: 'no such run (or it belongs to another tenant)', schema: ErrorBody };
 const badInput = { description: 'invalid input: every problem with its path', schema: ErrorBody };
@@ -104,7 +104,10 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     await ownRun(deps, req, id);
     if ((req.headers.accept ?? '').includes('text/event-stream')) {
       const last = req.headers['last-event-id'];
-      if (after === '0' && typeof last === 'string' && STREAM_ID.test(last)) after = last;
+      if (after === '0' && typeof last === 'string' && last !== '') {
+        if (!isStreamId(last)) throw new InvalidInputError(`header: last-event-id: must be an event id this stream sent (MS-SEQ), got "${last.slice(0, 60)}"`, 'last-event-id');
+        after = last;
+      }
       reply.hijack();
       await streamEvents(reply.raw, deps.store, id, after, { pollMs: deps.ssePollMs ?? 250, heartbeatMs: deps.sseHeartbeatMs ?? 15_000 });
       return;

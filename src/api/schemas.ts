@@ -35,11 +35,19 @@ export const ListQuery = z
   })
   .strict();
 
+const U64_MAX = 2n ** 64n - 1n;
+/** A Redis stream id as this API hands them out: `MS-SEQ` (each part an unsigned 64-bit number), or `0`. */
+export function isStreamId(s: string): boolean {
+  if (s === '0') return true;
+  const m = /^(\d{1,20})-(\d{1,20})$/.exec(s);
+  return !!m && BigInt(m[1]!) <= U64_MAX && BigInt(m[2]!) <= U64_MAX;
+}
+
 export const EventsQuery = z
   .object({
     after: z
       .string()
-      .regex(/^\d+-\d+$|^0$/, 'must be a stream id from a previous page')
+      .refine(isStreamId, 'must be a stream id from a previous page (MS-SEQ, each a number below 2^64) or 0')
       .default('0')
       .meta({ description: 'return events after this stream id (`next` of the previous page, or an SSE message id); 0 = from the start' }),
   })

@@ -322,6 +322,8 @@ export class RunStore {
 
   /** Events and live deltas after the given stream id, in stream order (for SSE). */
   async readLive(runId: string, after = '0', count = 500): Promise<Array<{ id: string; event?: RunEvent; delta?: LiveDelta }>> {
+    // Nothing comes after the largest id a stream can have (and Redis refuses an exclusive start there).
+    if (after === '18446744073709551615-18446744073709551615') return [];
     const start = after === '0' ? '-' : `(${after}`;
     const rows = await this.redis.xrange(this.eventsKey(runId), start, '+', 'COUNT', count);
     return rows.map(([id, fields]) => (fields[0] === 'd' ? { id, delta: JSON.parse(fields[1] ?? 'null') as LiveDelta } : { id, event: JSON.parse(fields[1] ?? 'null') as RunEvent }));

@@ -463,3 +463,44 @@ describe('SSE on a listening server', () => {
     }
   });
 });
+
+describe('event ids and server errors (issue 14, defect 9)', () => {
+  test('a stream id out of range or malformed is a 400 naming the field, as query and as Last-Event-ID; never Redis\'s text', async () => {
+    const { id } = await submit(f, { task: 'events ids' });
+    const bad = ['99999999999999999999999-0', '18446744073709551616-0', '0-18446744073709551616', '1-', '-1', '1-1-1', 'abc', '1e3-0', ' 1-0', '0x10-0', '1-0\u0000'];
+    for (const after of bad) {
+      const r = await f.call('GET', `/v1/runs/${id}/events?after=${encodeURIComponent(after)}`);
+      expect({ after, status: r.status, field: r.json<ErrorBody>().error.field }).toEqual({ after, status: 400, field: 'after' });
+      expect(r.json<ErrorBody>().error.message).not.toMatch(/ERR|Invalid stream ID|redis/i);
+    }
+    // the largest ids Redis takes are fine (an empty page)
+    const max = await f.call('GET', `/v1/runs/${id}/events?after=18446744073709551615-18446744073709551615`);
+    expect(max.status).toBe(200);
+    expect(max.json<{ events: unknown[] }>().events).toEqual([]);
+    for (const last of ['99999999999999999999999-0', 'abc']) {
+      const sse = await f.call('GET', `/v1/runs/${id}/events`, { headers: { accept: 'text/event-stream', 'last-event-id': last } });
+      expect({ last, status: sse.status, field: sse.json<ErrorBody>().error.field }).toEqual({ last, status: 400, field: 'last-event-id' });
+    }
+  });
+
+  test('an unexpected error is a 500 naming only a reference; the log has its cause', async () => {
+    const logged: Array<{ msg: string; fields?: Record<string, unknown> }> = [];
+    const fx = await startApiFixture({
+      deps: {
+        log: (msg, fields) => logged.push({ msg, ...(fields ? { fields } : {}) }),
+        metrics: { read: async () => { throw Object.assign(new Error('ERR wrong number of arguments for HMGET secret-key-name'), { name: 'ReplyError' }); } } as never,
+      },
+    });
+    try {
+      const r = await fx.call('GET', '/metrics');
+      expect(r.status).toBe(500);
+      const body = r.json<ErrorBody>();
+      expect(body.error.code).toBe('internal');
+      expect(body.error.message).toMatch(/^internal error \(reference \S+\); the server logged it$/);
+      expect(JSON.stringify(body)).not.toMatch(/HMGET|secret-key-name|ERR/);
+      expect(logged).toEqual([expect.objectContaining({ msg: 'API request failed', fields: expect.objectContaining({ status: 500, route: '/metrics', error: expect.stringContaining('HMGET secret-key-name') }) })]);
+    } finally {
+      await fx.close();
+    }
+  });
+});

@@ -19,7 +19,11 @@ function untouchable<T>(name: string): T {
   }) as T;
 }
 
+/** What the app logged (every 5xx with its cause): a request that got past validation shows here as "unit test reached …". */
+export type Logged = Array<{ msg: string; fields?: Record<string, unknown> }>;
+
 export function offlineApp(o: { env?: Record<string, string>; tokens?: string | null } = {}) {
+  const logged: Logged = [];
   const config = loadConfig({ CORRAL_POLICY_DIR: resolve(__dirname, '../../policies'), ...o.env });
   const tokens = o.tokens === undefined ? `acme=${OFFLINE_TOKENS.acme},globex=${OFFLINE_TOKENS.globex}` : o.tokens;
   const deps: ApiDeps = {
@@ -33,6 +37,7 @@ export function offlineApp(o: { env?: Record<string, string>; tokens?: string | 
     clock: () => 0,
     policyNames: ['default'],
     auth: tokens ? TenantAuth.fromSources({ tokens }) : TenantAuth.off(),
+    log: (msg, fields) => logged.push({ msg, ...(fields ? { fields } : {}) }),
   };
-  return buildApp(deps);
+  return Object.assign(buildApp(deps), { logged });
 }
