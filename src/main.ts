@@ -89,7 +89,7 @@ function withReplays(config: Config, modelFor: (spec: RunSpec) => Model): (spec:
     if (!spec.replayOf) return modelFor(spec);
     const log = resolve(config.CORRAL_DATA_DIR, 'runs', spec.replayOf, 'events.jsonl');
     if (!existsSync(log)) throw new InvalidInputError(`replayOf: the log of ${spec.replayOf} is not in this worker's data dir (${log})`, 'replayOf');
-    return new ReplayModel(replayFromEvents(readJsonl(log), log), log);
+    return new ReplayModel(replayFromEvents(readJsonl(log), `replayOf: run ${spec.replayOf}`), log);
   };
 }
 

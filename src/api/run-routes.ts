@@ -20,7 +20,7 @@ import {
   ListQuery, RunCreated, SubmitQuery, RunDetail, RunPageDoc, RunParams,
 } from './schemas';
 import { planRun, RunPlan } from './run-plan';
-import { checkSpec, createRun, submitRun } from './submit-run';
+import { checkReplaySource, checkSpec, createRun, submitRun } from './submit-run';
 
 const LIST_TASK_CHARS = 500;
 
@@ -174,6 +174,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     const spec = await deps.store.getSpec(id);
     if (!spec) throw new NotFoundError(`the spec of run ${id} is not stored (it was not submitted through this API, or it expired)`);
     const replayOf = spec.replayOf ?? id;
+    await checkReplaySource(deps, replayOf);
     const newId = deps.newRunId();
     await createRun(deps, req.tenant, newId, { ...spec, replayOf });
     return reply.status(201).send({ id: newId, status: 'queued', links: runLinks(newId), replayOf });

@@ -37,6 +37,20 @@ export interface Submitted {
   body: { id: string; status: string; links: ReturnType<typeof runLinks>; idempotentReplay?: true };
 }
 
+/**
+ * A run can be replayed only once it has ended and only if it got at least one model answer: its
+ * recorded turns are what a replay plays back. (A run cancelled before it started, or one whose first
+ * model call failed, has none — the worker would refuse it too, and record why.)
+ */
+export async function checkReplaySource(deps: Pick<SubmitDeps, 'store'>, runId: string): Promise<void> {
+  const run = await deps.store.get(runId);
+  if (!run) throw new InvalidInputError(`body: replayOf: no run with id ${runId}`, 'replayOf');
+  if (!run.finishedAt) throw new CorralError('conflict', `run ${runId} has not finished (${run.status}); only a finished run can be replayed`);
+  if (run.usage && run.usage.llmCalls === 0) {
+    throw new CorralError('conflict', `run ${runId} ended (${run.status}) before any model call, so it has no model turns to replay`);
+  }
+}
+
 /** Parses and checks a body as a RunSpec of `tenant`; every failure is a 400 naming its field. */
 export async function checkSpec(deps: SubmitDeps, body: unknown, tenant: string): Promise<RunSpec> {
   const spec = parseInput(RunSpec, body, 'body');
@@ -47,8 +61,9 @@ export async function checkSpec(deps: SubmitDeps, body: unknown, tenant: string)
     throw new InvalidInputError(`body: policy: unknown policy "${spec.policy}" (this server has: ${deps.policyNames.join(', ')})`, 'policy');
   }
   contractForSpec(spec, toolsFor(deps.config).map((t) => t.name));
-  if (spec.replayOf && (await deps.store.tenantOf(spec.replayOf)) !== tenant) {
-    throw new InvalidInputError(`body: replayOf: no run with id ${spec.replayOf}`, 'replayOf');
+  if (spec.replayOf) {
+    if ((await deps.store.tenantOf(spec.replayOf)) !== tenant) throw new InvalidInputError(`body: replayOf: no run with id ${spec.replayOf}`, 'replayOf');
+    await checkReplaySource(deps, spec.replayOf);
   }
   if (spec.workspace.tarBase64 !== undefined) await checkTar(spec.workspace.tarBase64, limits.workspaceMb);
   return spec;

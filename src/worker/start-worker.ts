@@ -109,9 +109,13 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
   );
   worker.on('failed', (job, err) => {
     o.log('job failed', { jobId: job?.id, reason: err.message });
-    if (job?.id && /^the Docker engine was unavailable/.test(err.message)) void recordEnded(o, job.id, err.message);
+    if (!job?.id) return;
     // A stalled job was failed by whichever worker noticed; the dead worker never recorded an end.
-    if (job?.id && /stalled/i.test(err.message)) void recordStalled(o, job.id, err.message);
+    if (/stalled/i.test(err.message)) void recordStalled(o, job.id, err.message);
+    // Invariant: once a job has ended for good, its run is terminal with a reason. processRun records
+    // the end on its own paths; whatever failed outside them (a model that could not be made, a replay
+    // with nothing to replay, a store error) is recorded here, unless the run already has an end.
+    else if (err.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1)) void recordEnded(o, job.id, err.message);
   });
   worker.on('error', (err) => o.log('worker error', { error: err.message }));
 

@@ -171,6 +171,45 @@ describe('a coding task held to its contract', () => {
     expect(replayed[0]!.model).toContain('replay of');
   });
 
+  test('a run with no model turns cannot be replayed, and a replay that reaches a worker anyway ends with a reason, never stuck running (issue 14, defect 1)', async () => {
+    const down = await run({ task: 'MODEL-DOWN: anything' });
+    expect(down.run.status).toBe('error');
+    expect(down.events.some((e) => e.type === 'model.response')).toBe(false);
+    const llmCalls = (down.run.usage as { llmCalls: number }).llmCalls;
+    // Through the API: refused when the record shows no model call; else queued and ended by the worker.
+    const viaRoute = await h.api<{ id?: string; error?: { code: string; message: string } }>('POST', `/v1/runs/${down.id}/replay`);
+    const viaBody = await h.api<{ id?: string; error?: { code: string; message: string } }>('POST', '/v1/runs', { task: 'MODEL-DOWN: again', replayOf: down.id });
+    for (const r of [viaRoute, viaBody]) {
+      if (llmCalls === 0) {
+        expect(r.status).toBe(409);
+        expect(r.body.error!.message).toMatch(/before any model call, so it has no model turns to replay/);
+      } else {
+        expect(r.status).toBe(201);
+        const ended = await h.waitFor(r.body.id!, undefined, 60_000);
+        expect(ended).toMatchObject({ status: 'error', reason: expect.stringMatching(/has no model turns to replay/) });
+      }
+    }
+    // Straight on the queue (a producer that skipped the API): the worker refuses it and the record says why.
+    const { Queue } = await import('bullmq');
+    const { Redis } = await import('ioredis');
+    const { RUN_JOB_NAME, RUN_JOB_OPTIONS } = await import('../../src/queue/run-queue');
+    const { RunSpec } = await import('../../src/domain/run-spec');
+    const conn = new Redis(h.config.REDIS_URL, { maxRetriesPerRequest: null });
+    const queue = new Queue(h.config.CORRAL_QUEUE, { connection: conn });
+    try {
+      const runId = `run_rawreplay${Date.now().toString(36).slice(-4)}`;
+      await queue.add(RUN_JOB_NAME, { runId, spec: RunSpec.parse({ task: 'MODEL-DOWN: raw', replayOf: down.id }) }, { ...RUN_JOB_OPTIONS, jobId: runId });
+      const ended = await h.waitFor(runId, (x) => !!x.finishedAt, 60_000);
+      expect(ended).toMatchObject({ status: 'error', reason: expect.stringMatching(new RegExp(`replayOf: run ${down.id} has no model turns to replay`)) });
+      // and a cancel of the ended run changes nothing
+      const cancel = await h.api('POST', `/v1/runs/${runId}/cancel`);
+      expect(cancel.status).toBe(409);
+    } finally {
+      await queue.close();
+      await conn.quit();
+    }
+  });
+
   test('done checks that keep failing end the run as failed after three rounds', async () => {
     const { run: r, events } = await run({ task: '# Task\nNEVER-DONE: nothing works\n\n# Done means\n- check: test -f missing.txt\n' });
     expect(r.status).toBe('failed');
