@@ -22,6 +22,9 @@ export const WorkspacePath = z
   .refine((p) => !p.includes('\0'), 'must not contain NUL')
   // eslint-disable-next-line no-control-regex
   .refine((p) => !/[\x00-\x1f\x7f]/.test(p), 'must not contain control characters')
+  // C1 controls (U+0085 is a line break to some terminals) and bidi overrides/isolates (which make a
+  // name read differently from what it is).
+  .refine((p) => !/[\u0080-\u009f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/.test(p), 'must not contain C1 control characters or bidirectional overrides')
   .refine((p) => p.split('/').every((s) => Buffer.byteLength(s) <= 255), 'each path segment may be at most 255 bytes');
 
 /**

@@ -249,3 +249,12 @@ test('the workspace size cap applies to the unpacked tar content', async () => {
     await big.close();
   }
 });
+
+describe('workspace file names (issue 14, defect 8)', () => {
+  test.each(['a\u0085b.txt', 'x\u009b31m.txt', 'invoice\u202Etxt.exe', 'a\u2066b', 'a\u2067b', 'a\u2068b', 'dir/a\u2069b', 'a\u200Fb'])('a name with a C1 control or bidi override (%j) is a 400 naming the file', async (name) => {
+    const r = await call('POST', '/v1/runs', { body: { task: 't', workspace: { files: { [name]: 'x' } } } });
+    expect(r.status).toBe(400);
+    expect(r.body.error.field).toBe(`workspace.files.${name}`);
+    expect(r.body.error.message).toMatch(/C1 control characters or bidirectional overrides/);
+  });
+});
