@@ -13,6 +13,9 @@ import { TaskContractJson } from './task-contract';
  * control characters (a newline or escape in a file name would garble logs, reports and terminals),
  * segments of at most 255 bytes (the filesystem's limit).
  */
+/** How many labels a run may carry (each key ≤ 64 characters, each value ≤ 256). */
+export const MAX_LABELS = 32;
+
 export const WorkspacePath = z
   .string()
   .min(1)
@@ -165,7 +168,10 @@ export const RunSpec = z
     /** Per-turn model choice between a strong and a cheap model (overrides the server's CORRAL_ROUTING_*). */
     routing: Routing.optional(),
     /** Free-form labels for the submitter (team, ticket); echoed in the report. */
-    labels: z.record(z.string().max(64), z.string().max(256)).optional(),
+    labels: z
+      .record(z.string().min(1).max(64), z.string().max(256))
+      .refine((l) => Object.keys(l).length <= MAX_LABELS, `at most ${MAX_LABELS} labels`)
+      .optional(),
   })
   .strict()
   .refine((s) => !(s.model && s.routing), { message: 'give either `model` (one model for every turn) or `routing`, not both', path: ['routing'] });

@@ -258,3 +258,13 @@ describe('workspace file names (issue 14, defect 8)', () => {
     expect(r.body.error.message).toMatch(/C1 control characters or bidirectional overrides/);
   });
 });
+
+describe('labels (issue 14, defect 8)', () => {
+  test('more than 32 labels, a key over 64 characters or a value over 256 is a 400 naming the field', async () => {
+    const many = Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, 'v']));
+    for (const [labels, field] of [[many, 'labels'], [{ ['k'.repeat(65)]: 'v' }, `labels.${'k'.repeat(65)}`], [{ team: 'v'.repeat(257) }, 'labels.team']] as const) {
+      const r = await call('POST', '/v1/runs', { body: { task: 't', labels } });
+      expect({ status: r.status, field: r.body.error.field }).toEqual({ status: 400, field });
+    }
+  });
+});
