@@ -74,6 +74,21 @@ export function buildApp(deps: ApiDeps): CorralApp {
     void reply.status(404).send({ error: { code: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` } });
   });
 
+  // JSON bodies must be valid UTF-8: a bad byte is a 400, never silently U+FFFD.
+  const jsonParser = app.getDefaultJsonParser('error', 'error');
+  const utf8 = new TextDecoder('utf-8', { fatal: true });
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    let text: string;
+    try {
+      text = utf8.decode(body as Buffer);
+    } catch {
+      done(new HttpError(400, 'invalid_input', 'the request body is not valid UTF-8'), undefined);
+      return;
+    }
+    jsonParser(req, text, done);
+  });
+
   app.decorateRequest('tenant', '');
   app.addHook('onRequest', async (req) => {
     if (req.routeOptions.config?.public) return;

@@ -268,3 +268,12 @@ describe('labels (issue 14, defect 8)', () => {
     }
   });
 });
+
+describe('request body encoding (issue 14, defect 8)', () => {
+  test.each([['a lone continuation byte', [0x80]], ['a truncated sequence', [0xe2, 0x82]], ['an overlong encoding', [0xc0, 0xaf]], ['a surrogate', [0xed, 0xa0, 0x80]], ['0xff', [0xff]]])('%s in a JSON body is a 400, not U+FFFD', async (_what, bytes) => {
+    const payload = Buffer.concat([Buffer.from('{"task":"t'), Buffer.from(bytes), Buffer.from('"}')]);
+    const res = await app.inject({ method: 'POST', url: '/v1/runs', headers: { authorization: `Bearer ${OFFLINE_TOKENS.acme}`, 'content-type': 'application/json' }, payload });
+    expect(res.statusCode).toBe(400);
+    expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'invalid_input', message: 'the request body is not valid UTF-8' } });
+  });
+});
