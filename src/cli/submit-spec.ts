@@ -6,7 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { BudgetName } from '../domain/events';
-import { EgressPattern, ROUTING_RULES, type RoutingRule } from '../domain/run-spec';
+import { EgressPattern, ROUTING_RULES, RunBudgets, type RoutingRule } from '../domain/run-spec';
 import { parseArgs, UsageError } from './cli-args';
 import { packWorkspace, type PackedWorkspace } from './workspace-tar';
 
@@ -43,6 +43,9 @@ export function parseBudgets(values: readonly string[]): Partial<Record<BudgetNa
     if (!name) throw new UsageError(`--budget: unknown budget "${m[1]}" (known: ${BUDGET_NAMES.join(', ')})`);
     const n = Number(m[2]);
     if (!Number.isFinite(n) || n < 0 || m[2]!.trim() === '') throw new UsageError(`--budget: ${name} must be a number ≥ 0, got "${m[2]}"`);
+    // The server's own schema decides the limits (one source): e.g. llmCalls is 1–1000.
+    const checked = RunBudgets.shape[name].safeParse(n);
+    if (!checked.success) throw new UsageError(`--budget: ${name}=${m[2]!.trim()} is refused: ${checked.error.issues.map((i) => i.message).join('; ')}`);
     out[name] = n;
   }
   return out;

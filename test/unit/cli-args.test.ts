@@ -212,3 +212,12 @@ test('every command has help text that starts with its usage line', () => {
     expect({ name, usage: h.usage.split('\n')[0] }).toEqual({ name, usage: expect.stringMatching(name === 'policy' || name === 'schedules' ? /^usage:$/ : new RegExp(`^usage: corral ${name}`)) });
   }
 });
+
+describe('--budget limits come from the server\'s RunBudgets schema (issue 14, defect 12)', () => {
+  test.each(['llmCalls=0', 'llmCalls=1001', 'llmCalls=2.5', 'tokens=999', 'wallTimeS=4', 'costUsd=1001'])('%s is a usage error naming the budget', (v) => {
+    expect(() => parseBudgets([v])).toThrow(new RegExp(`--budget: ${v.split('=')[0]}=.* is refused`));
+  });
+  test('values the server accepts pass', () => {
+    expect(parseBudgets(['llmCalls=1,toolCalls=0,tokens=1000,wallTimeS=5,costUsd=0'])).toEqual({ llmCalls: 1, toolCalls: 0, tokens: 1000, wallTimeS: 5, costUsd: 0 });
+  });
+});
