@@ -214,7 +214,10 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const app = buildApp(apiDeps);
       closers.push(() => app.close());
       // Every API process fires schedules (BullMQ gives each firing to one of them).
-      const runner = startScheduleRunner(apiDeps, redis.duplicate(), (msg, fields) => log(msg, fields));
+      // BullMQ does not close a connection it was given: this one is quit after the runner has closed.
+      const runnerConn = redis.duplicate();
+      closers.push(async () => runnerConn.quit().then(() => undefined, () => runnerConn.disconnect()));
+      const runner = startScheduleRunner(apiDeps, runnerConn, (msg, fields) => log(msg, fields));
       closers.push(() => runner.close());
       started.url = await app.listen({ host: config.CORRAL_API_HOST, port: config.CORRAL_API_PORT });
       started.app = app;

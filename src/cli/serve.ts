@@ -28,5 +28,7 @@ export async function run(argv: string[]): Promise<number> {
   });
   await corral.close();
   log('stopped');
-  return 0;
+  // Everything is closed; a handle some library left open (a reconnecting client) must not keep a
+  // stopped service alive, so the process ends here (stderr is written synchronously to pipes and files).
+  process.exit(0);
 }

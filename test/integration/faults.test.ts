@@ -174,6 +174,27 @@ test('worker SIGTERM: stops taking jobs, cancels the running run after the grace
   }
 });
 
+test('corral serve and corral api exit 0 on SIGTERM once stopped (nothing left open keeps them alive)', async () => {
+  for (const role of ['serve', 'api']) {
+    const env = {
+      ...process.env, REDIS_URL: process.env.REDIS_URL!, CORRAL_QUEUE: `faults-exit-${role}-${Date.now().toString(36)}`, CORRAL_API_PORT: '0',
+      CORRAL_DATA_DIR: mkdtempSync(join(tmpdir(), 'corral-exit-')), CORRAL_POLICY_DIR: join(ROOT, 'policies'), OPENAI_API_KEY: 'test', OPENAI_BASE_URL: fake.baseURL,
+    };
+    const child = spawn(join(ROOT, 'bin/corral'), [role], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const end = Date.now() + 30_000;
+    while (!err.includes('"msg":"started"') && child.exitCode === null && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+    expect({ role, started: err.includes('"msg":"started"') }).toEqual({ role, started: true });
+    child.kill('SIGTERM');
+    // bounded wait: a process that stays alive after "stopped" fails here instead of hanging the suite
+    const result = await Promise.race([exited(child), new Promise<'alive'>((r) => setTimeout(() => r('alive'), 20_000))]);
+    if (result === 'alive') child.kill('SIGKILL');
+    expect({ role, result }).toEqual({ role, result: { code: 0, signal: null } });
+    expect(err).toContain('"msg":"stopped"');
+  }
+});
+
 test('a sandbox container killed from outside mid-run: the run ends as error with a clear reason, nothing leaks', async () => {
   const s = await stack('killcontainer');
   try {
