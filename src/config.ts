@@ -244,6 +244,11 @@ export const ConfigSchema = z.object({
   CORRAL_AUTHORIZED_ALLOW_AT: z.coerce.number().min(0).max(1).default(0.5),
   /** How long an approval may wait before it counts as a deny. */
   CORRAL_APPROVAL_TIMEOUT_S: int(900),
+  /**
+   * Runs of one tenant that may wait for a human at once (parked: their sandbox kept, their worker
+   * slot given to other runs); past it a call that needs approval is refused with the reason.
+   */
+  CORRAL_MAX_PARKED_PER_TENANT: int(4),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

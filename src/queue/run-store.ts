@@ -111,6 +111,45 @@ return 1`;
 const FENCED_XADD = `if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', ARGV[4] or 'e', ARGV[3])
 return 1`;
+/**
+ * Claims the run for ARGV[1]: only while the job's lock (KEYS[2], when given) holds that token, and
+ * never once the run has ended.
+ */
+const FENCED_CLAIM = `if KEYS[2] and redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1])
+return 1`;
+/**
+ * An end recorded from outside the run loop: never over a recorded end; ARGV[1] = '' (no guard),
+ * 'unclaimed' (only while no owner) or 'owner' (only while ARGV[2] owns the run).
+ */
+const GUARDED_END = `if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 0 end
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if ARGV[1] == 'unclaimed' and owner then return 0 end
+if ARGV[1] == 'owner' and owner ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[3], 'outcome', ARGV[3], 'reason', ARGV[4], 'finishedAt', ARGV[5])
+return 1`;
+/** Sets a pending call (ARGV[2] = field, ARGV[3] = JSON) while ARGV[1] owns the run ('' = no fence) and it has not ended. */
+const FENCED_SET_PENDING = `if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3], 'status', 'awaiting_approval')
+return 1`;
+/** Removes a pending call while ARGV[1] owns the run; the status goes back to running when none is left. */
+const FENCED_CLEAR_PENDING = `if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[2])
+if redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 1 end
+for _, k in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(k, 1, 8) == 'pending:' then return 1 end
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'status', 'running') end
+return 1`;
+/** Parks ARGV[1] until ARGV[2] unless the tenant has ARGV[3] parked runs (entries past ARGV[4] dropped first). */
+const RESERVE_PARKING = `redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[4])
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], last[2])
+return 1`;
 /** Stream pages readEvents scans at most to fill one page of events past live deltas. */
 const MAX_SCANS = 50;
 const Answer = z.object({ approved: z.boolean(), by: z.string() });
@@ -168,9 +207,12 @@ export class RunStore {
    * Makes `owner` (a worker's job lock token) the only writer of the run from now on: later fenced
    * writes with another token are discarded. A run started again after its worker died is claimed by
    * the new attempt, so the old worker's late writes (if it was only partitioned) cannot land.
+   * The claim itself is fenced by the job's lock: it lands only while `lockKey` (BullMQ's lock of the
+   * job) holds `owner`, and never on a run that has ended. False: not claimed (another attempt holds
+   * the job, or the run is over).
    */
-  async claim(runId: string, owner: string): Promise<void> {
-    await this.redis.hset(this.key(runId), 'owner', owner);
+  async claim(runId: string, owner: string, lockKey?: string): Promise<boolean> {
+    return (await this.redis.eval(FENCED_CLAIM, lockKey ? 2 : 1, this.key(runId), ...(lockKey ? [lockKey] : []), owner)) === 1;
   }
 
   /** Updates the run; with `fence`, only while that token owns it (false: discarded, another owns it). */
@@ -189,16 +231,22 @@ export class RunStore {
     return (await this.redis.eval(FENCED_HSET, 1, this.key(runId), fence, ...flat)) === 1;
   }
 
-  /** Sets the expiry of a finished run's keys. */
   /**
    * Records an end that no run loop reported (a malformed job, a dead worker, a cancel before the
-   * start): status and outcome, the reason, finishedAt; then the finished run's expiry.
+   * start): status and outcome, the reason, finishedAt; then the finished run's expiry. Never over an
+   * end already recorded. `guard`: 'unclaimed' — only while no worker has claimed the run (a cancel
+   * before the start must not overwrite a run a worker just took); a token — only while that token
+   * owns the run. False: nothing written.
    */
-  async end(runId: string, outcome: RunOutcome, reason: string, at: Date): Promise<void> {
-    await this.update(runId, { status: outcome, outcome, reason, finishedAt: at.toISOString() });
-    await this.expireFinished(runId);
+  async end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: 'unclaimed' | { fence: string }): Promise<boolean> {
+    const mode = guard === undefined ? '' : guard === 'unclaimed' ? 'unclaimed' : 'owner';
+    const fence = typeof guard === 'object' ? guard.fence : '';
+    const ok = (await this.redis.eval(GUARDED_END, 1, this.key(runId), mode, fence, outcome, reason, at.toISOString())) === 1;
+    if (ok) await this.expireFinished(runId);
+    return ok;
   }
 
+  /** Sets the expiry of a finished run's keys. */
   async expireFinished(runId: string): Promise<void> {
     await this.redis.multi().expire(this.key(runId), FINISHED_TTL_S).expire(this.eventsKey(runId), FINISHED_TTL_S).exec();
   }
@@ -342,14 +390,39 @@ export class RunStore {
     return (await this.redis.eval(FENCED_XADD, 2, this.key(d.runId), this.eventsKey(d.runId), fence, this.eventsMaxLen, JSON.stringify(d), 'd')) === 1;
   }
 
-  async setPending(runId: string, p: PendingApproval): Promise<void> {
-    await this.redis.hset(this.key(runId), { [`pending:${p.callId}`]: JSON.stringify(p), status: 'awaiting_approval' });
+  /**
+   * Shows a call waiting for a human (status awaiting_approval); with `fence`, only while that token
+   * owns the run. False: discarded (another attempt owns the run, or it has ended).
+   */
+  async setPending(runId: string, p: PendingApproval, fence?: string): Promise<boolean> {
+    return (await this.redis.eval(FENCED_SET_PENDING, 1, this.key(runId), fence ?? '', `pending:${p.callId}`, JSON.stringify(p))) === 1;
   }
 
-  async clearPending(runId: string, callId: string): Promise<void> {
-    await this.redis.hdel(this.key(runId), `pending:${callId}`);
-    const rest = (await this.redis.hkeys(this.key(runId))).filter((k) => k.startsWith('pending:'));
-    if (rest.length === 0) await this.redis.hset(this.key(runId), 'status', 'running');
+  /** Removes a pending call (status back to running when none is left); with `fence`, only while that token owns the run. */
+  async clearPending(runId: string, callId: string, fence?: string): Promise<boolean> {
+    return (await this.redis.eval(FENCED_CLEAR_PENDING, 1, this.key(runId), fence ?? '', `pending:${callId}`)) === 1;
+  }
+
+  /**
+   * Counts a run of `tenant` as parked (waiting for a human without a worker slot) until `untilMs`,
+   * unless the tenant already has `cap` parked runs. Entries past their time drop out on their own,
+   * so a worker that died while a run was parked does not hold the tenant's cap. True: parked.
+   */
+  async reserveParking(tenant: string, runId: string, untilMs: number, cap: number, nowMs: number): Promise<boolean> {
+    return (await this.redis.eval(RESERVE_PARKING, 1, this.parkedKey(tenant), runId, untilMs, cap, nowMs)) === 1;
+  }
+
+  async releaseParking(tenant: string, runId: string): Promise<void> {
+    await this.redis.zrem(this.parkedKey(tenant), runId);
+  }
+
+  /** How many runs of `tenant` are parked now. */
+  async parkedCount(tenant: string, nowMs: number): Promise<number> {
+    return this.redis.zcount(this.parkedKey(tenant), `(${nowMs}`, '+inf');
+  }
+
+  private parkedKey(tenant: string): string {
+    return `${this.prefix}:tenant:${tenant}:parked`;
   }
 
   /**

@@ -37,6 +37,7 @@ import { toolsFor } from '../tools/registry';
 import { memoryPath, proposeMemory, readMemory } from './memory-store';
 import { runWorkspace, workspaceChanges } from './export-summary';
 import { RedisApprovalPort } from './redis-approval-port';
+import type { SlotLease } from './slots';
 import { DeltaPublisher } from './delta-publisher';
 import { startSubRuns, type JobPort } from './subrun-start';
 import { childSeed, collectSubRunResults, makeResultSheet } from './subrun-results';
@@ -130,6 +131,10 @@ export interface Attempt {
   crashedBefore: boolean;
   /** The job's lock token: this attempt's writes to the run store land only while it owns the run. */
   fence?: string;
+  /** The Redis key of the job's lock (BullMQ): the claim lands only while it holds `fence`. */
+  lockKey?: string;
+  /** This run's worker slot: given back while the run waits for a human (parking). */
+  lease?: SlotLease;
 }
 
 export async function processRun(data: unknown, signal: AbortSignal, deps: RunProcessorDeps, attempt: Attempt = { attempt: 1, crashedBefore: false }, job?: JobPort): Promise<RunSummary> {
@@ -224,7 +229,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   const emit = recorder.emit;
 
   await store.ensure(runId, spec, now());
-  if (attempt.fence) await store.claim(runId, attempt.fence);
+  if (attempt.fence && !(await store.claim(runId, attempt.fence, attempt.lockKey))) {
+    throw new CorralError('conflict', `run ${runId} was not claimed: another attempt holds its job, or it has ended`);
+  }
   // Memory is per tenant: another tenant naming the same key gets its own notes.
   const tenant = (await store.tenantOf(runId)) ?? DEFAULT_TENANT;
   const memorySpec = !parent && spec.memory ? { ...spec.memory, key: tenant === DEFAULT_TENANT ? spec.memory.key : `${tenant}/${spec.memory.key}` } : undefined;
@@ -285,7 +292,11 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     const subruns = tree && job && deps.newRunId && config.CORRAL_SUBRUN_MAX_DEPTH > 0
       ? { depth, maxDepth: config.CORRAL_SUBRUN_MAX_DEPTH, maxChildren: config.CORRAL_SUBRUN_MAX_CHILDREN }
       : undefined;
-    const approvals = new RedisApprovalPort(store, emit, config.CORRAL_APPROVAL_TIMEOUT_S * 1000, clock);
+    const approvals = new RedisApprovalPort(store, emit, {
+      timeoutMs: config.CORRAL_APPROVAL_TIMEOUT_S * 1000, clock,
+      ...(attempt.fence ? { fence: attempt.fence } : {}),
+      ...(attempt.lease ? { parking: { lease: attempt.lease, tenant, maxParked: config.CORRAL_MAX_PARKED_PER_TENANT } } : {}),
+    });
     let checkpointSeed = resumeFrom?.checkpoint ?? null;
     let toCollect = resumeFrom;
     let inPlace: { state: LoopState; results: DelegationResult[] } | null = null;

@@ -11,6 +11,7 @@ import type { Redis } from 'ioredis';
 import { CorralError } from '../domain/errors';
 import { flowJobPort } from '../queue/subrun-jobs';
 import { RunSuspended, processRun, type RunProcessorDeps, type RunSummary } from './run-processor';
+import { WorkerSlots } from './slots';
 
 /**
  * Before a run starts: when the Docker engine does not answer, the job goes back to the queue delayed
@@ -73,9 +74,12 @@ export interface StartWorkerOptions extends RunProcessorDeps {
 }
 
 export interface RunningWorker {
+  /** The worker's main queue consumer (`concurrency` jobs at once). */
   worker: Worker;
-  /** Run ids this worker is executing now. */
+  /** Run ids this worker is executing now (parked ones included). */
   active: ReadonlySet<string>;
+  /** The worker's sandbox slots (parked runs hold none). */
+  slots: WorkerSlots;
   /**
    * Stops taking jobs, lets running runs finish for `graceMs`, then cancels them (reason "shutdown";
    * they end `cancelled` with their sandboxes removed) and waits for that clean-up.
@@ -85,45 +89,77 @@ export interface RunningWorker {
 
 export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker> {
   const active = new Set<string>();
-  const worker = new Worker<unknown, RunSummary>(
-    o.queueName,
-    async (job, token, signal) => {
-      const id = job.id ?? '';
-      if (o.sandboxReady) await waitForDocker(o, job, token);
-      active.add(id);
-      try {
-        const port = o.flow && token ? flowJobPort(o.flow, o.queueName, job, token) : undefined;
-        return await processRun(job.data, signal ?? new AbortController().signal, o, { attempt: job.attemptsStarted, crashedBefore: job.stalledCounter > 0, ...(token ? { fence: token } : {}) }, port);
-      } catch (err) {
-        if (err instanceof RunSuspended) throw new WaitingChildrenError();
-        if (err instanceof CorralError) throw new UnrecoverableError(err.message);
-        throw err;
-      } finally {
-        active.delete(id);
-      }
-    },
-    {
-      connection: o.connection, concurrency: o.concurrency, autorun: true,
-      maxStalledCount: o.retryStalled ? 1 : 0, stalledInterval: o.stalledIntervalMs ?? 30_000, lockDuration: o.lockMs ?? 30_000,
-    },
-  );
-  worker.on('failed', (job, err) => {
-    o.log('job failed', { jobId: job?.id, reason: err.message });
-    if (!job?.id) return;
-    // A stalled job was failed by whichever worker noticed; the dead worker never recorded an end.
-    if (/stalled/i.test(err.message)) void recordStalled(o, job.id, err.message);
-    // Invariant: once a job has ended for good, its run is terminal with a reason. processRun records
-    // the end on its own paths; whatever failed outside them (a model that could not be made, a replay
-    // with nothing to replay, a store error) is recorded here, unless the run already has an end.
-    else if (err.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1)) void recordEnded(o, job.id, err.message);
+  /** Which consumer holds each active run's job (cancel goes to it). */
+  const holder = new Map<string, Worker>();
+  let closing = false;
+  // Parking: each parked run frees its slot, and one more consumer (concurrency 1) takes a job for it;
+  // when a parked run has its slot again, the newest extra consumer stops taking jobs (it finishes
+  // the one it holds). So the worker holds at most `concurrency` + parked jobs, and runs at most
+  // `concurrency` of them.
+  const relief: Worker[] = [];
+  const retiring = new Set<Worker>();
+  const slots = new WorkerSlots(o.concurrency, (parked) => {
+    while (!closing && relief.length < parked) relief.push(consumer(1));
+    while (relief.length > parked) {
+      const r = relief.pop()!;
+      retiring.add(r);
+      void r.close().catch((err: Error) => o.log('worker error', { error: err.message })).finally(() => retiring.delete(r));
+    }
   });
-  worker.on('error', (err) => o.log('worker error', { error: err.message }));
+
+  const consumer = (concurrency: number): Worker<unknown, RunSummary> => {
+    const w: Worker<unknown, RunSummary> = new Worker<unknown, RunSummary>(
+      o.queueName,
+      async (job, token, signal) => {
+        const id = job.id ?? '';
+        if (o.sandboxReady) await waitForDocker(o, job, token);
+        const lease = slots.lease();
+        active.add(id);
+        holder.set(id, w);
+        try {
+          await lease.acquire(signal);
+          const port = o.flow && token ? flowJobPort(o.flow, o.queueName, job, token) : undefined;
+          return await processRun(job.data, signal ?? new AbortController().signal, o, {
+            attempt: job.attemptsStarted, crashedBefore: job.stalledCounter > 0, lease,
+            ...(token ? { fence: token, lockKey: `${job.queueQualifiedName}:${id}:lock` } : {}),
+          }, port);
+        } catch (err) {
+          if (err instanceof RunSuspended) throw new WaitingChildrenError();
+          if (err instanceof CorralError) throw new UnrecoverableError(err.message);
+          throw err;
+        } finally {
+          lease.release();
+          active.delete(id);
+          if (holder.get(id) === w) holder.delete(id);
+        }
+      },
+      {
+        connection: o.connection, concurrency, autorun: true,
+        maxStalledCount: o.retryStalled ? 1 : 0, stalledInterval: o.stalledIntervalMs ?? 30_000, lockDuration: o.lockMs ?? 30_000,
+      },
+    );
+    w.on('failed', (job, err) => {
+      o.log('job failed', { jobId: job?.id, reason: err.message });
+      if (!job?.id) return;
+      // A stalled job was failed by whichever worker noticed; the dead worker never recorded an end.
+      if (/stalled/i.test(err.message)) void recordStalled(o, job.id, err.message);
+      // Invariant: once a job has ended for good, its run is terminal with a reason. processRun records
+      // the end on its own paths; whatever failed outside them (a model that could not be made, a replay
+      // with nothing to replay, a store error) is recorded here, unless the run already has an end.
+      else if (err.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1)) void recordEnded(o, job.id, err.message);
+    });
+    w.on('error', (err) => o.log('worker error', { error: err.message }));
+    return w;
+  };
+  const worker = consumer(o.concurrency);
+  const consumers = () => [worker, ...relief, ...retiring];
 
   await o.subscriber.subscribe(o.store.cancelChannel);
   o.subscriber.on('message', (channel: string, runId: string) => {
-    if (channel === o.store.cancelChannel && active.has(runId)) {
+    const w = channel === o.store.cancelChannel && active.has(runId) ? holder.get(runId) : undefined;
+    if (w) {
       o.log('cancelling run', { runId });
-      worker.cancelJob(runId, 'requested through the API');
+      w.cancelJob(runId, 'requested through the API');
     }
   });
   await worker.waitUntilReady();
@@ -131,15 +167,18 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
   return {
     worker,
     active,
+    slots,
     async close(graceMs = 0) {
+      closing = true;
       await o.subscriber.unsubscribe(o.store.cancelChannel).catch(() => undefined);
-      const closing = worker.close();
+      const all = consumers();
+      const closed = Promise.all(all.map((w) => w.close()));
       const timer = setTimeout(() => {
         if (active.size) o.log('shutdown grace over: cancelling running runs', { runs: [...active] });
-        worker.cancelAllJobs('shutdown');
+        for (const w of all) w.cancelAllJobs('shutdown');
       }, graceMs);
       try {
-        await closing;
+        await closed;
       } finally {
         clearTimeout(timer);
       }

@@ -230,7 +230,8 @@ export function sandboxKernel(isolation: IsolationClass): void {
       const server = await sh(sb, 'nohup python3 -m http.server 8711 --bind 127.0.0.1 >/dev/null 2>&1 & disown; sleep 0.5; curl -s -o /dev/null -w "%{http_code}" http://127.0.0.1:8711/');
       expect(server.stdout).toBe('200');
       await new Promise((r) => setTimeout(r, 600)); // the server is clearly older than the next call
-      const r = await sh(sb, `${ESCAPES}\nsleep 0.5; ps -eo args | grep -c '[4]10[1-6]\\|innocent'; sleep 999`, 2500);
+      // Waits (up to 5 s: a loaded host starts processes slowly under gVisor) until all six are up, says how many, then hangs until the timeout.
+      const r = await sh(sb, `${ESCAPES}\nend=$((SECONDS + 5)); while :; do n=$(ps -eo args | grep -c '[4]10[1-6]\\|innocent'); [ "$n" -ge 6 ] || [ "$SECONDS" -ge "$end" ] && break; sleep 0.1; done; echo "$n"; sleep 999`, 8000);
       expect(r.timedOut).toBe(true);
       expect(Number(r.stdout.trim())).toBeGreaterThanOrEqual(6); // they were all running
       expect(await left(sb)).toEqual([]);
