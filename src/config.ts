@@ -29,6 +29,13 @@ export const ConfigSchema = z.object({
   CORRAL_API_TOKENS: z.string().optional(),
   /** API auth from a file: one tenant=token per line, # comments (merged with CORRAL_API_TOKENS). */
   CORRAL_API_TOKENS_FILE: z.string().optional(),
+  /** Tenants whose tokens see every tenant's numbers in /metrics (comma-separated); others see their own. */
+  CORRAL_OPERATOR_TENANTS: z.string().default('').transform((v, ctx) => {
+    const names = v.split(',').map((n) => n.trim()).filter(Boolean);
+    const bad = names.find((n) => !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(n));
+    if (bad !== undefined) ctx.addIssue({ code: 'custom', message: `"${bad}" is not a tenant name (letters, digits, _ . -; at most 64)` });
+    return names;
+  }),
   /** Largest request body the API reads (a workspace tar travels base64 in the body): larger is a 413. */
   CORRAL_API_MAX_BODY_BYTES: int(16 * 1024 * 1024),
   /** Per tenant: runs queued, running or awaiting approval at once; more is a 429. */

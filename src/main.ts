@@ -208,7 +208,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const apiDeps: ApiDeps = {
         config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], templates, schedules,
         quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis),
-        log: (msg, fields) => log(msg, fields),
+        log: (msg, fields) => log(msg, fields), operatorTenants: config.CORRAL_OPERATOR_TENANTS,
         readyChecks: dockerPing ? { docker: dockerPing, ...gateReadyCheck(config.DOCKER_HOST) } : {},
       };
       const app = buildApp(apiDeps);

@@ -31,7 +31,9 @@ export interface ApiDeps {
   auth?: TenantAuth;
   /** GET /readyz runs each of these (name → resolves when that dependency answers), e.g. redis, docker. */
   readyChecks?: Record<string, () => Promise<unknown>>;
-  /** Milliseconds between polls of the event stream for SSE clients (default 250). */
+  /** Tenants whose tokens see every tenant in /metrics (CORRAL_OPERATOR_TENANTS). */
+  operatorTenants?: readonly string[];
+  /** The longest an SSE stream waits on Redis (XREAD BLOCK) before it checks the run again (default 5000). */
   ssePollMs?: number;
   /** Milliseconds between SSE heartbeat comments (default 15 000). */
   sseHeartbeatMs?: number;

@@ -1,6 +1,6 @@
 /**
- * Server-sent events for one run: replays the run's events after `after`, then polls its Redis
- * stream and sends new ones, until run.finished has been sent or the client goes away. Each SSE
+ * Server-sent events for one run: replays the run's events after `after`, then waits on its Redis
+ * stream (XREAD BLOCK on a connection of its own, at most `pollMs` at a time) and sends new ones, until run.finished has been sent or the client goes away. Each SSE
  * message's id is the stream id, so a client can resume with ?after=<id> (or Last-Event-ID). A
  * comment line (": heartbeat") goes out every `heartbeatMs` so proxies and clients can tell a quiet
  * run from a dead connection.
@@ -20,8 +20,10 @@ export interface StreamOptions {
 export async function streamEvents(res: ServerResponse, store: RunStore, runId: string, after: string, o: StreamOptions): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
   let closed = false;
+  const waiter = store.streamWaiter();
   res.on('close', () => {
     closed = true;
+    waiter.close(); // a blocked wait ends now, not at its timeout
   });
   const heartbeat = setInterval(() => {
     if (!closed) res.write(': heartbeat\n\n');
@@ -45,11 +47,15 @@ export async function streamEvents(res: ServerResponse, store: RunStore, runId: 
         const run = await store.get(runId);
         // A run that ended without events (a malformed job, cancelled while queued) ends the stream too.
         if (!run || (run.finishedAt && (await store.readEvents(runId, cursor)).length === 0)) break;
-        await new Promise((r) => setTimeout(r, o.pollMs));
+        // Until the stream grows past the cursor (or pollMs passes: then the run's state is checked again).
+        await waiter.wait(runId, cursor, o.pollMs).catch((err: Error) => {
+          if (!closed) throw err;
+        });
       }
     }
   } finally {
     clearInterval(heartbeat);
+    waiter.close();
     res.end();
   }
 }

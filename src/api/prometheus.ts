@@ -12,7 +12,10 @@ export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8
 export interface MetricsInput {
   queue: string;
   statusCounts: Record<string, number>;
-  jobCounts: Record<string, number>;
+  /** Queue depth: every tenant's jobs, so only in the operators' view. */
+  jobCounts?: Record<string, number>;
+  /** Set when the numbers are one tenant's (a tenant's token); absent: every tenant's. */
+  tenant?: string;
   /** The aggregate hash from RunMetrics.read(). */
   aggregates: Record<string, number>;
 }
@@ -29,11 +32,14 @@ export function renderMetrics(m: MetricsInput): string {
   const head = (name: string, type: string, help: string) => out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
   const a = m.aggregates;
 
-  head('corral_runs', 'gauge', 'Runs by status, from the run records in Redis (finished runs are kept 14 days).');
+  if (m.tenant) out.push(`# corral metrics of tenant ${m.tenant.replace(/[^A-Za-z0-9_.-]/g, '?')} only`);
+  head('corral_runs', 'gauge', 'Runs by status: queued, running and awaiting ones now; ended ones since the counts began.');
   for (const s of RUN_STATUSES) out.push(`corral_runs${labels({ status: s })} ${num(m.statusCounts[s] ?? 0)}`);
 
-  head('corral_queue_jobs', 'gauge', 'Jobs in the BullMQ run queue by state (waiting = queue depth).');
-  for (const [state, n] of Object.entries(m.jobCounts).sort()) out.push(`corral_queue_jobs${labels({ queue: m.queue, state })} ${num(n)}`);
+  if (m.jobCounts) {
+    head('corral_queue_jobs', 'gauge', 'Jobs in the BullMQ run queue by state (waiting = queue depth).');
+    for (const [state, n] of Object.entries(m.jobCounts).sort()) out.push(`corral_queue_jobs${labels({ queue: m.queue, state })} ${num(n)}`);
+  }
 
   head('corral_runs_finished_total', 'counter', 'Runs that ended, by outcome.');
   for (const o of RUN_OUTCOMES) out.push(`corral_runs_finished_total${labels({ outcome: o })} ${num(a[`runs_finished:${o}`])}`);

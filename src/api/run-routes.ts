@@ -109,7 +109,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
         after = last;
       }
       reply.hijack();
-      await streamEvents(reply.raw, deps.store, id, after, { pollMs: deps.ssePollMs ?? 250, heartbeatMs: deps.sseHeartbeatMs ?? 15_000 });
+      await streamEvents(reply.raw, deps.store, id, after, { pollMs: deps.ssePollMs ?? 5000, heartbeatMs: deps.sseHeartbeatMs ?? 15_000 });
       return;
     }
     const rows = await deps.store.readEvents(id, after);

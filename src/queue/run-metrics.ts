@@ -3,7 +3,8 @@
  * feed each run's events to an observer, which bumps counters and cumulative histogram buckets in one
  * hash; the API reads the hash. The observer also keeps the run's usage so far (LLM calls, tool
  * calls, tokens, cost) for GET /v1/runs/:id while the run is going.
- *   {p}:metrics              hash: counter and histogram fields (see the names below)
+ *   {p}:metrics              hash: counter and histogram fields (see the names below), all tenants
+ *   {p}:tenant:{t}:metrics   hash: the same fields, one tenant's runs only (a tenant's /metrics)
  *   {p}:run:{id}:usage       hash: llmCalls, toolCalls, inputTokens, outputTokens, costUsd (live)
  */
 import type { Redis } from 'ioredis';
@@ -33,6 +34,9 @@ export class RunMetrics {
   private get key(): string {
     return `${this.prefix}:metrics`;
   }
+  private tenantKey(tenant: string): string {
+    return `${this.prefix}:tenant:${tenant}:metrics`;
+  }
   private usageKey(runId: string): string {
     return `${this.prefix}:run:${runId}:usage`;
   }
@@ -43,8 +47,11 @@ export class RunMetrics {
    */
   observer(runId: string): (e: RunEvent) => Promise<void> {
     const gated = new Set<string>();
+    let tenantKey: Promise<string> | undefined;
     return async (e) => {
-      const m = this.redis.multi();
+      // The run's tenant, read from its record once: every aggregate goes to both hashes.
+      tenantKey ??= this.redis.hget(`${this.prefix}:run:${runId}`, 'tenant').then((t) => this.tenantKey(t ?? 'default'));
+      const m = new Both(this.redis.multi(), this.key, await tenantKey);
       switch (e.type) {
         case 'run.started': // a run started again (after its worker died) counts its usage afresh
           m.del(this.usageKey(runId));
@@ -95,9 +102,9 @@ export class RunMetrics {
     };
   }
 
-  /** Every counter and histogram field (the API renders them as Prometheus text). */
-  async read(): Promise<Record<string, number>> {
-    const h = await this.redis.hgetall(this.key);
+  /** Every counter and histogram field, of all tenants or of one (the API renders them as Prometheus text). */
+  async read(tenant?: string): Promise<Record<string, number>> {
+    const h = await this.redis.hgetall(tenant === undefined ? this.key : this.tenantKey(tenant));
     return Object.fromEntries(Object.entries(h).map(([k, v]) => [k, Number(v)]));
   }
 
@@ -111,7 +118,37 @@ export class RunMetrics {
 }
 
 /** Cumulative buckets: a value lands in every bucket whose bound it does not exceed, and in +Inf. */
-function histogram(m: ReturnType<Redis['multi']>, key: string, name: string, bounds: readonly number[], value: number): void {
+function histogram(m: Both, key: string, name: string, bounds: readonly number[], value: number): void {
   for (const le of bounds) if (value <= le) m.hincrby(key, `${name}:bucket:${le}`, 1);
   m.hincrby(key, `${name}:bucket:+Inf`, 1).hincrby(key, `${name}:count`, 1).hincrbyfloat(key, `${name}:sum`, value);
+}
+
+/** A MULTI in which every increment of the all-tenants hash also goes to the run's tenant's hash. */
+class Both {
+  constructor(
+    private readonly m: ReturnType<Redis['multi']>,
+    private readonly all: string,
+    private readonly tenant: string,
+  ) {}
+  hincrby(key: string, field: string, n: number): this {
+    this.m.hincrby(key, field, n);
+    if (key === this.all) this.m.hincrby(this.tenant, field, n);
+    return this;
+  }
+  hincrbyfloat(key: string, field: string, n: number): this {
+    this.m.hincrbyfloat(key, field, n);
+    if (key === this.all) this.m.hincrbyfloat(this.tenant, field, n);
+    return this;
+  }
+  del(key: string): this {
+    this.m.del(key);
+    return this;
+  }
+  expire(key: string, s: number): this {
+    this.m.expire(key, s);
+    return this;
+  }
+  exec(): Promise<unknown> {
+    return this.m.exec();
+  }
 }

@@ -103,9 +103,40 @@ const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer', 'wor
 const LIST_SCAN_MAX = 2000;
 const FINISHED_TTL_S = 14 * 24 * 3600;
 const EVENTS_MAXLEN = 20_000;
-/** HSET only while the run's owner is ARGV[1]. */
-const FENCED_HSET = `if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+/**
+ * Every status change goes through this (inside the script that makes it): the run's new status,
+ * and the live counts by status — all tenants ({p}:counts) and the run's tenant ({p}:tenant:{t}:counts)
+ * — moved from the old status to the new in the same atomic step, so /metrics reads two small hashes
+ * instead of scanning run records. PREFIX is the store's key prefix.
+ */
+const SET_STATUS = `local function setStatus(k, new, prefix)
+  local old = redis.call('HGET', k, 'status')
+  if old == new then return end
+  local t = redis.call('HGET', k, 'tenant') or 'default'
+  if old then
+    redis.call('HINCRBY', prefix .. ':counts', old, -1)
+    redis.call('HINCRBY', prefix .. ':tenant:' .. t .. ':counts', old, -1)
+  end
+  redis.call('HINCRBY', prefix .. ':counts', new, 1)
+  redis.call('HINCRBY', prefix .. ':tenant:' .. t .. ':counts', new, 1)
+  redis.call('HSET', k, 'status', new)
+end
+`;
+/** A new run record (ARGV[1] = prefix, ARGV[2..] = fields; status is set to queued); never over an existing one. */
+const CREATE = `${SET_STATUS}
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+setStatus(KEYS[1], 'queued', ARGV[1])
+return 1`;
+/**
+ * Updates an existing run: ARGV[1] = fence ('' = none; else only while the run's owner is it),
+ * ARGV[2] = prefix, ARGV[3] = new status ('' = unchanged), ARGV[4..] = other fields.
+ */
+const FENCED_HSET = `${SET_STATUS}
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+if ARGV[3] ~= '' then setStatus(KEYS[1], ARGV[3], ARGV[2]) end
+if #ARGV > 3 then redis.call('HSET', KEYS[1], unpack(ARGV, 4)) end
 return 1`;
 /** XADD (field ARGV[4], default "e") only while the run's owner is ARGV[1]. */
 const FENCED_XADD = `if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
@@ -123,25 +154,30 @@ return 1`;
  * An end recorded from outside the run loop: never over a recorded end; ARGV[1] = '' (no guard),
  * 'unclaimed' (only while no owner) or 'owner' (only while ARGV[2] owns the run).
  */
-const GUARDED_END = `if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 0 end
+const GUARDED_END = `${SET_STATUS}
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 0 end
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if ARGV[1] == 'unclaimed' and owner then return 0 end
 if ARGV[1] == 'owner' and owner ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], 'status', ARGV[3], 'outcome', ARGV[3], 'reason', ARGV[4], 'finishedAt', ARGV[5])
+setStatus(KEYS[1], ARGV[3], ARGV[6])
+redis.call('HSET', KEYS[1], 'outcome', ARGV[3], 'reason', ARGV[4], 'finishedAt', ARGV[5])
 return 1`;
 /** Sets a pending call (ARGV[2] = field, ARGV[3] = JSON) while ARGV[1] owns the run ('' = no fence) and it has not ended. */
-const FENCED_SET_PENDING = `if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+const FENCED_SET_PENDING = `${SET_STATUS}
+if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[2], ARGV[3], 'status', 'awaiting_approval')
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+setStatus(KEYS[1], 'awaiting_approval', ARGV[4])
 return 1`;
 /** Removes a pending call while ARGV[1] owns the run; the status goes back to running when none is left. */
-const FENCED_CLEAR_PENDING = `if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+const FENCED_CLEAR_PENDING = `${SET_STATUS}
+if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 if redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 1 end
 for _, k in ipairs(redis.call('HKEYS', KEYS[1])) do
   if string.sub(k, 1, 8) == 'pending:' then return 1 end
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'status', 'running') end
+if redis.call('EXISTS', KEYS[1]) == 1 then setStatus(KEYS[1], 'running', ARGV[3]) end
 return 1`;
 /** Parks ARGV[1] until ARGV[2] unless the tenant has ARGV[3] parked runs (entries past ARGV[4] dropped first). */
 const RESERVE_PARKING = `redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[4])
@@ -184,12 +220,10 @@ export class RunStore {
   async create(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date, tenant = DEFAULT_TENANT): Promise<void> {
     const labels = 'labels' in spec && spec.labels ? { labels: JSON.stringify(spec.labels) } : {};
     const full = 'workspace' in spec ? { spec: JSON.stringify(spec) } : {};
-    await this.redis
-      .multi()
-      .hset(this.key(runId), { status: 'queued', tenant, task: spec.task, createdAt: now.toISOString(), ...labels, ...full })
-      .zadd(`${this.prefix}:runs`, now.getTime(), runId)
-      .zadd(this.tenantRunsKey(tenant), now.getTime(), runId)
-      .exec();
+    const fields = { tenant, task: spec.task, createdAt: now.toISOString(), ...labels, ...full };
+    const created = await this.redis.eval(CREATE, 1, this.key(runId), this.prefix, ...Object.entries(fields).flat());
+    if (created !== 1) return;
+    await this.redis.multi().zadd(`${this.prefix}:runs`, now.getTime(), runId).zadd(this.tenantRunsKey(tenant), now.getTime(), runId).exec();
   }
 
   /** The tenant a run belongs to; null when there is no such run. */
@@ -215,20 +249,16 @@ export class RunStore {
     return (await this.redis.eval(FENCED_CLAIM, lockKey ? 2 : 1, this.key(runId), ...(lockKey ? [lockKey] : []), owner)) === 1;
   }
 
-  /** Updates the run; with `fence`, only while that token owns it (false: discarded, another owns it). */
+  /** Updates the run (an existing record only); with `fence`, only while that token owns it (false: discarded). */
   async update(runId: string, u: RunUpdate, fence?: string): Promise<boolean> {
     const fields: Record<string, string> = {};
     for (const [k, v] of Object.entries(u)) {
-      if (v === undefined) continue;
+      if (v === undefined || k === 'status') continue;
       fields[k] = JSON_FIELDS.has(k) ? JSON.stringify(v) : String(v);
     }
     const flat = Object.entries(fields).flat();
-    if (!flat.length) return true;
-    if (fence === undefined) {
-      await this.redis.hset(this.key(runId), fields);
-      return true;
-    }
-    return (await this.redis.eval(FENCED_HSET, 1, this.key(runId), fence, ...flat)) === 1;
+    if (!flat.length && !u.status) return true;
+    return (await this.redis.eval(FENCED_HSET, 1, this.key(runId), fence ?? '', this.prefix, u.status ?? '', ...flat)) === 1;
   }
 
   /**
@@ -241,7 +271,7 @@ export class RunStore {
   async end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: 'unclaimed' | { fence: string }): Promise<boolean> {
     const mode = guard === undefined ? '' : guard === 'unclaimed' ? 'unclaimed' : 'owner';
     const fence = typeof guard === 'object' ? guard.fence : '';
-    const ok = (await this.redis.eval(GUARDED_END, 1, this.key(runId), mode, fence, outcome, reason, at.toISOString())) === 1;
+    const ok = (await this.redis.eval(GUARDED_END, 1, this.key(runId), mode, fence, outcome, reason, at.toISOString(), this.prefix)) === 1;
     if (ok) await this.expireFinished(runId);
     return ok;
   }
@@ -323,24 +353,14 @@ export class RunStore {
     return { runs, next: more && last ? encodeCursor(last) : null };
   }
 
-  /** How many runs are in each status (all tenants), from the newest `max` run records. */
-  async statusCounts(max = 50_000): Promise<Record<string, number>> {
-    const ids = await this.redis.zrevrange(`${this.prefix}:runs`, 0, max - 1);
-    const counts: Record<string, number> = {};
-    const gone: string[] = [];
-    for (let i = 0; i < ids.length; i += 1000) {
-      const chunk = ids.slice(i, i + 1000);
-      const pipe = this.redis.pipeline();
-      for (const id of chunk) pipe.hget(this.key(id), 'status');
-      const res = (await pipe.exec()) ?? [];
-      res.forEach(([err, status], j) => {
-        if (err) return;
-        if (typeof status === 'string') counts[status] = (counts[status] ?? 0) + 1;
-        else gone.push(chunk[j]!);
-      });
-    }
-    if (gone.length) await this.redis.zrem(`${this.prefix}:runs`, ...gone);
-    return counts;
+  /**
+   * How many runs are in each status now — all tenants, or one — from the counts every status change
+   * keeps (see SET_STATUS). Ended statuses count every run that ended since the counts began (records
+   * expire; the counts do not go down for that).
+   */
+  async statusCounts(tenant?: string): Promise<Record<string, number>> {
+    const h = await this.redis.hgetall(tenant === undefined ? `${this.prefix}:counts` : `${this.tenantRunsKey(tenant).replace(/:runs$/, ':counts')}`);
+    return Object.fromEntries(Object.entries(h).map(([k, v]) => [k, Math.max(0, Number(v))]));
   }
 
   /** Appends to the run's event stream; with `fence`, only while that token owns the run. */
@@ -395,12 +415,12 @@ export class RunStore {
    * owns the run. False: discarded (another attempt owns the run, or it has ended).
    */
   async setPending(runId: string, p: PendingApproval, fence?: string): Promise<boolean> {
-    return (await this.redis.eval(FENCED_SET_PENDING, 1, this.key(runId), fence ?? '', `pending:${p.callId}`, JSON.stringify(p))) === 1;
+    return (await this.redis.eval(FENCED_SET_PENDING, 1, this.key(runId), fence ?? '', `pending:${p.callId}`, JSON.stringify(p), this.prefix)) === 1;
   }
 
   /** Removes a pending call (status back to running when none is left); with `fence`, only while that token owns the run. */
   async clearPending(runId: string, callId: string, fence?: string): Promise<boolean> {
-    return (await this.redis.eval(FENCED_CLEAR_PENDING, 1, this.key(runId), fence ?? '', `pending:${callId}`)) === 1;
+    return (await this.redis.eval(FENCED_CLEAR_PENDING, 1, this.key(runId), fence ?? '', `pending:${callId}`, this.prefix)) === 1;
   }
 
   /**
@@ -461,6 +481,24 @@ export class RunStore {
     } finally {
       conn.disconnect();
     }
+  }
+
+  /**
+   * A reader that waits for a run's stream to grow (XREAD BLOCK) on its own connection — a blocked
+   * connection serves nothing else — so a live view is told of new events at once instead of polling.
+   * Close it when done.
+   */
+  streamWaiter(): { wait(runId: string, after: string, blockMs: number): Promise<boolean>; close(): void } {
+    const conn = this.redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: 1 });
+    conn.on('error', () => undefined); // the caller sees the failed wait
+    return {
+      wait: async (runId, after, blockMs) => {
+        const from = after === '0' ? '0-0' : after;
+        const r = await conn.xread('COUNT', 1, 'BLOCK', Math.max(1, Math.round(blockMs)), 'STREAMS', this.eventsKey(runId), from);
+        return r !== null && r.length > 0;
+      },
+      close: () => conn.disconnect(),
+    };
   }
 
   /** Counts one more time a worker found the Docker engine down for this run; returns the count. */

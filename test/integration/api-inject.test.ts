@@ -377,11 +377,13 @@ describe('operations', () => {
     }
   });
 
-  test('/metrics: Prometheus text with runs by status, queue depth and what workers aggregated', async () => {
-    const fx = await startApiFixture();
+  test('/metrics: a tenant sees its own runs and aggregates only; an operator sees every tenant and the queue', async () => {
+    const OPS = 'ops-token-0123456789abc';
+    const fx = await startApiFixture({ tokens: `acme=${TOKENS.acme},globex=${TOKENS.globex},ops=${OPS}`, deps: { operatorTenants: ['ops'] } });
     try {
       const a = await submit(fx, { task: 'm1' });
       await submit(fx, { task: 'm2' });
+      const g = await submit(fx, { task: 'g1' }, TOKENS.globex);
       await finish(fx, a.id);
       const observe = fx.metrics.observer(a.id);
       const base = { runId: a.id, ts: new Date().toISOString() };
@@ -392,24 +394,76 @@ describe('operations', () => {
       await observe({ ...base, seq: 5, type: 'tool.call', callId: 'c2', tool: 'nope', args: {} });
       await observe({ ...base, seq: 6, type: 'tool.result', callId: 'c2', tool: 'nope', ok: false, blocked: false, summary: 'unknown tool', ms: 1 });
       await observe({ ...base, seq: 7, type: 'run.finished', outcome: 'succeeded', finalAnswer: 'ok', reason: 'done', usage: { llmCalls: 1, toolCalls: 2, inputTokens: 1, outputTokens: 1, costUsd: 0, wallTimeMs: 42_000 } });
+      // globex's run: one model turn with a secret-looking cost, one denied call.
+      const og = fx.metrics.observer(g.id);
+      const gb = { runId: g.id, ts: new Date().toISOString() };
+      await og({ ...gb, seq: 1, type: 'model.response', turn: 1, content: null, toolCalls: [], usage: { inputTokens: 777, outputTokens: 55 }, costUsd: 1.25, ms: 1, model: 'm', finishReason: 'stop' });
+      await og({ ...gb, seq: 2, type: 'policy.decision', callId: 'g1', tool: 'bash', verdict: { decision: 'deny', static: { decision: 'deny', rule: 'r', reason: 'x' }, reason: 'x' } });
 
       expect((await fx.call('GET', '/metrics', { token: null })).status).toBe(401);
       const r = await fx.call('GET', '/metrics');
       expect(r.status).toBe(200);
       expect(r.headers['content-type']).toBe('text/plain; version=0.0.4; charset=utf-8');
-      const text = String(r.body);
-      expect(text).toContain('corral_runs{status="queued"} 1\n');
-      expect(text).toContain('corral_runs{status="succeeded"} 1\n');
-      expect(text).toContain(`corral_queue_jobs{queue="${fx.config.CORRAL_QUEUE}",state="waiting"} 2\n`);
-      expect(text).toContain('corral_runs_finished_total{outcome="succeeded"} 1\n');
-      expect(text).toContain('corral_run_duration_seconds_bucket{outcome="succeeded",le="30"} 0\n');
-      expect(text).toContain('corral_run_duration_seconds_bucket{outcome="succeeded",le="60"} 1\n');
-      expect(text).toContain('corral_run_duration_seconds_sum{outcome="succeeded"} 42\n');
-      expect(text).toContain('corral_sandbox_acquire_seconds_bucket{le="0.25"} 0\n');
-      expect(text).toContain('corral_sandbox_acquire_seconds_bucket{le="0.5"} 1\n');
-      expect(text).toContain('corral_sandbox_acquire_seconds_count 1\n');
-      expect(text).toContain('corral_tool_calls_total{decision="allow",by="policy"} 1\n');
-      expect(text).toContain('corral_tool_calls_total{decision="refused",by="none"} 1\n');
+      const acme = String(r.body);
+      expect(acme).toContain('# corral metrics of tenant acme only\n');
+      expect(acme).toContain('corral_runs{status="queued"} 1\n');
+      expect(acme).toContain('corral_runs{status="succeeded"} 1\n');
+      expect(acme).not.toContain('corral_queue_jobs'); // queue depth is every tenant's
+      expect(acme).toContain('corral_runs_finished_total{outcome="succeeded"} 1\n');
+      expect(acme).toContain('corral_run_duration_seconds_bucket{outcome="succeeded",le="30"} 0\n');
+      expect(acme).toContain('corral_run_duration_seconds_bucket{outcome="succeeded",le="60"} 1\n');
+      expect(acme).toContain('corral_run_duration_seconds_sum{outcome="succeeded"} 42\n');
+      expect(acme).toContain('corral_sandbox_acquire_seconds_bucket{le="0.25"} 0\n');
+      expect(acme).toContain('corral_sandbox_acquire_seconds_bucket{le="0.5"} 1\n');
+      expect(acme).toContain('corral_sandbox_acquire_seconds_count 1\n');
+      expect(acme).toContain('corral_tool_calls_total{decision="allow",by="policy"} 1\n');
+      expect(acme).toContain('corral_tool_calls_total{decision="refused",by="none"} 1\n');
+      // Nothing of globex's: not its run, its tokens, its cost or its denied call.
+      expect(acme).toContain('corral_tool_calls_total{decision="deny",by="policy"} 0\n');
+      expect(acme).toContain('corral_model_tokens_total{kind="input"} 0\n');
+      expect(acme).toContain('corral_model_cost_usd_total 0\n');
+
+      const globex = String((await fx.call('GET', '/metrics', { token: TOKENS.globex })).body);
+      expect(globex).toContain('corral_runs{status="queued"} 1\n');
+      expect(globex).toContain('corral_runs{status="succeeded"} 0\n');
+      expect(globex).toContain('corral_tool_calls_total{decision="allow",by="policy"} 0\n');
+      expect(globex).toContain('corral_tool_calls_total{decision="deny",by="policy"} 1\n');
+      expect(globex).toContain('corral_model_cost_usd_total 1.25\n');
+      expect(globex).toContain('corral_sandbox_acquire_seconds_count 0\n');
+
+      const ops = String((await fx.call('GET', '/metrics', { token: OPS })).body);
+      expect(ops).not.toContain('only');
+      expect(ops).toContain('corral_runs{status="queued"} 2\n');
+      expect(ops).toContain('corral_runs{status="succeeded"} 1\n');
+      expect(ops).toContain(`corral_queue_jobs{queue="${fx.config.CORRAL_QUEUE}",state="waiting"} 3\n`);
+      expect(ops).toContain('corral_tool_calls_total{decision="allow",by="policy"} 1\n');
+      expect(ops).toContain('corral_tool_calls_total{decision="deny",by="policy"} 1\n');
+      expect(ops).toContain('corral_model_tokens_total{kind="input"} 777\n');
+    } finally {
+      await fx.close();
+    }
+  });
+
+  test('/metrics status counts are kept as runs change, not scanned: every status write moves one count', async () => {
+    const fx = await startApiFixture();
+    try {
+      const ids = [await submit(fx, { task: 'c1' }), await submit(fx, { task: 'c2' }), await submit(fx, { task: 'c3' }, TOKENS.globex)].map((c) => c.id);
+      await fx.store.claim(ids[0]!, 'tok');
+      await fx.store.update(ids[0]!, { status: 'running' }, 'tok');
+      await fx.store.setPending(ids[0]!, { callId: 'k1', tool: 'bash', args: {}, reason: 'r', since: new Date().toISOString() }, 'tok');
+      expect(await fx.store.statusCounts()).toMatchObject({ queued: 2, running: 0, awaiting_approval: 1 });
+      await fx.store.clearPending(ids[0]!, 'k1', 'tok');
+      await fx.store.update(ids[0]!, { status: 'running' }, 'tok'); // same status again: no double count
+      expect(await fx.store.statusCounts('acme')).toMatchObject({ queued: 1, running: 1, awaiting_approval: 0 });
+      await fx.store.end(ids[0]!, 'failed', 'x', new Date());
+      await fx.store.end(ids[0]!, 'error', 'late', new Date()); // refused: ended already, counts unchanged
+      await fx.store.end(ids[2]!, 'cancelled', 'x', new Date());
+      expect(await fx.store.statusCounts()).toMatchObject({ queued: 1, running: 0, failed: 1, cancelled: 1 });
+      expect(await fx.store.statusCounts()).not.toHaveProperty('error');
+      expect(await fx.store.statusCounts('globex')).toMatchObject({ queued: 0, cancelled: 1 });
+      // An update of a run that has no record writes nothing (and counts nothing).
+      expect(await fx.store.update('run_nosuchrun1', { status: 'running' })).toBe(false);
+      expect(await fx.store.statusCounts()).toMatchObject({ running: 0 });
     } finally {
       await fx.close();
     }
@@ -418,7 +472,8 @@ describe('operations', () => {
 
 describe('SSE on a listening server', () => {
   test('history, then live events, heartbeat comments, resume with Last-Event-ID, end after run.finished', async () => {
-    const fx = await startApiFixture({ deps: { sseHeartbeatMs: 150, ssePollMs: 30 } });
+    // No polling: with a 10-minute wait, new events still arrive at once (XREAD BLOCK wakes on XADD).
+    const fx = await startApiFixture({ deps: { sseHeartbeatMs: 150, ssePollMs: 600_000 } });
     const url = await fx.app.listen({ host: '127.0.0.1', port: 0 });
     try {
       const { id } = await submit(fx, { task: 'sse' });

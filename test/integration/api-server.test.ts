@@ -13,7 +13,7 @@ import { startHarness, type Harness } from '../support/corral-harness';
 
 jest.setTimeout(120_000);
 
-const TOKENS = { acme: 'acme-server-token-0123', globex: 'globex-server-token-0123' };
+const TOKENS = { acme: 'acme-server-token-0123', globex: 'globex-server-token-0123', ops: 'ops-server-token-01234' };
 
 const agent = scriptedAgent({
   'SRV-COUNT': [
@@ -27,7 +27,10 @@ const agent = scriptedAgent({
 
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness('api-server', { chat: agent }, { CORRAL_API_TOKENS: `acme=${TOKENS.acme},globex=${TOKENS.globex}` });
+  h = await startHarness('api-server', { chat: agent }, {
+    CORRAL_API_TOKENS: `acme=${TOKENS.acme},globex=${TOKENS.globex},ops=${TOKENS.ops}`,
+    CORRAL_OPERATOR_TENANTS: 'ops',
+  });
 });
 afterAll(async () => {
   await h?.close();
@@ -187,7 +190,8 @@ test('/readyz checks Redis and Docker; /metrics counts the real runs; /healthz, 
 
   expect((await api('GET', '/metrics', { token: null })).status).toBe(401);
   const metrics = await api('GET', '/metrics');
-  const value = (series: string) => Number(new RegExp(`^${series.replace(/[{}"=+.]/g, (c) => `\\${c}`)} (\\S+)$`, 'm').exec(metrics.text)?.[1] ?? NaN);
+  const sample = (text: string, series: string) => Number(new RegExp(`^${series.replace(/[{}"=+.]/g, (c) => `\\${c}`)} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  const value = (series: string) => sample(metrics.text, series);
   // Other test files share this Redis: at least what this file's runs added.
   expect(value('corral_runs_finished_total{outcome="succeeded"}')).toBeGreaterThanOrEqual(1);
   expect(value('corral_runs_finished_total{outcome="cancelled"}')).toBeGreaterThanOrEqual(1);
@@ -195,6 +199,18 @@ test('/readyz checks Redis and Docker; /metrics counts the real runs; /healthz, 
   expect(value('corral_sandbox_acquire_seconds_count')).toBeGreaterThanOrEqual(2);
   expect(value('corral_run_duration_seconds_count{outcome="succeeded"}')).toBeGreaterThanOrEqual(1);
   expect(value('corral_model_calls_total')).toBeGreaterThanOrEqual(3);
-  expect(value(`corral_queue_jobs{queue="${h.config.CORRAL_QUEUE}",state="waiting"}`)).toBe(0);
   expect(value('corral_runs{status="succeeded"}')).toBeGreaterThanOrEqual(1);
+  // A tenant sees its own numbers and not the queue, which is shared by every tenant.
+  expect(metrics.text).toContain('# corral metrics of tenant acme only');
+  expect(metrics.text).not.toContain('corral_queue_jobs');
+  // Another tenant gets its own scope, not acme's.
+  const globex = await api('GET', '/metrics', { token: TOKENS.globex });
+  expect(globex.text).toContain('# corral metrics of tenant globex only');
+  // The operator sees the queue and everyone's runs.
+  const ops = await api('GET', '/metrics', { token: TOKENS.ops });
+  expect(ops.status).toBe(200);
+  expect(ops.text).not.toContain('of tenant');
+  const opsValue = (series: string) => sample(ops.text, series);
+  expect(opsValue(`corral_queue_jobs{queue="${h.config.CORRAL_QUEUE}",state="waiting"}`)).toBe(0);
+  expect(opsValue('corral_runs_finished_total{outcome="succeeded"}')).toBeGreaterThanOrEqual(value('corral_runs_finished_total{outcome="succeeded"}'));
 });
