@@ -164,6 +164,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const worker = await startWorker({
         config, sandboxes, store, metrics, workerId, clock: Date.now, log,
         modelFor: withReplays(config, models.modelFor),
+        policyNames: [...policies.keys()],
         gateFor: (approvals) => new PolicyGate({ policies, approvals, ...(classifier ? { classifier } : {}) }),
         queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,
         sandboxReady: () => sandboxes.ping(), dockerRetries: config.CORRAL_DOCKER_RETRIES, dockerBackoffMs: config.CORRAL_DOCKER_BACKOFF_MS,

@@ -6,12 +6,9 @@
  */
 import type { FastifyReply } from 'fastify';
 import type { z } from 'zod';
-import { CorralError, InvalidInputError } from '../domain/errors';
+import { CorralError, InvalidInputError, flattenIssues, type Issue } from '../domain/errors';
 
-export interface Issue {
-  path: Array<string | number>;
-  message: string;
-}
+export { flattenIssues, type Issue } from '../domain/errors';
 
 export class HttpError extends Error {
   constructor(
@@ -27,27 +24,6 @@ export class HttpError extends Error {
 }
 
 const STATUS: Record<string, number> = { invalid_input: 400, not_found: 404, conflict: 409, limit_exceeded: 400, cancelled: 409, path_refused: 400 };
-
-type ZodIssue = z.core.$ZodIssue;
-
-/** zod issues as {path, message}: record-key issues carry their inner messages, unknown keys one issue each. */
-export function flattenIssues(issues: readonly ZodIssue[], base: Array<string | number> = []): Issue[] {
-  const out: Issue[] = [];
-  for (const i of issues) {
-    const path = [...base, ...i.path.map((p) => (typeof p === 'number' ? p : String(p)))];
-    if (i.code === 'unrecognized_keys') {
-      for (const k of i.keys) out.push({ path: [...path, k], message: 'unknown field (not in the schema)' });
-    } else if (i.code === 'invalid_key' || i.code === 'invalid_element') {
-      const inner = flattenIssues(i.issues, path);
-      out.push(...(inner.length ? inner : [{ path, message: i.message }]));
-    } else if (i.code === 'invalid_union' && i.errors.length === 1) {
-      out.push(...flattenIssues(i.errors[0]!, path));
-    } else {
-      out.push({ path, message: i.message });
-    }
-  }
-  return out;
-}
 
 export function dotted(path: ReadonlyArray<string | number>): string {
   return path.map(String).join('.');

@@ -5,6 +5,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { admitSpec } from '../domain/admit-spec';
 import type { BudgetName } from '../domain/events';
 import { CorralError, InvalidInputError, NotFoundError } from '../domain/errors';
 import { RunSpec } from '../domain/run-spec';
@@ -21,6 +22,7 @@ import {
 } from './schemas';
 import { planRun, RunPlan } from './run-plan';
 import { checkReplaySource, checkSpec, createRun, submitRun } from './submit-run';
+import { toolsFor } from '../tools/registry';
 
 const LIST_TASK_CHARS = 500;
 
@@ -174,6 +176,8 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     const spec = await deps.store.getSpec(id);
     if (!spec) throw new NotFoundError(`the spec of run ${id} is not stored (it was not submitted through this API, or it expired)`);
     const replayOf = spec.replayOf ?? id;
+    // Admitted again: the server's policies and maxima may have changed since the run was submitted.
+    await admitSpec(spec, { config: deps.config, policyNames: deps.policyNames, toolNames: toolsFor(deps.config).map((t) => t.name), label: `the spec of run ${id}: ` });
     await checkReplaySource(deps, replayOf);
     const newId = deps.newRunId();
     await createRun(deps, req.tenant, newId, { ...spec, replayOf });

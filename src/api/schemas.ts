@@ -4,12 +4,13 @@
  * type at compile time so the two cannot drift apart).
  */
 import { z } from 'zod';
+import { ERROR_CODES } from '../domain/errors';
 import { RUN_OUTCOMES, type RunStatus } from '../domain/events';
+import { RUN_ID } from '../domain/run-id';
 import { NOT_EXPORTED_CODES, REVIEW_RULES } from '../domain/sandbox';
 import type { RunView } from '../queue/run-store';
 
 export const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'awaiting_approval', 'awaiting_children', ...RUN_OUTCOMES];
-const RUN_ID = /^run_[A-Za-z0-9_-]{6,64}$/;
 
 export const RunParams = z.object({ id: z.string().regex(RUN_ID, 'is not a run id').meta({ description: 'run id (run_…)' }) });
 export const ApprovalParams = RunParams.extend({ callId: z.string().min(1).max(200).meta({ description: 'the pending call id (pendingApprovals[].callId), or "memory"' }) });
@@ -113,6 +114,7 @@ export const RunViewDoc = z.object({
   workerId: z.string().optional(),
   containerId: z.string().optional(),
   outcome: z.enum(RUN_OUTCOMES as [RunStatus, ...RunStatus[]]).optional(),
+  errorCode: z.enum(ERROR_CODES).optional().meta({ description: 'for a run that did not succeed, the class of its end: limit_exceeded (a budget or the wall time), policy_refused, run_failed (the task was not done), cancelled, or for an error the code of what broke (sandbox_unavailable, sandbox_failed, model_failed, invalid_input, worker_lost — its worker died —, internal, …)' }),
   finalAnswer: z.string().nullable().optional(),
   reason: z.string().optional(),
   usage: Usage.optional(),

@@ -1,22 +1,18 @@
 /**
- * Submitting a run: everything a body must pass before a job exists (the RunSpec schema, the
- * server's resource maxima, a known policy, a valid task contract, a replayOf run of the same tenant,
- * an uploaded workspace tar checked entry by entry), then the idempotency key, then the tenant's
+ * Submitting a run: everything a body must pass before a job exists (the RunSpec schema, then
+ * admitSpec — the same admission the worker applies to every job — then a replayOf run of the same
+ * tenant that has model turns), then the idempotency key, then the tenant's
  * limits, then the run record and the job. Nothing malformed reaches a worker.
  */
 import type { Queue } from 'bullmq';
 import type { Config } from '../config';
 import { CorralError, InvalidInputError } from '../domain/errors';
-import { RunSpec, WorkspacePath } from '../domain/run-spec';
-import { contractForSpec } from '../domain/task-contract';
+import { admitSpec } from '../domain/admit-spec';
+import { RunSpec } from '../domain/run-spec';
 import { hashJson, type IdempotencyStore } from '../queue/idempotency';
 import { enqueueRun } from '../queue/run-queue';
 import type { RunStore } from '../queue/run-store';
 import type { TenantQuota } from '../queue/tenant-quota';
-import { readCheckedTar } from '../sandbox/archive';
-import { checkBudgets } from '../run/budget-limits';
-import { checkEgressAllow } from '../sandbox/egress-allowlist';
-import { resolveLimits } from '../sandbox/limits';
 import { toolsFor } from '../tools/registry';
 import { HttpError, parseInput } from './http-errors';
 import { runLinks } from './run-links';
@@ -51,38 +47,15 @@ export async function checkReplaySource(deps: Pick<SubmitDeps, 'store'>, runId: 
   }
 }
 
-/** Parses and checks a body as a RunSpec of `tenant`; every failure is a 400 naming its field. */
+/** Parses and checks a body as a RunSpec of `tenant` (admitSpec, then its replayOf run); every failure is a 400 naming its field. */
 export async function checkSpec(deps: SubmitDeps, body: unknown, tenant: string): Promise<RunSpec> {
   const spec = parseInput(RunSpec, body, 'body');
-  const limits = resolveLimits(spec.limits, deps.config);
-  checkBudgets(spec.budgets, deps.config);
-  checkEgressAllow(spec.egress.allow, deps.config);
-  if (!deps.policyNames.includes(spec.policy)) {
-    throw new InvalidInputError(`body: policy: unknown policy "${spec.policy}" (this server has: ${deps.policyNames.join(', ')})`, 'policy');
-  }
-  contractForSpec(spec, toolsFor(deps.config).map((t) => t.name));
+  await admitSpec(spec, { config: deps.config, policyNames: deps.policyNames, toolNames: toolsFor(deps.config).map((t) => t.name), label: 'body: ' });
   if (spec.replayOf) {
     if ((await deps.store.tenantOf(spec.replayOf)) !== tenant) throw new InvalidInputError(`body: replayOf: no run with id ${spec.replayOf}`, 'replayOf');
     await checkReplaySource(deps, spec.replayOf);
   }
-  if (spec.workspace.tarBase64 !== undefined) await checkTar(spec.workspace.tarBase64, limits.workspaceMb);
   return spec;
-}
-
-/** The uploaded workspace, checked like any archive the sandbox would take, and its names like inline files'. */
-async function checkTar(b64: string, workspaceMb: number): Promise<void> {
-  const field = 'workspace.tarBase64';
-  let entries;
-  try {
-    ({ entries } = await readCheckedTar(Buffer.from(b64, 'base64'), { maxBytes: workspaceMb * 1024 * 1024, maxEntries: 50_000 }));
-  } catch (err) {
-    if (err instanceof CorralError) throw new InvalidInputError(`body: ${field}: ${err.message}`, field);
-    throw err;
-  }
-  for (const e of entries) {
-    const r = WorkspacePath.safeParse(e.path);
-    if (!r.success) throw new InvalidInputError(`body: ${field}: entry ${JSON.stringify(e.path.slice(0, 200))}: ${r.error.issues.map((i) => i.message).join('; ')}`, field);
-  }
 }
 
 /**

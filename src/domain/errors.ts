@@ -2,20 +2,27 @@
  * corral's error tree. Expected outcomes (a non-zero exit, a policy denial, bad tool JSON) are
  * values, not errors; these are for broken input, broken infrastructure and bugs. Each has a stable
  * `code`, mapped at three boundaries: dockerode → SandboxError, openai → ModelError, and ours →
- * HTTP status (api/) or BullMQ UnrecoverableError (worker/).
+ * HTTP status (api/) or JobFailure (worker/: an UnrecoverableError that keeps the code and cause).
  */
-export type ErrorCode =
-  | 'invalid_input'
-  | 'not_found'
-  | 'conflict'
-  | 'limit_exceeded'
-  | 'sandbox_unavailable'
-  | 'sandbox_failed'
-  | 'path_refused'
-  | 'model_failed'
-  | 'policy_invalid'
-  | 'cancelled'
-  | 'internal';
+import type { z } from 'zod';
+
+export const ERROR_CODES = [
+  'invalid_input',
+  'not_found',
+  'conflict',
+  'limit_exceeded',
+  'sandbox_unavailable',
+  'sandbox_failed',
+  'path_refused',
+  'model_failed',
+  'policy_invalid',
+  'policy_refused',
+  'run_failed',
+  'worker_lost',
+  'cancelled',
+  'internal',
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
 
 export class CorralError extends Error {
   constructor(
@@ -56,15 +63,56 @@ export class ModelError extends CorralError {
   }
 }
 
+/**
+ * The code a run's end carries outside the run (its job's failure, GET /v1/runs/:id `errorCode`):
+ * budgets and wall time → limit_exceeded, the policy's abort → policy_refused, a task judged failed →
+ * run_failed, an error → the code of what broke (internal when it was not one of ours).
+ */
+export function codeForOutcome(outcome: string, errorCode?: ErrorCode): ErrorCode {
+  switch (outcome) {
+    case 'cancelled': return 'cancelled';
+    case 'budget_exhausted':
+    case 'timed_out': return 'limit_exceeded';
+    case 'policy_aborted': return 'policy_refused';
+    case 'failed': return 'run_failed';
+    default: return errorCode ?? 'internal';
+  }
+}
+
 export class CancelledError extends CorralError {
   constructor(message = 'the run was cancelled') {
     super('cancelled', message);
   }
 }
 
-/** Formats a zod error as "field: message; field: message" naming each offending path. */
-export function describeZodIssues(issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }>): { message: string; field?: string } {
-  const parts = issues.map((i) => `${i.path.length ? i.path.map(String).join('.') : '(body)'}: ${i.message}`);
-  const first = issues[0];
-  return { message: parts.join('; '), field: first && first.path.length ? first.path.map(String).join('.') : undefined };
+export interface Issue {
+  path: Array<string | number>;
+  message: string;
+}
+
+/** zod issues as {path, message}: record-key issues carry their inner messages, unknown keys one issue each. */
+export function flattenIssues(issues: readonly z.core.$ZodIssue[], base: Array<string | number> = []): Issue[] {
+  const out: Issue[] = [];
+  for (const i of issues) {
+    const path = [...base, ...i.path.map((p) => (typeof p === 'number' ? p : String(p)))];
+    if (i.code === 'unrecognized_keys') {
+      for (const k of i.keys) out.push({ path: [...path, k], message: 'unknown field (not in the schema)' });
+    } else if (i.code === 'invalid_key' || i.code === 'invalid_element') {
+      const inner = flattenIssues(i.issues, path);
+      out.push(...(inner.length ? inner : [{ path, message: i.message }]));
+    } else if (i.code === 'invalid_union' && i.errors.length === 1) {
+      out.push(...flattenIssues(i.errors[0]!, path));
+    } else {
+      out.push({ path, message: i.message });
+    }
+  }
+  return out;
+}
+
+/** Formats a zod error as "field: message; field: message" naming each offending path (flattenIssues). */
+export function describeZodIssues(issues: readonly z.core.$ZodIssue[]): { message: string; field?: string } {
+  const flat = flattenIssues(issues);
+  const parts = flat.map((i) => `${i.path.length ? i.path.map(String).join('.') : '(body)'}: ${i.message}`);
+  const first = flat.find((i) => i.path.length);
+  return { message: parts.join('; '), field: first ? first.path.map(String).join('.') : undefined };
 }

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { MAX_NAME_LENGTH, parseEgressEntry } from './egress-rules';
+import { RunId } from './run-id';
 import { ParentLink } from './subrun';
 import { TaskContractJson } from './task-contract';
 
@@ -21,7 +22,7 @@ export const WorkspacePath = z
   .min(1)
   .max(1024)
   .refine((p) => !p.startsWith('/'), 'must be relative to /workspace')
-  .refine((p) => !p.split('/').some((s) => s === '..' || s === ''), 'must not contain ".." or empty segments')
+  .refine((p) => !p.split('/').some((s) => s === '..' || s === '.' || s === ''), 'must not contain ".", ".." or empty segments')
   .refine((p) => !p.includes('\0'), 'must not contain NUL')
   // eslint-disable-next-line no-control-regex
   .refine((p) => !/[\x00-\x1f\x7f]/.test(p), 'must not contain control characters')
@@ -162,7 +163,7 @@ export const RunSpec = z
       .strict()
       .optional(),
     /** Re-run with the model turns of this finished run (from its log on the worker): no model is called. */
-    replayOf: z.string().regex(/^run_[A-Za-z0-9_-]{6,64}$/, 'must be a run id').optional(),
+    replayOf: RunId.optional(),
     /** Overrides the configured model name for this run. */
     model: z.string().min(1).max(200).optional(),
     /** Per-turn model choice between a strong and a cheap model (overrides the server's CORRAL_ROUTING_*). */
@@ -182,5 +183,5 @@ export type RunSpecInput = z.input<typeof RunSpec>;
  * Job data on the queue: the validated spec plus the id the API assigned. `parent` is set only on the
  * child runs a worker submits for a parent's `delegate` call (see domain/subrun.ts).
  */
-export const RunJob = z.object({ runId: z.string().regex(/^run_[A-Za-z0-9_-]{6,64}$/), spec: RunSpec, parent: ParentLink.optional() }).strict();
+export const RunJob = z.object({ runId: RunId, spec: RunSpec, parent: ParentLink.optional() }).strict();
 export type RunJob = z.infer<typeof RunJob>;

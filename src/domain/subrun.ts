@@ -15,8 +15,8 @@
  */
 import { z } from 'zod';
 import { RUN_OUTCOMES, type RunOutcome } from './events';
+import { RUN_ID } from './run-id';
 
-const RUN_ID = /^run_[A-Za-z0-9_-]{6,64}$/;
 
 export const SheetBudgets = z
   .object({

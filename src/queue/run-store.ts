@@ -13,9 +13,10 @@
  */
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { CorralError, InvalidInputError, NotFoundError } from '../domain/errors';
+import { CorralError, InvalidInputError, NotFoundError, codeForOutcome, type ErrorCode } from '../domain/errors';
 import type { LiveDelta, RunEvent, RunOutcome, RunStatus, RunUsage } from '../domain/events';
 import type { RiskLevel } from '../domain/gate';
+import { RUN_ID_BODY } from '../domain/run-id';
 import type { RunSpec } from '../domain/run-spec';
 import type { NotExported, ReviewFlag } from '../domain/sandbox';
 
@@ -62,6 +63,8 @@ export interface RunView {
   workerId?: string;
   containerId?: string;
   outcome?: RunOutcome;
+  /** For a run that did not succeed: the class of its end (codeForOutcome), stable for programs to branch on. */
+  errorCode?: ErrorCode;
   finalAnswer?: string | null;
   reason?: string;
   usage?: RunUsage;
@@ -76,7 +79,7 @@ export interface RunView {
 
 /** The fields a worker (or the API, for cancel) writes as a run goes. */
 export type RunUpdate = Partial<Pick<RunView,
-  'status' | 'startedAt' | 'finishedAt' | 'workerId' | 'containerId' | 'outcome' | 'finalAnswer' | 'reason' | 'usage' | 'reportPath' | 'logPath' | 'artifacts' | 'workspace'>>;
+  'status' | 'startedAt' | 'finishedAt' | 'workerId' | 'containerId' | 'outcome' | 'errorCode' | 'finalAnswer' | 'reason' | 'usage' | 'reportPath' | 'logPath' | 'artifacts' | 'workspace'>>;
 
 export interface ApprovalAnswer {
   approved: boolean;
@@ -161,6 +164,7 @@ if ARGV[1] == 'unclaimed' and owner then return 0 end
 if ARGV[1] == 'owner' and owner ~= ARGV[2] then return 0 end
 setStatus(KEYS[1], ARGV[3], ARGV[6])
 redis.call('HSET', KEYS[1], 'outcome', ARGV[3], 'reason', ARGV[4], 'finishedAt', ARGV[5])
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'errorCode', ARGV[7]) end
 return 1`;
 /** Sets a pending call (ARGV[2] = field, ARGV[3] = JSON) while ARGV[1] owns the run ('' = no fence) and it has not ended. */
 const FENCED_SET_PENDING = `${SET_STATUS}
@@ -266,12 +270,13 @@ export class RunStore {
    * start): status and outcome, the reason, finishedAt; then the finished run's expiry. Never over an
    * end already recorded. `guard`: 'unclaimed' — only while no worker has claimed the run (a cancel
    * before the start must not overwrite a run a worker just took); a token — only while that token
-   * owns the run. False: nothing written.
+   * owns the run. False: nothing written. `code`: what broke, for an `error` end (see codeForOutcome).
    */
-  async end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: 'unclaimed' | { fence: string }): Promise<boolean> {
+  async end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: 'unclaimed' | { fence: string }, code?: ErrorCode): Promise<boolean> {
     const mode = guard === undefined ? '' : guard === 'unclaimed' ? 'unclaimed' : 'owner';
     const fence = typeof guard === 'object' ? guard.fence : '';
-    const ok = (await this.redis.eval(GUARDED_END, 1, this.key(runId), mode, fence, outcome, reason, at.toISOString(), this.prefix)) === 1;
+    const errorCode = outcome === 'succeeded' ? '' : codeForOutcome(outcome, code);
+    const ok = (await this.redis.eval(GUARDED_END, 1, this.key(runId), mode, fence, outcome, reason, at.toISOString(), this.prefix, errorCode)) === 1;
     if (ok) await this.expireFinished(runId);
     return ok;
   }
@@ -521,7 +526,7 @@ function encodeCursor(c: { id: string; score: number }): string {
 
 /** Throws InvalidInputError naming `cursor` for anything that is not a cursor this store wrote. */
 function decodeCursor(cursor: string): { id: string; score: number } {
-  const m = /^(\d{1,16}):(run_[A-Za-z0-9_-]{6,64})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  const m = new RegExp(`^(\\d{1,16}):(${RUN_ID_BODY})$`).exec(Buffer.from(cursor, 'base64url').toString('utf8'));
   if (!m) throw new InvalidInputError('query: cursor: is not a cursor from a previous page', 'cursor');
   return { score: Number(m[1]), id: m[2]! };
 }

@@ -18,7 +18,7 @@
  * the task sheets; the caller starts the sub-runs and later calls the loop again with `resume` (that
  * state and the sub-runs' results), and the loop goes on from the next turn as if it had not stopped.
  */
-import { CancelledError, CorralError } from '../domain/errors';
+import { CancelledError, CorralError, type ErrorCode } from '../domain/errors';
 import type { BudgetName, Emit, RunOutcome, RunUsage } from '../domain/events';
 import type { Gate } from '../domain/gate';
 import type { ChatMessage, Model, ModelDelta } from '../domain/model';
@@ -112,6 +112,8 @@ export interface RunLoopEnd {
   usage: RunUsage;
   /** Set when a budget ended the run. */
   budgetExceeded?: BudgetName;
+  /** Set when an error ended the run: its code and the error. */
+  error?: { code: ErrorCode; cause?: unknown };
 }
 
 /** The loop stopped to wait for sub-runs: start them, then call the loop again with `resume`. */
@@ -141,6 +143,8 @@ class Stop {
     readonly outcome: RunOutcome,
     readonly reason: string,
     readonly budget?: BudgetName,
+    /** For an error stop: the code of what broke, and the error itself. */
+    readonly error?: { code: ErrorCode; cause?: unknown },
   ) {}
 }
 
@@ -193,13 +197,13 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
       return new Stop('cancelled', typeof why === 'string' ? `the run was cancelled (${why})` : 'the run was cancelled');
     }
     if (err instanceof CancelledError) return new Stop('cancelled', 'the run was cancelled');
-    if (err instanceof CorralError) return new Stop('error', `${err.code}: ${err.message}`);
+    if (err instanceof CorralError) return new Stop('error', `${err.code}: ${err.message}`, undefined, { code: err.code, cause: err });
     throw err;
   };
   /** Counts a tool result into the streaks, the evidence and the routing signals; may stop the run. */
   const observeResult = (name: string, kind: CallKind, content: string, turnSignals: TurnSignals) => {
     malformed = kind === 'malformed' ? malformed + 1 : 0;
-    if (malformed >= MAX_MALFORMED_IN_A_ROW) throw new Stop('error', `the model sent ${malformed} malformed tool calls in a row`);
+    if (malformed >= MAX_MALFORMED_IN_A_ROW) throw new Stop('error', `the model sent ${malformed} malformed tool calls in a row`, undefined, { code: 'model_failed' });
     blocked = kind === 'blocked' || kind === 'refused' ? blocked + 1 : kind === 'malformed' ? blocked : 0;
     if (blocked >= MAX_BLOCKED_IN_A_ROW) throw new Stop('policy_aborted', `${blocked} tool calls in a row were blocked by the policy; the run was stopped`);
     if (kind === 'failed') turnSignals.failedTool = true;
@@ -355,7 +359,7 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
 
   if (suspension && !stop) return suspension;
   const usage = meter.finish();
-  if (stop) return { outcome: stop.outcome, finalAnswer: null, reason: stop.reason, usage, ...(stop.budget ? { budgetExceeded: stop.budget } : {}) };
+  if (stop) return { outcome: stop.outcome, finalAnswer: null, reason: stop.reason, usage, ...(stop.budget ? { budgetExceeded: stop.budget } : {}), ...(stop.error ? { error: stop.error } : {}) };
   const reason = checks.length ? `the model gave its final answer and all ${checks.length} done check(s) passed` : 'the model gave its final answer';
   return { outcome: 'succeeded', finalAnswer, reason, usage };
 }

@@ -10,10 +10,12 @@
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config';
-import { CorralError, InvalidInputError, describeZodIssues } from '../domain/errors';
+import { admitSpec, type Admitted } from '../domain/admit-spec';
+import { CorralError, InvalidInputError, codeForOutcome, describeZodIssues, type ErrorCode } from '../domain/errors';
 import type { RunEvent, RunEventBody, RunOutcome, RunUsage } from '../domain/events';
 import type { Gate } from '../domain/gate';
 import type { Model } from '../domain/model';
+import { isRunId } from '../domain/run-id';
 import { RunJob, type RunBudgets, type RunSpec } from '../domain/run-spec';
 import type { ResultSheet } from '../domain/subrun';
 import type { EgressSummary, LeasedSandbox, SandboxProvider, WorkspaceExport } from '../domain/sandbox';
@@ -27,10 +29,6 @@ import { buildReport } from '../report/report-markdown';
 import { runAgentLoop, type DelegationResult, type Prices } from '../run/agent-loop';
 import type { LoopState } from '../run/loop-state';
 import { routingFor } from '../run/model-router';
-import { checkBudgets } from '../run/budget-limits';
-import { resolveLimits } from '../sandbox/limits';
-import { checkEgressAllow } from '../sandbox/egress-allowlist';
-import { contractForSpec } from '../domain/task-contract';
 import { renderMemory } from '../run/memory';
 import { loadWorkspaceContext, renderWorkspaceContext } from '../run/workspace-context';
 import { toolsFor } from '../tools/registry';
@@ -51,6 +49,8 @@ export interface RunProcessorDeps {
   store: RunStore;
   /** The model for a run (spec.model overrides the configured one). */
   modelFor: (spec: RunSpec) => Model;
+  /** The policies this worker's gates have: a job naming another is refused before it runs. */
+  policyNames: readonly string[];
   /** A gate for one run, asking humans through the given approval port. */
   gateFor: (approvals: ApprovalPort) => Gate;
   workerId: string;
@@ -72,6 +72,8 @@ export interface RunSummary {
   logPath: string;
   /** A sub-run's result sheet: its job's return value, which its parent reads. */
   sheet?: ResultSheet;
+  /** For an `error` end: the code of what broke (internal when it was not a CorralError). */
+  errorCode?: ErrorCode;
 }
 
 /** The run gave up its slot to wait for its sub-runs: the worker moves its job to waiting-children. */
@@ -87,10 +89,14 @@ class EarlyEnd {
 }
 
 
-/** Raised for a run that ended failed/cancelled: its reason is the job's failure reason. */
+/**
+ * Raised for a run that ended other than succeeded: its reason is the job's failure reason, its code
+ * the class of the end (a budget → limit_exceeded, an error → the code of what broke), its cause the
+ * error that ended it, if one did.
+ */
 export class RunEndedError extends CorralError {
-  constructor(readonly summary: RunSummary) {
-    super(summary.outcome === 'cancelled' ? 'cancelled' : 'internal', `run ${summary.outcome}: ${summary.reason}`);
+  constructor(readonly summary: RunSummary, cause?: unknown) {
+    super(codeForOutcome(summary.outcome, summary.errorCode), `run ${summary.outcome}: ${summary.reason}`, { outcome: summary.outcome }, cause === undefined ? undefined : { cause });
   }
 }
 
@@ -114,7 +120,7 @@ export function pricesFor(config: Config, model: string): Prices {
 /** Reads a run id out of job data that failed validation, so the failure can still be recorded. */
 function salvageRunId(data: unknown): string | undefined {
   const id = (data as { runId?: unknown } | null)?.runId;
-  return typeof id === 'string' && /^run_[A-Za-z0-9_-]{6,64}$/.test(id) ? id : undefined;
+  return isRunId(id) ? id : undefined;
 }
 
 /** A summary from the run's egress path as the event that logs it. */
@@ -145,7 +151,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     const runId = salvageRunId(data);
     if (runId) {
       await store.ensure(runId, { task: '(malformed job)' }, new Date(clock()));
-      await store.end(runId, 'error', reason, new Date(clock()));
+      await store.end(runId, 'error', reason, new Date(clock()), undefined, 'invalid_input');
     }
     throw new InvalidInputError(reason);
   }
@@ -155,6 +161,18 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   const previous = await store.get(runId);
   if (previous?.finishedAt) {
     throw new InvalidInputError(`run ${runId} already ended (${previous.status} at ${previous.finishedAt}); a run is executed once — submit a new run or replay this one`);
+  }
+  // The admission the API applies, again: a producer may have written this job straight to the queue,
+  // or the server's configuration changed since it was submitted. Refused: nothing runs, the record says why.
+  let admitted: Admitted;
+  try {
+    admitted = await admitSpec(spec, { config, policyNames: deps.policyNames, toolNames: toolsFor(config).map((t) => t.name) });
+  } catch (err) {
+    if (!(err instanceof InvalidInputError)) throw err;
+    const reason = `not admitted: ${err.message}`;
+    await store.ensure(runId, spec, new Date(clock()));
+    await store.end(runId, 'error', reason, new Date(clock()), undefined, 'invalid_input');
+    throw new InvalidInputError(reason, err.field);
   }
   const runDir = resolve(config.CORRAL_DATA_DIR, 'runs', runId);
   mkdirSync(runDir, { recursive: true });
@@ -171,7 +189,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     if (resumeFrom) prior = readJsonl(logPath);
   } catch (err) {
     const reason = `cannot resume: ${(err as Error).message}`;
-    await store.end(runId, 'error', reason, new Date(clock()));
+    await store.end(runId, 'error', reason, new Date(clock()), undefined, err instanceof CorralError ? err.code : 'internal');
     throw new InvalidInputError(reason);
   }
   // A run started again after a crash starts a fresh log; the crashed attempt's log is kept beside it.
@@ -254,6 +272,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
 
   let outcome: RunOutcome;
   let reason: string;
+  /** For an error end: the code of what broke, and the error itself (the job failure's cause). */
+  let errorCode: ErrorCode = 'internal';
+  let endCause: unknown;
   let finalAnswer: string | null = null;
   let usage: RunUsage = { llmCalls: 0, toolCalls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 };
   const artifacts: RunArtifact[] = [];
@@ -275,10 +296,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     }
   };
   try {
-    const limits = resolveLimits(spec.limits, config);
-    checkBudgets(spec.budgets, config);
-    checkEgressAllow(spec.egress.allow, config);
-    const contract = contractForSpec(spec, toolsFor(config).map((t) => t.name));
+    const { limits, contract } = admitted;
     checks = contract.doneMeans.filter((d) => d.kind === 'check').length;
     const depth = parent?.depth ?? 0;
     const specTar = spec.workspace.tarBase64 ? Buffer.from(spec.workspace.tarBase64, 'base64') : undefined;
@@ -355,6 +373,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       inPlace = null;
       if (result.outcome !== 'suspended') {
         ({ outcome, reason, finalAnswer, usage } = result);
+        if (result.error) ({ code: errorCode, cause: endCause } = result.error);
         break;
       }
       // The turn delegated: copy the workspace, start the sub-runs, give up the slot and the sandbox.
@@ -406,6 +425,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     } else {
       if (!(err instanceof CorralError)) log('run crashed', { runId, error: (err as Error).stack ?? String(err) });
       outcome = runSignal.aborted ? 'cancelled' : 'error';
+      errorCode = err instanceof CorralError ? err.code : 'internal';
+      endCause = err;
       reason = runSignal.aborted ? cancelReason(runSignal) : err instanceof CorralError ? `${err.code}: ${err.message}` : `internal error: ${(err as Error).message}`;
     }
     usage = { ...usage, wallTimeMs: clock() - t0 };
@@ -419,16 +440,17 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   // The workspace copies made for sub-runs are not needed once the run has ended.
   for (const f of readdirSync(runDir)) if (/^checkpoint-[0-9]+\.(tar|patch)$/.test(f)) rmSync(join(runDir, f), { force: true });
   await Promise.all(redisWrites);
-  if (await update({ status: outcome, outcome, reason, finalAnswer, usage, artifacts, ...(exportSummary ? { workspace: exportSummary } : {}), finishedAt: now().toISOString() })) {
+  const code = outcome === 'succeeded' ? undefined : codeForOutcome(outcome, errorCode);
+  if (await update({ status: outcome, outcome, ...(code ? { errorCode: code } : {}), reason, finalAnswer, usage, artifacts, ...(exportSummary ? { workspace: exportSummary } : {}), finishedAt: now().toISOString() })) {
     await store.expireFinished(runId);
   }
   log('run finished', { runId, outcome, reason, llmCalls: usage.llmCalls, toolCalls: usage.toolCalls });
-  const summary: RunSummary = { runId, outcome, reason, finalAnswer, reportPath, logPath };
+  const summary: RunSummary = { runId, outcome, reason, finalAnswer, reportPath, logPath, ...(outcome === 'error' ? { errorCode } : {}) };
   if (parent) {
     // A sub-run's end, whatever it is, is a result for its parent: its job completes with the sheet.
     summary.sheet = await makeResultSheet({ config, runId, task: spec.task, runDir, outcome, reason, finalAnswer, usage, budgets, events: recorder.events(), ...(exported ? { exported } : {}), checks });
     return summary;
   }
-  if (outcome !== 'succeeded') throw new RunEndedError(summary);
+  if (outcome !== 'succeeded') throw new RunEndedError(summary, endCause);
   return summary;
 }

@@ -2,16 +2,56 @@
  * The BullMQ worker: takes run jobs from the queue, `concurrency` at a time (= sandbox slots), and
  * hands each to processRun with the job's AbortSignal. Cancel requests arrive on the store's pub/sub
  * channel and abort the job here if this worker holds it. Bad job data and ended runs become
- * UnrecoverableError (no retry; the reason is the job's failedReason); the worker keeps going.
+ * JobFailure, an UnrecoverableError (no retry; the reason is the job's failedReason) that keeps the
+ * CorralError's code and the error as its cause; the worker keeps going. A job BullMQ failed because
+ * its worker died is told by its stalled counter, never by the text of a message.
  * A run that delegates to sub-runs adds them as flow children of its job (`flow`) and, suspended,
  * leaves as WaitingChildrenError: its slot is free until BullMQ hands the job back after its children.
  */
 import { DelayedError, UnrecoverableError, WaitingChildrenError, Worker, type ConnectionOptions, type FlowProducer, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { CorralError } from '../domain/errors';
+import { CorralError, type ErrorCode } from '../domain/errors';
+import { isRunId } from '../domain/run-id';
+import { RUN_JOB_NAME } from '../queue/run-queue';
 import { flowJobPort } from '../queue/subrun-jobs';
 import { RunSuspended, processRun, type RunProcessorDeps, type RunSummary } from './run-processor';
 import { WorkerSlots } from './slots';
+
+/** A run job's end as BullMQ keeps it: never retried, with the code of what ended it and that error as its cause. */
+export class JobFailure extends UnrecoverableError {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, cause?: unknown) {
+    super(message);
+    this.code = code;
+    if (cause !== undefined) this.cause = cause;
+  }
+
+  static from(err: CorralError): JobFailure {
+    return new JobFailure(err.code, err.message, err);
+  }
+}
+
+/**
+ * The queue contract, checked before anything else: a job is named `run`, its id is a run id, and
+ * its data's runId is that id. A job that breaks it runs nothing; its record (under the job id, when
+ * that is a run id) says why, and BullMQ keeps the reason as the job's failedReason. A job whose id is
+ * no run id has no record to write: its failedReason is all there is.
+ */
+async function checkEnvelope(o: StartWorkerOptions, job: Job): Promise<void> {
+  const id = job.id ?? '';
+  const dataId = (job.data as { runId?: unknown } | null)?.runId;
+  let problem: string | undefined;
+  if (job.name !== RUN_JOB_NAME) problem = `job name ${JSON.stringify(job.name.slice(0, 100))}: this queue takes only jobs named "${RUN_JOB_NAME}"`;
+  else if (!isRunId(id)) problem = `job id ${JSON.stringify(String(id).slice(0, 100))} is not a run id; a run job's id is its run id (run_…)`;
+  else if (dataId !== id) problem = `data.runId ${JSON.stringify(String(dataId).slice(0, 100))} differs from the job id ${id}; a run job's id is its run id`;
+  if (!problem) return;
+  if (isRunId(id)) {
+    const now = new Date(o.clock());
+    await o.store.ensure(id, { task: '(job refused at the queue contract)' }, now);
+    await o.store.end(id, 'error', `malformed job: ${problem}`, now, undefined, 'invalid_input');
+  }
+  throw new JobFailure('invalid_input', `malformed job: ${problem}`);
+}
 
 /**
  * Before a run starts: when the Docker engine does not answer, the job goes back to the queue delayed
@@ -27,7 +67,7 @@ async function waitForDocker(o: StartWorkerOptions, job: Job, token: string | un
     const tries = await o.store.countDockerWait(runId);
     const max = o.dockerRetries ?? 6;
     if (tries > max) {
-      throw new UnrecoverableError(`the Docker engine was unavailable at ${tries} tries: ${(err as Error).message}`);
+      throw new JobFailure('sandbox_unavailable', `the Docker engine was unavailable at ${tries} tries: ${(err as Error).message}`, err);
     }
     const delay = (o.dockerBackoffMs ?? 2000) * 2 ** (tries - 1);
     o.log('Docker engine unavailable; the run waits', { runId, tries, delayMs: delay, error: (err as Error).message });
@@ -40,15 +80,15 @@ async function waitForDocker(o: StartWorkerOptions, job: Job, token: string | un
 /** Records the end of a run whose worker died (its job stalled), unless something already did. */
 async function recordStalled(o: StartWorkerOptions, runId: string, message: string): Promise<void> {
   const run = await o.store.get(runId).catch(() => null);
-  await recordEnded(o, runId, `the worker running it stopped (${run?.workerId ?? 'unknown worker'}; ${message}); its sandbox is removed by the reaper`);
+  await recordEnded(o, runId, `the worker running it stopped (${run?.workerId ?? 'unknown worker'}; ${message}); its sandbox is removed by the reaper`, 'worker_lost');
 }
 
 /** Records a run as ended with `error` when its job failed before the run could record an end itself. */
-async function recordEnded(o: StartWorkerOptions, runId: string, reason: string): Promise<void> {
+async function recordEnded(o: StartWorkerOptions, runId: string, reason: string, code: ErrorCode = 'internal'): Promise<void> {
   try {
     const run = await o.store.get(runId);
     if (!run || run.finishedAt) return;
-    await o.store.end(runId, 'error', reason, new Date(o.clock()));
+    await o.store.end(runId, 'error', reason, new Date(o.clock()), undefined, code);
   } catch (err) {
     o.log('could not record the end of a run', { runId, reason, error: (err as Error).message });
   }
@@ -107,11 +147,14 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
     }
   });
 
+  // A job is failed for stalling only once its counter passed this (BullMQ's deferred failure).
+  const maxStalledCount = o.retryStalled ? 1 : 0;
   const consumer = (concurrency: number): Worker<unknown, RunSummary> => {
     const w: Worker<unknown, RunSummary> = new Worker<unknown, RunSummary>(
       o.queueName,
       async (job, token, signal) => {
         const id = job.id ?? '';
+        await checkEnvelope(o, job);
         if (o.sandboxReady) await waitForDocker(o, job, token);
         const lease = slots.lease();
         active.add(id);
@@ -125,7 +168,7 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
           }, port);
         } catch (err) {
           if (err instanceof RunSuspended) throw new WaitingChildrenError();
-          if (err instanceof CorralError) throw new UnrecoverableError(err.message);
+          if (err instanceof CorralError) throw JobFailure.from(err);
           throw err;
         } finally {
           lease.release();
@@ -135,18 +178,20 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
       },
       {
         connection: o.connection, concurrency, autorun: true,
-        maxStalledCount: o.retryStalled ? 1 : 0, stalledInterval: o.stalledIntervalMs ?? 30_000, lockDuration: o.lockMs ?? 30_000,
+        maxStalledCount, stalledInterval: o.stalledIntervalMs ?? 30_000, lockDuration: o.lockMs ?? 30_000,
       },
     );
     w.on('failed', (job, err) => {
-      o.log('job failed', { jobId: job?.id, reason: err.message });
+      const stalled = !!job && job.stalledCounter > maxStalledCount;
+      const code = err instanceof JobFailure ? err.code : undefined;
+      o.log('job failed', { jobId: job?.id, reason: err.message, ...(code ? { code } : {}), ...(stalled ? { stalled: job.stalledCounter } : {}) });
       if (!job?.id) return;
       // A stalled job was failed by whichever worker noticed; the dead worker never recorded an end.
-      if (/stalled/i.test(err.message)) void recordStalled(o, job.id, err.message);
+      if (stalled) void recordStalled(o, job.id, err.message);
       // Invariant: once a job has ended for good, its run is terminal with a reason. processRun records
       // the end on its own paths; whatever failed outside them (a model that could not be made, a replay
       // with nothing to replay, a store error) is recorded here, unless the run already has an end.
-      else if (err.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1)) void recordEnded(o, job.id, err.message);
+      else if (err instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1)) void recordEnded(o, job.id, err.message, code);
     });
     w.on('error', (err) => o.log('worker error', { error: err.message }));
     return w;

@@ -8,6 +8,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError, describeZodIssues } from '../domain/errors';
+import { RunId } from '../domain/run-id';
 import { RunBudgets } from '../domain/run-spec';
 import { LoopStateSchema } from '../run/loop-state';
 
@@ -20,7 +21,7 @@ export const SuspensionSchema = z
     /** The workspace copy (in the run's directory) that the sub-runs and the resumed run start from. */
     checkpoint: z.string().regex(CHECKPOINT_NAME),
     children: z
-      .array(z.object({ runId: z.string().regex(/^run_[A-Za-z0-9_-]{6,64}$/), callId: z.string().max(256), granted: RunBudgets, task: z.string().max(500) }).strict())
+      .array(z.object({ runId: RunId, callId: z.string().max(256), granted: RunBudgets, task: z.string().max(500) }).strict())
       .min(1)
       .max(64),
     suspendedAt: z.number().int().positive(),

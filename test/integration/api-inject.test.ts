@@ -303,6 +303,32 @@ describe('per-tenant limits', () => {
   });
 });
 
+describe('admission (issue 14, defect 6)', () => {
+  test('a replay is admitted again: a stored spec this server would no longer take is a 400 naming the field, and no job is made', async () => {
+    const { RunSpec } = await import('../../src/domain/run-spec');
+    const cases: Array<[string, Record<string, unknown>, string, RegExp]> = [
+      ['a retired policy', { policy: 'retired-policy' }, 'policy', /unknown policy "retired-policy"/],
+      ['a budget over the ceiling', { budgets: { llmCalls: 900 } }, 'budgets.llmCalls', /above this server's maximum/],
+    ];
+    for (const [name, extra, field, message] of cases) {
+      const id = `run_readmit${Math.random().toString(36).slice(2, 8)}`;
+      await f.store.create(id, RunSpec.parse({ task: `replayed: ${name}`, ...extra }), new Date(f.clock.now), 'acme');
+      await finish(f, id);
+      const r = await f.call('POST', `/v1/runs/${id}/replay`);
+      expect({ name, status: r.status, body: r.body }).toMatchObject({ name, status: 400, body: { error: { code: 'invalid_input', field, message: expect.stringMatching(new RegExp(`^the spec of run ${id}: .*${message.source}`)) } } });
+    }
+    expect(await f.queue.getJobCounts('waiting')).toMatchObject({ waiting: expect.any(Number) });
+  });
+
+  test('names the sandbox would refuse are refused at submit: ".", "./x", "a/./b", C1 controls, bidi overrides', async () => {
+    for (const name of ['.', './notes.txt', 'a/./b.txt', 'a/.', 'line\u0085break.txt', 'invoice\u202etxt.exe', 'x\u2066y']) {
+      const r = await f.call('POST', '/v1/runs', { body: { task: 'seed', workspace: { files: { [name]: 'x' } } } });
+      expect({ name, status: r.status }).toEqual({ name, status: 400 });
+      expect(r.json<ErrorBody>().error.issues).toEqual([{ path: ['workspace', 'files', name], message: expect.stringMatching(/must not contain/) }]);
+    }
+  });
+});
+
 describe('cancel', () => {
   test('a queued run is removed from the queue and ends cancelled; a second cancel is a 409', async () => {
     const { id } = await submit(f, { task: 'cancel me' });

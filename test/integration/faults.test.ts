@@ -124,7 +124,7 @@ test('worker SIGKILL mid-run: the job fails as stalled, the run records why, the
     await exited(a);
     s.startWorker('worker-b'); // notices the stalled job and reaps the orphan
     const ended = await s.waitFor(id, (r) => !!r.finishedAt, 60_000);
-    expect(ended).toMatchObject({ status: 'error' });
+    expect(ended).toMatchObject({ status: 'error', errorCode: 'worker_lost' });
     expect(ended.reason).toMatch(/the worker running it stopped \(worker-a; .*stalled/);
     expect(await reapedWithin(id, 30_000)).toEqual([]);
   } finally {

@@ -213,6 +213,7 @@ describe('a coding task held to its contract', () => {
   test('done checks that keep failing end the run as failed after three rounds', async () => {
     const { run: r, events } = await run({ task: '# Task\nNEVER-DONE: nothing works\n\n# Done means\n- check: test -f missing.txt\n' });
     expect(r.status).toBe('failed');
+    expect(r.errorCode).toBe('run_failed');
     expect(r.reason).toBe('done checks still failing after 3 rounds: `test -f missing.txt` (exit 1 in ' + r.reason.split('exit 1 in ')[1]);
     expect(events.filter((e) => e.type === 'done.check')).toHaveLength(3);
   });
@@ -240,6 +241,9 @@ describe('budgets: each one stops the run with budget_exhausted (wall time: time
     const { run: r, events } = await run({ task: `BUDGET-${name}: keep working`, budgets });
     expect(r.status).toBe(status);
     expect(r.reason).toMatch(new RegExp(`^budget exhausted: .*\\(limit ${Object.values(budgets)[0]}, used`));
+    // The code survives the BullMQ boundary (issue 14, defect 5): the job's failure says limit_exceeded, not internal.
+    expect(r.errorCode).toBe('limit_exceeded');
+    expect(h.logs.find((l) => l.msg === 'job failed' && l.fields?.jobId === r.id)?.fields).toMatchObject({ code: 'limit_exceeded' });
     expect(events.filter((e) => e.type === 'budget.exceeded')).toEqual([expect.objectContaining({ budget: name })]);
     expect(events.find((e) => e.type === 'run.finished')).toMatchObject({ outcome: status });
     expect(events.some((e) => e.type === 'sandbox.removed')).toBe(true);
@@ -314,6 +318,33 @@ test('a model endpoint that keeps failing ends the run as error with the reason'
   const { run: r } = await run({ task: 'MODEL-DOWN: anything' });
   expect(r.status).toBe('error');
   expect(r.reason).toMatch(/^model_failed: .*500/);
+  expect(r.errorCode).toBe('model_failed');
+});
+
+test('a job failure whose message says "stalled" is not taken for a dead worker; its code is kept (issue 14, defect 5)', async () => {
+  const { Queue } = await import('bullmq');
+  const { Redis } = await import('ioredis');
+  const { RUN_JOB_NAME, RUN_JOB_OPTIONS } = await import('../../src/queue/run-queue');
+  const { RunSpec } = await import('../../src/domain/run-spec');
+  const conn = new Redis(h.config.REDIS_URL, { maxRetriesPerRequest: null });
+  const queue = new Queue(h.config.CORRAL_QUEUE, { connection: conn });
+  try {
+    const tag = Date.now().toString(36).slice(-5);
+    // A replay of a run whose id has "stalled" in it: the worker cannot find its log and fails the job.
+    const runId = `run_replaying${tag}`;
+    const replayOf = `run_Stalled${tag}`;
+    await queue.add(RUN_JOB_NAME, { runId, spec: RunSpec.parse({ task: 'replay a run that is not here', replayOf }) }, { ...RUN_JOB_OPTIONS, jobId: runId });
+    const ended = await h.waitFor(runId, (x) => !!x.finishedAt, 60_000);
+    expect(ended).toMatchObject({ status: 'error', errorCode: 'invalid_input', reason: expect.stringMatching(new RegExp(`^replayOf: the log of ${replayOf} is not in this worker's data dir`)) });
+    expect(String(ended.reason)).not.toMatch(/the worker running it stopped/);
+    const job = await queue.getJob(runId);
+    expect(job?.failedReason).toMatch(/Stalled/);
+    expect(h.logs.find((l) => l.msg === 'job failed' && l.fields?.jobId === runId)?.fields).toMatchObject({ code: 'invalid_input' });
+    expect(h.logs.find((l) => l.msg === 'job failed' && l.fields?.jobId === runId)?.fields?.stalled).toBeUndefined();
+  } finally {
+    await queue.close();
+    await conn.quit();
+  }
 });
 
 test('a 429 with retry-after is retried once by the SDK after the wait; cost uses the model\'s own price', async () => {
@@ -325,3 +356,83 @@ test('a 429 with retry-after is retried once by the SDK after the wait; cost use
   expect(response.costUsd).toBeCloseTo((150 * 10 + 30 * 20) / 1e6, 10);
   expect(r.usage).toMatchObject({ llmCalls: 1, inputTokens: 150, outputTokens: 30 });
 });
+
+test('a job put straight on the queue is admitted like a submission: refused before any sandbox or model call, the record says why (issue 14, defect 6)', async () => {
+  const { Queue } = await import('bullmq');
+  const { Redis } = await import('ioredis');
+  const { RUN_JOB_NAME, RUN_JOB_OPTIONS } = await import('../../src/queue/run-queue');
+  const { RunSpec } = await import('../../src/domain/run-spec');
+  const { makeTar } = await import('../support/make-tar');
+  const conn = new Redis(h.config.REDIS_URL, { maxRetriesPerRequest: null });
+  const queue = new Queue(h.config.CORRAL_QUEUE, { connection: conn });
+  const tag = Date.now().toString(36).slice(-5);
+  const bidiTar = (await makeTar([{ name: 'ok.txt', body: 'x' }, { name: 'invoice\u202etxt.exe', body: 'x' }])).toString('base64');
+  const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+    ['policy', { policy: 'retired-policy' }, /^not admitted: policy: unknown policy "retired-policy" \(this server has: /],
+    ['budget', { budgets: { llmCalls: 500 } }, /^not admitted: budgets\.llmCalls is 500, above this server's maximum of 200/],
+    ['memory', { limits: { memoryMb: 1_000_000 } }, /^not admitted: limits\.memoryMb is 1000000/],
+    ['tar', { workspace: { tarBase64: bidiTar } }, /^not admitted: workspace\.tarBase64: entry "invoice.txt\.exe": must not contain C1 control characters or bidirectional overrides/],
+    ['contract', { task: '# Task\nRAW-ADMIT-contract: hi\n\n# Allowed tools\n- curl\n' }, /^not admitted: task: .*unknown tool "curl"/],
+  ];
+  try {
+    for (const [name, extra, reason] of cases) {
+      const runId = `run_admit${name}${tag}`;
+      const spec = RunSpec.parse({ task: `# Task\nRAW-ADMIT-${name}: say hello\n`, ...extra });
+      await queue.add(RUN_JOB_NAME, { runId, spec }, { ...RUN_JOB_OPTIONS, jobId: runId });
+      const ended = await h.waitFor(runId, (x) => !!x.finishedAt, 60_000);
+      expect({ name, ...ended }).toMatchObject({ name, status: 'error', errorCode: 'invalid_input', reason: expect.stringMatching(reason) });
+      expect(chatsFor(`RAW-ADMIT-${name}`)).toEqual([]);
+      expect(await h.docker.listContainers({ all: true, filters: { label: [`corral.run-id=${runId}`] } })).toEqual([]);
+    }
+    // A name the schema refuses is malformed job data, recorded the same way.
+    const dot = `run_admitdot${tag}`;
+    await queue.add(RUN_JOB_NAME, { runId: dot, spec: { ...RunSpec.parse({ task: 'RAW-ADMIT-dot' }), workspace: { files: { '.': 'x' } } } }, { ...RUN_JOB_OPTIONS, jobId: dot });
+    const ended = await h.waitFor(dot, (x) => !!x.finishedAt, 60_000);
+    expect(ended).toMatchObject({ status: 'error', errorCode: 'invalid_input', reason: expect.stringMatching(/^malformed job data: spec\.workspace\.files\.\.: must not contain "\.", "\.\." or empty segments/) });
+  } finally {
+    await queue.close();
+    await conn.quit();
+  }
+});
+
+test('the queue contract as the README states it: name `run`, id = data.runId = a run id; any other job runs nothing and says why (issue 14, defect 7)', async () => {
+  const { Queue } = await import('bullmq');
+  const { Redis } = await import('ioredis');
+  const { RUN_JOB_OPTIONS } = await import('../../src/queue/run-queue');
+  const { RunSpec } = await import('../../src/domain/run-spec');
+  const conn = new Redis(h.config.REDIS_URL, { maxRetriesPerRequest: null });
+  const queue = new Queue(h.config.CORRAL_QUEUE, { connection: conn });
+  const tag = Date.now().toString(36).slice(-5);
+  const spec = (marker: string) => RunSpec.parse({ task: `CONTRACT-${marker}: say hello` });
+  try {
+    // Another job name: refused, recorded under its id.
+    const named = `run_named${tag}`;
+    await queue.add('build', { runId: named, spec: spec('name') }, { ...RUN_JOB_OPTIONS, jobId: named });
+    expect(await h.waitFor(named, (x) => !!x.finishedAt, 60_000)).toMatchObject({
+      status: 'error', errorCode: 'invalid_input', reason: 'malformed job: job name "build": this queue takes only jobs named "run"',
+    });
+    // data.runId other than the job id: nothing runs under either; the job id's record says why.
+    const jobId = `run_jobid${tag}`;
+    const other = `run_other${tag}`;
+    await queue.add('run', { runId: other, spec: spec('mismatch') }, { ...RUN_JOB_OPTIONS, jobId });
+    expect(await h.waitFor(jobId, (x) => !!x.finishedAt, 60_000)).toMatchObject({
+      status: 'error', errorCode: 'invalid_input', reason: `malformed job: data.runId "${other}" differs from the job id ${jobId}; a run job's id is its run id`,
+    });
+    expect((await h.api('GET', `/v1/runs/${other}`)).status).toBe(404);
+    // An invalid data.runId under a valid job id: the record is the job id's.
+    const valid = `run_valid${tag}`;
+    await queue.add('run', { runId: 'not a run id', spec: spec('badid') }, { ...RUN_JOB_OPTIONS, jobId: valid });
+    expect(await h.waitFor(valid, (x) => !!x.finishedAt, 60_000)).toMatchObject({ status: 'error', reason: expect.stringMatching(/^malformed job: data\.runId "not a run id" differs/) });
+    // A job id that is no run id: no record can exist; the job's failedReason says why.
+    const bare = `job-${tag}`;
+    await queue.add('run', { runId: `run_bare${tag}`, spec: spec('bare') }, { ...RUN_JOB_OPTIONS, jobId: bare });
+    for (let i = 0; i < 600 && !(await queue.getJob(bare))?.failedReason; i++) await new Promise((r) => setTimeout(r, 100));
+    expect((await queue.getJob(bare))?.failedReason).toBe(`malformed job: job id "${bare}" is not a run id; a run job's id is its run id (run_…)`);
+    expect((await h.api('GET', `/v1/runs/run_bare${tag}`)).status).toBe(404);
+    for (const marker of ['name', 'mismatch', 'badid', 'bare']) expect(chatsFor(`CONTRACT-${marker}`)).toEqual([]);
+  } finally {
+    await queue.close();
+    await conn.quit();
+  }
+});
+

@@ -243,7 +243,9 @@ describe('a planner that delegates two sub-runs', () => {
     ];
     try {
       for (const f of forged) {
-        const job = await queue.add(RUN_JOB_NAME, { runId: f.runId, spec, parent: f.link }, { ...RUN_JOB_OPTIONS, jobId: `forged-${f.runId}-${Date.now()}` });
+        // The job id is the run id (the queue contract); the real child's finished job is removed first so the add lands.
+        await (await queue.getJob(f.runId))?.remove().catch(() => undefined);
+        const job = await queue.add(RUN_JOB_NAME, { runId: f.runId, spec, parent: f.link }, { ...RUN_JOB_OPTIONS, jobId: f.runId });
         for (let i = 0; i < 200 && !(await job.isCompleted()) && !(await job.isFailed()); i++) await new Promise((r) => setTimeout(r, 100));
         const j = (await queue.getJob(job.id!))!;
         const rec = (await h.api<Logged>('GET', `/v1/runs/${f.runId}`)).body;

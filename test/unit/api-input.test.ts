@@ -120,7 +120,7 @@ describe('bad input: 400 with every issue and its path', () => {
     const paths = r.body.error.issues!.map((i) => i.path.join('.'));
     expect(paths.sort()).toEqual(['budgets.llmCalls', 'budgets.toolCalls', 'egress.allow.0', 'surprise', 'task', 'workspace.extra', 'workspace.files.../x'].sort());
     expect(r.body.error.issues).toContainEqual({ path: ['surprise'], message: 'unknown field (not in the schema)' });
-    expect(r.body.error.issues).toContainEqual({ path: ['workspace', 'files', '../x'], message: 'must not contain ".." or empty segments' });
+    expect(r.body.error.issues).toContainEqual({ path: ['workspace', 'files', '../x'], message: 'must not contain ".", ".." or empty segments' });
     expect(r.body.error.field).toBe(r.body.error.issues![0]!.path.join('.'));
     for (const p of paths) expect(r.body.error.message).toContain(p);
   });

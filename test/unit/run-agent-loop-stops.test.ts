@@ -348,7 +348,7 @@ describe('runAgentLoop: streaks of malformed calls end the run as error', () => 
     const result = await h.run();
 
     expect(result).toEqual({
-      outcome: 'error', finalAnswer: null, reason: 'the model sent 5 malformed tool calls in a row',
+      outcome: 'error', finalAnswer: null, reason: 'the model sent 5 malformed tool calls in a row', error: { code: 'model_failed' },
       usage: { llmCalls: 2, toolCalls: 5, inputTokens: 0, outputTokens: 0, costUsd: 0, wallTimeMs: 0 },
     });
     expect(h.model.requests).toHaveLength(2);
@@ -587,7 +587,7 @@ describe('runAgentLoop: broken infrastructure ends the run as error; bugs propag
     const result = await h.run();
 
     expect(result).toEqual({
-      outcome: 'error', finalAnswer: null, reason: 'model_failed: model endpoint error 503: overloaded',
+      outcome: 'error', finalAnswer: null, reason: 'model_failed: model endpoint error 503: overloaded', error: { code: 'model_failed', cause: expect.any(ModelError) },
       usage: { llmCalls: 1, toolCalls: 1, inputTokens: 7, outputTokens: 3, costUsd: 0, wallTimeMs: 0 },
     });
     expect(result.reason).toContain('model_failed');

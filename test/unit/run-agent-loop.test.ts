@@ -204,9 +204,9 @@ describe('runAgentLoop: bad tool calls are results the model sees', () => {
     {
       name: 'arguments that do not match the schema',
       call: toolCall('bad3', 'bash', { cmd: 'ls' }),
-      content: /^error: invalid arguments for bash: command: Invalid input: expected string, received undefined; \(body\): Unrecognized key: "cmd"$/,
+      content: /^error: invalid arguments for bash: command: Invalid input: expected string, received undefined; cmd: unknown field \(not in the schema\)$/,
       args: { cmd: 'ls' },
-      summary: /^invalid arguments: command: .*Unrecognized key: "cmd"$/,
+      summary: /^invalid arguments: command: .*cmd: unknown field \(not in the schema\)$/,
     },
     {
       name: 'a JSON value that is not an object',

@@ -142,7 +142,7 @@ describe('JSON form', () => {
     expect(unknownTool.message).toBe('contract.allowedTools.1: unknown tool "curl" (known: bash, read_file, write_file, edit_file, list_files)');
     expect(unknownTool.field).toBe('contract.allowedTools.1');
     expect(attempt({ task: '  ' })).toMatchObject({ field: 'contract.task', message: 'contract.task: must not be empty' });
-    expect(attempt({ task: 'x', extra: 1 }).field).toBe('contract');
+    expect(attempt({ task: 'x', extra: 1 }).field).toBe('contract.extra');
     expect(attempt({ task: 'x', extra: 1 }).message).toMatch(/extra/);
     expect(attempt({ task: 'x', doneMeans: ['check: '] })).toMatchObject({ field: 'contract.doneMeans.0' });
     expect(attempt({ task: 'x', allowedTools: [] }).message).toMatch(/omit it to allow all/);

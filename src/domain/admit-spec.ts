@@ -1,0 +1,76 @@
+/**
+ * Admission: everything a RunSpec must pass before it may run, in one function that every entry
+ * point calls — the API (POST /v1/runs, templates, schedules, replays) before a job exists, and the
+ * worker before it runs a job, since a producer may write straight to the queue, and a job may
+ * outlive the configuration it was submitted under. What it checks, in order:
+ *   (the RunSpec schema comes first, where the caller parses its input: a body, a job's data)
+ *   1. resource limits and the isolation class within the server's maxima (CORRAL_MAX_*);
+ *   2. budgets within the operator's ceiling (CORRAL_MAX_BUDGET_*);
+ *   3. the egress allowlist under the server's rules (wildcards on or off);
+ *   4. a policy this server has;
+ *   5. the task contract (sections, allowed tools this server offers);
+ *   6. an uploaded workspace tar, entry by entry: an archive the sandbox would take, with names that
+ *      satisfy WorkspacePath like inline files' (the sandbox drops "." segments; the schema refuses them).
+ * Every failure is an InvalidInputError naming its field; nothing here touches Redis, Docker or the
+ * network. Checks that need run records (a replayOf run of the same tenant, with model turns) stay
+ * with the API, which has them; the worker sees the replay fail with its reason.
+ */
+import type { Config } from '../config';
+import { checkBudgets } from '../run/budget-limits';
+import { readCheckedTar } from '../sandbox/archive';
+import { checkEgressAllow } from '../sandbox/egress-allowlist';
+import { resolveLimits, type ResolvedLimits } from '../sandbox/limits';
+import { CorralError, InvalidInputError } from './errors';
+import { WorkspacePath, type RunSpec } from './run-spec';
+import { contractForSpec, type TaskContract } from './task-contract';
+
+export interface AdmissionContext {
+  config: Config;
+  /** The policies this server has (policies/*.yaml). */
+  policyNames: readonly string[];
+  /** The tools this server offers. */
+  toolNames: readonly string[];
+  /** Put before each message, e.g. "body: " at the API; "" in the worker. */
+  label?: string;
+}
+
+export interface Admitted {
+  spec: RunSpec;
+  limits: ResolvedLimits;
+  contract: TaskContract;
+}
+
+/** Checks a parsed spec for running here; throws InvalidInputError naming the field (its message after `label`). */
+export async function admitSpec(spec: RunSpec, ctx: AdmissionContext): Promise<Admitted> {
+  try {
+    const limits = resolveLimits(spec.limits, ctx.config);
+    checkBudgets(spec.budgets, ctx.config);
+    checkEgressAllow(spec.egress.allow, ctx.config);
+    if (!ctx.policyNames.includes(spec.policy)) {
+      throw new InvalidInputError(`policy: unknown policy "${spec.policy}" (this server has: ${ctx.policyNames.join(', ')})`, 'policy');
+    }
+    const contract = contractForSpec(spec, ctx.toolNames);
+    if (spec.workspace.tarBase64 !== undefined) await checkTar(spec.workspace.tarBase64, limits.workspaceMb);
+    return { spec, limits, contract };
+  } catch (err) {
+    if (!ctx.label || !(err instanceof InvalidInputError)) throw err;
+    const { field: _field, ...details } = err.details ?? {};
+    throw new InvalidInputError(`${ctx.label}${err.message}`, err.field, details);
+  }
+}
+
+/** The uploaded workspace, checked like any archive the sandbox would take, and its names like inline files'. */
+async function checkTar(b64: string, workspaceMb: number): Promise<void> {
+  const field = 'workspace.tarBase64';
+  let entries;
+  try {
+    ({ entries } = await readCheckedTar(Buffer.from(b64, 'base64'), { maxBytes: workspaceMb * 1024 * 1024, maxEntries: 50_000 }));
+  } catch (err) {
+    if (err instanceof CorralError) throw new InvalidInputError(`${field}: ${err.message}`, field);
+    throw err;
+  }
+  for (const e of entries) {
+    const r = WorkspacePath.safeParse(e.path);
+    if (!r.success) throw new InvalidInputError(`${field}: entry ${JSON.stringify(e.path.slice(0, 200))}: ${r.error.issues.map((i) => i.message).join('; ')}`, field);
+  }
+}
