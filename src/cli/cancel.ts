@@ -6,6 +6,7 @@
 import { loadConfig } from '../config';
 import { ApiClient, ApiError } from './api-client';
 import { parseArgs, positionals } from './cli-args';
+import { terminalLine } from './terminal-text';
 
 export async function run(argv: string[]): Promise<number> {
   const { opts, positionals: pos } = parseArgs(argv, { api: 'string', token: 'string', wait: 'flag' });
@@ -27,7 +28,7 @@ export async function run(argv: string[]): Promise<number> {
   for (;;) {
     const run = await client.get(id);
     if (run.finishedAt) {
-      process.stdout.write(`${id}: ${run.status}${run.reason ? ` — ${run.reason}` : ''}\n`);
+      process.stdout.write(`${id}: ${run.status}${run.reason ? ` — ${terminalLine(run.reason)}` : ''}\n`);
       return 0;
     }
     await new Promise((res) => setTimeout(res, 250));

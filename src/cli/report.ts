@@ -1,8 +1,13 @@
-/** `corral report RUN [-o FILE] [--api URL] [--token T]`: prints (or saves) a finished run's report.md. */
+/**
+ * `corral report RUN [-o FILE] [--api URL] [--token T]`: prints (or saves) a finished run's report.md.
+ * Printed, control and bidi characters that a task, a model or a command put in it are shown as
+ * escapes (terminal-text.ts); `-o FILE` writes the report byte for byte.
+ */
 import { writeFile } from 'node:fs/promises';
 import { loadConfig } from '../config';
 import { ApiClient, ApiError } from './api-client';
 import { parseArgs, positionals } from './cli-args';
+import { terminalSafe } from './terminal-text';
 
 export async function run(argv: string[]): Promise<number> {
   const { opts, positionals: pos } = parseArgs(argv, { api: 'string', token: 'string', output: 'string' }, { o: 'output' });
@@ -21,7 +26,8 @@ export async function run(argv: string[]): Promise<number> {
     await writeFile(opts.output, text);
     process.stdout.write(`wrote the report of ${id} to ${opts.output}\n`);
   } else {
-    process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+    const safe = terminalSafe(text);
+    process.stdout.write(safe.endsWith('\n') ? safe : `${safe}\n`);
   }
   return 0;
 }

@@ -51,6 +51,9 @@ const agent = scriptedAgent({
     ? toolCallTurn([{ name: 'bash', id: 'call_rm', args: { command: 'rm -r notes.txt && echo removed' } }])
     : finalTurn(`the tool said: ${toolMessages(body).at(-1) ?? '(nothing)'}`)),
   'CLI-CANCEL': () => toolCallTurn([{ name: 'bash', args: { command: 'sleep 60' } }]),
+  'CLI-ESCAPES': (body, turn) => (turn === 0
+    ? toolCallTurn([{ name: 'bash', args: { command: "printf 'out \\033[31mred\\033]0;retitled\\007\\n'" } }])
+    : finalTurn('done \u001b[2J\u001b]8;;http://127.0.0.1/\u0007link\u001b]8;;\u0007 \u202eevil\u202c \u009b31m')),
 });
 
 let h: Harness;
@@ -122,6 +125,22 @@ test('submit TASK.md --workspace DIR --watch: the uploaded files, each step with
   expect(again.code).toBe(0);
   expect(again.stdout).toContain('  step 1  bash  cat sub/data.txt && ls -A');
   expect(again.stdout.trimEnd().endsWith('data.txt says forty-two; nothing installed.')).toBe(true);
+});
+
+test('corral report shows what a task, a command or a model wrote as escapes, never as terminal controls; -o keeps the bytes (issue 14, defect 8)', async () => {
+  const r = await h.api<{ id: string }>('POST', '/v1/runs', { task: 'CLI-ESCAPES: \u001b]0;owned\u0007 title \u001b[1A\u001b[2K up \u200f rtl' });
+  expect(r.status).toBe(201);
+  await h.waitFor(r.body.id);
+  const rep = await corral(['report', r.body.id, '--api', h.url]);
+  expect(rep).toMatchObject({ code: 0, stderr: '' });
+  // eslint-disable-next-line no-control-regex
+  expect(rep.stdout).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f]/);
+  expect(rep.stdout).toContain('owned\\x07 title');
+  expect(rep.stdout).toContain('\\u202eevil');
+  expect(rep.stdout).toContain('\\u200f rtl');
+  const file = join(work, 'escapes.md');
+  expect((await corral(['report', r.body.id, '-o', file, '--api', h.url])).code).toBe(0);
+  expect(readFileSync(file, 'utf8')).toBe((await h.api<string>('GET', `/v1/runs/${r.body.id}/report`)).body);
 });
 
 test('submit --approvals --watch prints the exact `corral approve` command; running it resumes the run', async () => {
