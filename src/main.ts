@@ -108,17 +108,70 @@ async function checkRedisPolicy(redis: Redis, url: string, log: WorkerLog): Prom
   }
 }
 
+/** How long one shutdown step may take before it is left behind. */
+const CLOSE_STEP_MS = 3000;
+/** After the grace period, how long cancelled runs have to clean up (sandbox removal, records). */
+const CLEANUP_MS = 10_000;
+/** The longest a stop takes, whatever Redis and Docker do: the grace period, the clean-up, the other steps. */
+export const shutdownBudgetMs = (config: Config): number => config.CORRAL_SHUTDOWN_GRACE_S * 1000 + CLEANUP_MS + 5000;
+
+/** Whether Redis answers a PING within half a second. */
+async function answers(r: Redis): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const ok = await Promise.race([r.ping().then(() => true, () => false), new Promise<boolean>((res) => (timer = setTimeout(() => res(false), 500)))]);
+  clearTimeout(timer);
+  return ok;
+}
+
+/**
+ * Drops a connection and fails the commands waiting on it at once. ioredis flushes its queues when a
+ * live connection closes, but not for a client that is between reconnect attempts (Redis stopped), so
+ * those are failed here (flushQueue is ioredis's own, not in its typings).
+ */
+function dropRedis(r: Redis): void {
+  r.disconnect();
+  (r as unknown as { flushQueue?: (err: Error) => void }).flushQueue?.(new Error('Redis does not answer and this process is stopping'));
+}
+
+/** QUIT when Redis answers; a connection that is away or hangs is dropped instead of waiting for it. */
+async function quitRedis(r: Redis): Promise<void> {
+  if (r.status === 'ready') {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([r.quit().catch(() => undefined), new Promise((res) => (timer = setTimeout(res, 1000)))]);
+    clearTimeout(timer);
+  }
+  r.disconnect();
+}
+
 export async function startCorral(config: Config, roles: CorralRoles, log: WorkerLog = jsonLog('corral')): Promise<StartedCorral> {
   const workerId = config.CORRAL_WORKER_ID ?? `${hostname()}-${process.pid}`;
-  const closers: Array<() => Promise<unknown>> = [];
+  // Shutdown steps run in reverse order of start, each bounded: a step that hangs (a Redis that is
+  // paused, a Docker engine that does not answer) is logged and left behind, and the next one runs.
+  // The API's steps and the worker's run side by side (the worker's grace starts at the signal, not
+  // after the API has closed); the shared Redis connection goes last.
+  type Group = 'base' | 'api' | 'worker';
+  const closers: Array<{ what: string; run: () => Promise<unknown>; ms: number; group: Group }> = [];
+  let group: Group = 'base';
+  const onClose = (what: string, run: () => Promise<unknown>, ms = CLOSE_STEP_MS) => closers.push({ what, run, ms, group });
+  const closeGroup = async (g: Group, steps: typeof closers) => {
+    for (const c of steps.filter((x) => x.group === g).reverse()) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), c.ms)));
+      const done = c.run().then(() => 'done' as const, (err: Error) => log('shutdown step failed', { step: c.what, error: err.message }));
+      if ((await Promise.race([done, late])) === 'late') log('shutdown step did not finish in time; going on', { step: c.what, ms: c.ms });
+      clearTimeout(timer);
+    }
+  };
   const close = async () => {
-    for (const c of closers.reverse()) await c().catch((err: Error) => log('shutdown step failed', { error: err.message }));
+    const steps = closers.splice(0);
+    await Promise.all([closeGroup('api', steps), closeGroup('worker', steps)]);
+    await closeGroup('base', steps);
   };
   const policies = loadPolicies(config.CORRAL_POLICY_DIR);
   const templates = roles.api ? loadTemplates(config.CORRAL_TEMPLATES_DIR) : [];
   const auth = loadTenantAuth(config); // before anything starts: a bad token list fails fast
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, lazyConnect: true });
-  closers.push(async () => redis.quit());
+  onClose('redis', () => quitRedis(redis));
   try {
     await redis.connect();
   } catch (err) {
@@ -140,6 +193,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
 
   try {
     if (roles.worker) {
+      group = 'worker';
       const models = modelFactory(config);
       started.modelDescription = models.description;
       const classifier = config.CORRAL_CLASSIFIER && models.client
@@ -154,13 +208,13 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const sandboxes = createSandboxProvider(config, { docker, log });
       dockerPing = () => docker.ping();
       const subscriber = redis.duplicate();
-      closers.push(async () => subscriber.quit());
+      onClose('redis subscriber', () => quitRedis(subscriber));
       const workerConn = redis.duplicate({ maxRetriesPerRequest: null });
-      closers.push(async () => workerConn.quit());
+      onClose('worker redis', () => quitRedis(workerConn));
       const flowConn = redis.duplicate({ maxRetriesPerRequest: null });
-      closers.push(async () => flowConn.quit());
+      onClose('flow redis', () => quitRedis(flowConn));
       const flow = new FlowProducer({ connection: flowConn });
-      closers.push(() => flow.close());
+      onClose('flow producer', () => flow.close());
       const worker = await startWorker({
         config, sandboxes, store, metrics, workerId, clock: Date.now, log,
         modelFor: withReplays(config, models.modelFor),
@@ -171,7 +225,34 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         stalledIntervalMs: config.CORRAL_STALLED_INTERVAL_MS, retryStalled: config.CORRAL_RETRY_STALLED, lockMs: config.CORRAL_JOB_LOCK_MS,
         connection: workerConn, subscriber, flow, tree, newRunId,
       });
-      closers.push(() => worker.close(config.CORRAL_SHUTDOWN_GRACE_S * 1000));
+      onClose('worker', async () => {
+        const graceMs = config.CORRAL_SHUTDOWN_GRACE_S * 1000;
+        // Past the grace the running runs are cancelled: their sandboxes go (Docker), then their records
+        // are written (Redis). A Redis that is away or hangs would hold those writes until the step times
+        // out, so they are failed at once instead; the runs' jobs then stall, and the next worker records
+        // their end (worker_lost) and reaps what is left.
+        let closed = false;
+        let redisGone = false;
+        const giveUpOnRedis = setTimeout(() => {
+          void answers(redis).then((ok) => {
+            if (ok || closed) return;
+            log('Redis does not answer at shutdown: the records of cancelled runs are left for the next worker', { level: 'warn', runs: [...worker.active] });
+            redisGone = true;
+            for (const r of [redis, workerConn]) dropRedis(r);
+          });
+        }, graceMs + 250);
+        // Without Redis, BullMQ cannot finish closing; once this worker's runs have ended (sandboxes
+        // removed), the step is over.
+        const runsEnded = (async () => {
+          while (!closed && !(redisGone && worker.active.size === 0)) await new Promise((r) => setTimeout(r, 100));
+        })();
+        try {
+          await Promise.race([worker.close(graceMs), runsEnded]);
+        } finally {
+          closed = true;
+          clearTimeout(giveUpOnRedis);
+        }
+      }, config.CORRAL_SHUTDOWN_GRACE_S * 1000 + CLEANUP_MS);
       started.worker = worker;
       const reaper: Reaper = startReaper(config, {
         docker, log, graceMs: config.CORRAL_REAP_GRACE_S * 1000, queue: config.CORRAL_QUEUE,
@@ -183,29 +264,30 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
           return !!run && !run.finishedAt;
         },
       });
-      closers.push(async () => reaper.stop());
+      onClose('reaper', async () => reaper.stop());
       await reaper.first;
       if (config.CORRAL_WARM_POOL > 0) {
-        closers.push(() => sandboxes.stopPool());
+        onClose('warm pool', () => sandboxes.stopPool());
         void sandboxes.startPool(workerId).then(() => log('warm pool ready', { ...sandboxes.poolStats() }));
       }
     }
     if (roles.api) {
+      group = 'api';
       // The API fails fast while Redis is away (503), instead of holding requests in an offline queue.
       const apiRedis = redis.duplicate({ maxRetriesPerRequest: 1, enableOfflineQueue: false });
       apiRedis.on('error', () => undefined); // reported by the main connection's handler
-      closers.push(async () => apiRedis.quit());
+      onClose('api redis', () => quitRedis(apiRedis));
       await apiRedis.connect().catch(() => undefined);
       const apiStore = new RunStore(apiRedis);
       const queueConn = redis.duplicate({ maxRetriesPerRequest: 1, enableOfflineQueue: false });
       queueConn.on('error', () => undefined);
-      closers.push(async () => queueConn.quit());
+      onClose('queue redis', () => quitRedis(queueConn));
       const queue = createRunQueue(config.CORRAL_QUEUE, queueConn);
-      closers.push(() => queue.close());
+      onClose('queue', () => queue.close());
       if (auth.enabled) log('API auth on: bearer tokens required', { tenants: auth.tenants() });
       else log('WARNING: API AUTH IS OFF (neither CORRAL_API_TOKENS nor CORRAL_API_TOKENS_FILE is set): anyone who reaches the API can submit and read runs; every request is tenant "default"', { level: 'warn' });
       const schedules = new ScheduleStore(apiRedis, config.CORRAL_QUEUE, queueConn);
-      closers.push(() => schedules.close());
+      onClose('schedules', () => schedules.close());
       const apiDeps: ApiDeps = {
         config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], templates, schedules,
         quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis),
@@ -213,13 +295,13 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         readyChecks: dockerPing ? { docker: dockerPing, ...gateReadyCheck(config.DOCKER_HOST) } : {},
       };
       const app = buildApp(apiDeps);
-      closers.push(() => app.close());
+      onClose('http server', () => app.close());
       // Every API process fires schedules (BullMQ gives each firing to one of them).
       // BullMQ does not close a connection it was given: this one is quit after the runner has closed.
       const runnerConn = redis.duplicate();
-      closers.push(async () => runnerConn.quit().then(() => undefined, () => runnerConn.disconnect()));
+      onClose('schedule runner redis', () => quitRedis(runnerConn));
       const runner = startScheduleRunner(apiDeps, runnerConn, (msg, fields) => log(msg, fields));
-      closers.push(() => runner.close());
+      onClose('schedule runner', () => runner.close());
       started.url = await app.listen({ host: config.CORRAL_API_HOST, port: config.CORRAL_API_PORT });
       started.app = app;
     }

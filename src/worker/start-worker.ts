@@ -215,7 +215,8 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
     slots,
     async close(graceMs = 0) {
       closing = true;
-      await o.subscriber.unsubscribe(o.store.cancelChannel).catch(() => undefined);
+      // Not awaited: with Redis away it would never answer, and the grace below must start now.
+      void o.subscriber.unsubscribe(o.store.cancelChannel).catch(() => undefined);
       const all = consumers();
       const closed = Promise.all(all.map((w) => w.close()));
       const timer = setTimeout(() => {

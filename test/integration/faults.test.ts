@@ -3,10 +3,12 @@
  * as stalled, or started again once from a clean workspace), a worker stopped with SIGTERM (grace,
  * then `cancelled (shutdown)`), a sandbox container killed from outside, the risk classifier down.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { loadConfig } from '../../src/config';
 import { startCorral, type StartedCorral } from '../../src/main';
@@ -17,10 +19,33 @@ import { startHarness } from '../support/corral-harness';
 jest.setTimeout(180_000);
 
 const ROOT = resolve(__dirname, '../..');
+const sh = promisify(execFile);
+
+/** A Redis of this test's own in a container (on a free loopback port), ready for commands. */
+async function privateRedis(label: string, args: string[] = []): Promise<{ name: string; port: number; url: string }> {
+  const port = await new Promise<number>((res) => {
+    const srv = createServer().listen(0, '127.0.0.1', () => {
+      const p = (srv.address() as { port: number }).port;
+      srv.close(() => res(p));
+    });
+  });
+  const name = `corral-test-redis-${label}-${Date.now().toString(36)}`;
+  await sh('docker', ['run', '-d', '--name', name, '--label', `corral.test=redis-${label}`, '-p', `127.0.0.1:${port}:6379`, 'corral/redis:7',
+    'redis-server', '--protected-mode', 'no', '--bind', '0.0.0.0', '--dir', '/tmp', '--maxmemory-policy', 'noeviction', ...args]);
+  for (let i = 0; i < 100; i++) {
+    if ((await sh('docker', ['exec', name, 'redis-cli', 'ping']).catch(() => ({ stdout: '' }))).stdout.includes('PONG')) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { name, port, url: `redis://127.0.0.1:${port}` };
+}
+
+
 const docker = new Docker();
 const sleepThenAnswer = (_b: Record<string, unknown>, turn: number): Scripted =>
   turn === 0 ? toolCallTurn([{ name: 'bash', id: 'c_sleep', args: { command: 'sleep 600' } }]) : finalTurn(`answered on turn ${turn}`);
-const agent = scriptedAgent({ 'NO-DOCKER': () => finalTurn('nothing to do'), 'DOCKER-BACK': () => finalTurn('docker is back'), 'KILL-9': sleepThenAnswer, 'RETRY-AFTER-CRASH': sleepThenAnswer, 'SIGTERM-ME': sleepThenAnswer, 'KILL-CONTAINER': sleepThenAnswer });
+const agent = scriptedAgent({ 'NO-DOCKER': () => finalTurn('nothing to do'), 'DOCKER-BACK': () => finalTurn('docker is back'), 'KILL-9': sleepThenAnswer, 'RETRY-AFTER-CRASH': sleepThenAnswer, 'SIGTERM-ME': sleepThenAnswer, 'KILL-CONTAINER': sleepThenAnswer,
+  'OUTAGE-SLEEP': (body) => (messagesOf(body).some((m) => m.role === 'tool') ? finalTurn('slept') : toolCallTurn([{ name: 'bash', args: { command: 'sleep 600' } }])),
+});
 
 let fake: FakeServer;
 beforeAll(async () => {
@@ -195,6 +220,64 @@ test('corral serve and corral api exit 0 on SIGTERM once stopped (nothing left o
   }
 });
 
+test('every role exits within its grace period on SIGTERM while Redis is away or hanging, a run in flight included (issue 14, defect 13)', async () => {
+  const GRACE_S = 2;
+  const results: Array<Record<string, unknown>> = [];
+  for (const role of ['api', 'worker', 'serve'] as const) {
+    for (const outage of ['stopped', 'paused'] as const) {
+      const redis = await privateRedis(`exit-${role}-${outage}`);
+      const env = {
+        ...process.env, REDIS_URL: redis.url, CORRAL_QUEUE: `faults-outage-${role}`, CORRAL_API_PORT: '0', CORRAL_SHUTDOWN_GRACE_S: String(GRACE_S),
+        CORRAL_DATA_DIR: mkdtempSync(join(tmpdir(), 'corral-outage-')), CORRAL_POLICY_DIR: join(ROOT, 'policies'), OPENAI_API_KEY: 'test',
+        OPENAI_BASE_URL: fake.baseURL, CORRAL_MODEL: 'fake-agent', CORRAL_CLASSIFIER: 'false', CORRAL_WORKER_ID: `outage-${role}-${outage}`,
+      };
+      const child = spawn(join(ROOT, 'bin/corral'), [role], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      try {
+        const end = Date.now() + 30_000;
+        while (!err.includes('"msg":"started"') && child.exitCode === null && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+        expect({ role, outage, started: err.includes('"msg":"started"') }).toEqual({ role, outage, started: true });
+        if (role !== 'api') {
+          // A run in flight: its sandbox is running `sleep 600` when Redis goes.
+          const { Queue } = await import('bullmq');
+          const { Redis } = await import('ioredis');
+          const { enqueueRun } = await import('../../src/queue/run-queue');
+          const { RunSpec } = await import('../../src/domain/run-spec');
+          const { RunStore } = await import('../../src/queue/run-store');
+          const conn = new Redis(redis.url, { maxRetriesPerRequest: null });
+          const queue = new Queue(env.CORRAL_QUEUE, { connection: conn });
+          const runId = `run_outage${role}${outage}`;
+          await new RunStore(conn).create(runId, RunSpec.parse({ task: 'OUTAGE-SLEEP: sleep' }), new Date());
+          await enqueueRun(queue, runId, RunSpec.parse({ task: 'OUTAGE-SLEEP: sleep' }));
+          const until = Date.now() + 60_000;
+          while (Date.now() < until && !(await containersOf(runId)).some((c) => c.State === 'running')) await new Promise((r) => setTimeout(r, 200));
+          await new Promise((r) => setTimeout(r, 1000));
+          await queue.close();
+          await conn.quit();
+        }
+        await sh('docker', [outage === 'stopped' ? 'stop' : 'pause', ...(outage === 'stopped' ? ['-t', '0'] : []), redis.name]);
+        await new Promise((r) => setTimeout(r, 500));
+        const t0 = Date.now();
+        child.kill('SIGTERM');
+        const result = await Promise.race([exited(child), new Promise<'alive'>((r) => setTimeout(() => r('alive'), 60_000))]);
+        const ms = Date.now() - t0;
+        if (result === 'alive') child.kill('SIGKILL');
+        results.push({ role, outage, result, seconds: Math.round(ms / 100) / 10 });
+        // Within the grace period plus the bounded clean-up (10 s) that follows it.
+        expect({ role, outage, exited: result !== 'alive', inTime: ms < (GRACE_S + 10) * 1000 + 3000 }).toEqual({ role, outage, exited: true, inTime: true });
+        expect(err).toContain('"msg":"stopped"');
+      } finally {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+        await sh('docker', ['rm', '-f', redis.name]).catch(() => undefined);
+      }
+    }
+  }
+  // The sandboxes of the cancelled runs are gone (removed at shutdown, or by the reaper of the next worker).
+  for (const role of ['worker', 'serve']) for (const outage of ['stopped', 'paused']) expect(await reapedWithin(`run_outage${role}${outage}`, 30_000)).toEqual([]);
+  process.stdout.write(`${JSON.stringify(results)}\n`);
+});
+
 test('a sandbox container killed from outside mid-run: the run ends as error with a clear reason, nothing leaks', async () => {
   const s = await stack('killcontainer');
   try {
@@ -261,19 +344,7 @@ test('Docker unavailable at job start: the run waits with backoff (no tight loop
 });
 
 test('Redis restart (AOF): the API answers 503 while it is away, then everything reconnects and a run in flight finishes', async () => {
-  const { execFile } = await import('node:child_process');
-  const { promisify } = await import('node:util');
-  const sh = promisify(execFile);
-  const { createServer } = await import('node:net');
-  const port = await new Promise<number>((res) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const p = (srv.address() as { port: number }).port;
-      srv.close(() => res(p));
-    });
-  });
-  const name = `corral-test-redis-restart-${Date.now().toString(36)}`;
-  await sh('docker', ['run', '-d', '--name', name, '--label', 'corral.test=redis-restart', '-p', `127.0.0.1:${port}:6379`, 'corral/redis:7',
-    'redis-server', '--protected-mode', 'no', '--bind', '0.0.0.0', '--dir', '/tmp', '--appendonly', 'yes', '--appendfsync', 'always', '--maxmemory-policy', 'noeviction']);
+  const { name, port } = await privateRedis('restart', ['--appendonly', 'yes', '--appendfsync', 'always']);
   const restartAgent = scriptedAgent({
     'REDIS-RESTART': (_b, turn) => (turn === 0 ? toolCallTurn([{ name: 'bash', args: { command: 'sleep 4; echo slept' } }]) : finalTurn('finished across a Redis restart')),
     'AFTER-RESTART': () => finalTurn('a new run after the restart'),
@@ -282,10 +353,6 @@ test('Redis restart (AOF): the API answers 503 while it is away, then everything
   let s: Stack | undefined;
   try {
     const url = `redis://127.0.0.1:${port}`;
-    for (let i = 0; i < 50; i++) {
-      if ((await sh('docker', ['exec', name, 'redis-cli', 'ping']).catch(() => ({ stdout: '' }))).stdout.includes('PONG')) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
     // The job lock outlives the outage (the default, 30 s; the 2 s other tests use would expire while
     // Redis is down on a loaded machine, and the job would then rightly count as stalled).
     s = await stack('redisrestart', { REDIS_URL: url, OPENAI_BASE_URL: chat.baseURL, CORRAL_JOB_LOCK_MS: '30000' });
