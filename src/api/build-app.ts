@@ -57,8 +57,15 @@ export interface CorralApp extends FastifyInstance {
   registeredRoutes: readonly string[];
 }
 
+/** A Fastify route URL (/v1/runs/:id) as a pattern for concrete paths. */
+function routePattern(url: string): RegExp {
+  return new RegExp(`^${url.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('/')}/?$`);
+}
+
 export function buildApp(deps: ApiDeps): CorralApp {
-  const app = Fastify({ logger: false, bodyLimit: deps.config.CORRAL_API_MAX_BODY_BYTES });
+  // Path parameters up to 2 KiB reach our schemas (which refuse what is too long with a 400 naming
+  // the parameter) instead of Fastify's own 414.
+  const app = Fastify({ logger: false, bodyLimit: deps.config.CORRAL_API_MAX_BODY_BYTES, routerOptions: { maxParamLength: 2048 } });
   const auth = deps.auth ?? TenantAuth.off();
   const log = deps.log ?? ((msg: string, fields?: Record<string, unknown>) => process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), msg, ...fields })}\n`));
 
@@ -70,9 +77,19 @@ export function buildApp(deps: ApiDeps): CorralApp {
     }
     return sent;
   });
+  // A path this API has, asked with another method: 405 with the methods it has (Allow); else 404.
   app.setNotFoundHandler((req, reply) => {
-    void reply.status(404).send({ error: { code: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}` } });
+    const path = req.url.split('?')[0]!;
+    const allow = [...new Set(docs.filter((d) => routePattern(d.url).test(path)).flatMap((d) => (d.method === 'GET' ? ['GET', 'HEAD'] : [d.method])))];
+    if (allow.length) {
+      void reply.status(405).header('allow', allow.join(', ')).send({ error: { code: 'method_not_allowed', message: `${req.method} is not supported on ${path}; it supports ${allow.join(', ')}` } });
+      return;
+    }
+    void reply.status(404).send({ error: { code: 'not_found', message: `no route ${req.method} ${path}` } });
   });
+
+  // Bodies are JSON only: any other content type is a 415 (Fastify would otherwise take text/plain as a string).
+  app.removeAllContentTypeParsers();
 
   // JSON bodies must be valid UTF-8: a bad byte is a 400, never silently U+FFFD.
   const jsonParser = app.getDefaultJsonParser('error', 'error');
@@ -91,6 +108,7 @@ export function buildApp(deps: ApiDeps): CorralApp {
 
   app.decorateRequest('tenant', '');
   app.addHook('onRequest', async (req) => {
+    // A path with no route is a 401 without a token too (404 or 405 with one).
     if (req.routeOptions.config?.public) return;
     const r = auth.authenticate(req.headers.authorization);
     if (!r.ok) throw new HttpError(401, 'unauthorized', UNAUTHORIZED[r.reason], { 'www-authenticate': 'Bearer realm="corral"' });

@@ -57,6 +57,9 @@ export function sendError(reply: FastifyReply, err: unknown): FastifyReply {
   if (e.statusCode === 413) {
     return reply.status(413).send({ error: { code: 'payload_too_large', message: `the request body is larger than this server accepts (${e.message ?? ''}); see CORRAL_API_MAX_BODY_BYTES` } });
   }
+  if (e.statusCode === 415) {
+    return reply.status(415).send({ error: { code: 'unsupported_media_type', message: `the body must be JSON: send Content-Type: application/json (got ${JSON.stringify(String(reply.request.headers['content-type'] ?? '(none)').slice(0, 100))})` } });
+  }
   if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) {
     // Fastify's own client errors: bad JSON, wrong content type.
     return reply.status(e.statusCode).send({

@@ -14,6 +14,8 @@ export interface ResponseDoc {
   schema?: z.ZodType;
   /** Default application/json when a schema is given. */
   contentType?: string;
+  /** Other content types the same status may come as (the SSE form of the events route). */
+  also?: Record<string, z.ZodType | undefined>;
   headers?: Record<string, string>;
 }
 
@@ -30,8 +32,15 @@ export interface RouteDoc {
   query?: z.ZodObject;
   headers?: Array<{ name: string; schema: z.ZodType; description: string }>;
   body?: z.ZodType;
+  /** false: the route never touches Redis, so it never answers 503 for it. */
+  redis?: boolean;
   responses: Record<number, ResponseDoc>;
 }
+
+/** Statuses every route may answer, added to each route's document. */
+const UNAUTHORIZED = { description: 'no valid bearer token (only when auth is on)', schema: ErrorBody };
+const UNAVAILABLE = { description: 'Redis does not answer; try again (retry-after)', schema: ErrorBody, headers: { 'retry-after': 'seconds to wait' } };
+const UNSUPPORTED = { description: 'the body is not JSON (send Content-Type: application/json)', schema: ErrorBody };
 
 type Handler = (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 
@@ -54,7 +63,7 @@ const RUN_SPEC_DOCS: Record<string, string> = {
   memory: 'Notes shared by runs with the same key (per tenant).',
   replayOf: 'Re-run with the recorded model turns of this finished run of yours.',
   model: 'Overrides the server\'s model for this run.',
-  labels: 'Free-form labels {name: value}, echoed in the report.',
+  labels: 'Free-form labels {name: value}, returned with the run (GET /v1/runs/{id} and the list).',
 };
 
 function jsonSchema(schema: z.ZodType): Record<string, unknown> {
@@ -92,14 +101,17 @@ export function openApiDocument(docs: readonly RouteDoc[], info: { version: stri
     const path = d.url.replace(/:([A-Za-z]+)/g, '{$1}');
     const responses: Record<string, unknown> = {};
     const all: Record<number, ResponseDoc> = { ...d.responses };
-    if (!d.public) all[401] ??= { description: 'no valid bearer token (only when auth is on)', schema: ErrorBody };
+    if (!d.public) all[401] ??= UNAUTHORIZED;
+    if (d.redis !== false) all[503] ??= UNAVAILABLE;
+    if (d.body) all[415] ??= UNSUPPORTED;
     for (const [status, r] of Object.entries(all)) {
+      const content: Record<string, unknown> = {};
+      if (r.schema || r.contentType) content[r.contentType ?? 'application/json'] = { schema: r.schema ? bodyRef(r.schema) : { type: 'string' } };
+      for (const [type, schema] of Object.entries(r.also ?? {})) content[type] = { schema: schema ? bodyRef(schema) : { type: 'string' } };
       responses[status] = {
         description: r.description,
         ...(r.headers ? { headers: Object.fromEntries(Object.entries(r.headers).map(([h, desc]) => [h, { description: desc, schema: { type: 'string' } }])) } : {}),
-        ...(r.schema || r.contentType
-          ? { content: { [r.contentType ?? 'application/json']: { schema: r.schema ? bodyRef(r.schema) : { type: 'string' } } } }
-          : {}),
+        ...(Object.keys(content).length ? { content } : {}),
       };
     }
     paths[path] ??= {};

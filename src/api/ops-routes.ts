@@ -8,7 +8,7 @@ import type { ApiDeps } from './api-deps';
 import { renderDocsPage } from './docs-page';
 import { openApiDocument, route, type RouteDoc } from './openapi';
 import { PROMETHEUS_CONTENT_TYPE, renderMetrics } from './prometheus';
-import { ErrorBody, Health, Ready } from './schemas';
+import { ErrorBody, Health, OpenApiDoc, Ready } from './schemas';
 
 const CHECK_TIMEOUT_MS = 3000;
 
@@ -33,7 +33,7 @@ async function timed(check: () => Promise<unknown>): Promise<{ ok: boolean; ms: 
 export function registerOpsRoutes(app: FastifyInstance, deps: ApiDeps, docs: RouteDoc[]): void {
   route(app, docs, {
     method: 'GET', url: '/healthz', tag: 'operations', public: true, summary: 'Liveness: the process answers and reaches Redis',
-    responses: { 200: { description: 'alive', schema: Health }, 500: { description: 'Redis does not answer', schema: ErrorBody } },
+    responses: { 200: { description: 'alive', schema: Health }, 503: { description: 'Redis does not answer', schema: ErrorBody, headers: { 'retry-after': 'seconds to wait' } } },
   }, async () => {
     await deps.store.ping();
     return { ok: true };
@@ -71,12 +71,12 @@ export function registerOpsRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
   const document = () => openApiDocument(docs, { version: deps.version ?? '0.1.0', authEnabled: !!deps.auth?.enabled });
 
   route(app, docs, {
-    method: 'GET', url: '/openapi.json', tag: 'operations', public: true, summary: 'This API as an OpenAPI 3.1 document',
-    responses: { 200: { description: 'the document', contentType: 'application/json' } },
+    method: 'GET', url: '/openapi.json', tag: 'operations', public: true, redis: false, summary: 'This API as an OpenAPI 3.1 document',
+    responses: { 200: { description: 'the document', schema: OpenApiDoc } },
   }, async () => document());
 
   route(app, docs, {
-    method: 'GET', url: '/docs', tag: 'operations', public: true, summary: 'This API as a readable HTML page (no scripts, no CDN)',
+    method: 'GET', url: '/docs', tag: 'operations', public: true, redis: false, summary: 'This API as a readable HTML page (no scripts, no CDN)',
     responses: { 200: { description: 'the page', contentType: 'text/html; charset=utf-8' } },
   }, async (_req, reply) => reply.type('text/html; charset=utf-8').send(renderDocsPage(document())));
 }

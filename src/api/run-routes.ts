@@ -96,8 +96,12 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     method: 'GET', url: '/v1/runs/:id/events', tag: 'runs', summary: 'The run\'s events: JSON pages, or Server-Sent Events (history, then live) with Accept: text/event-stream',
     description: 'SSE: each message has `id` (the stream id; resume with ?after= or Last-Event-ID), `event` (the event type) and `data` (the RunEvent JSON). The stream ends after run.finished. A `: heartbeat` comment is sent every 15 s.',
     params: RunParams, query: EventsQuery,
+    headers: [
+      { name: 'Accept', schema: z.string(), description: '`text/event-stream` for Server-Sent Events; otherwise a JSON page' },
+      { name: 'Last-Event-ID', schema: z.string().max(60), description: 'SSE only: the id of the last message received; the stream resumes after it (like ?after=)' },
+    ],
     responses: {
-      200: { description: 'a page of events (JSON), or the SSE stream (text/event-stream)', schema: EventsPage },
+      200: { description: 'a page of events (JSON), or the SSE stream (text/event-stream)', schema: EventsPage, also: { 'text/event-stream': undefined } },
       400: badInput, 404: notFound,
     },
   }, async (req, reply) => {

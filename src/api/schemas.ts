@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { ERROR_CODES } from '../domain/errors';
 import { RUN_OUTCOMES, type RunStatus } from '../domain/events';
 import { RUN_ID } from '../domain/run-id';
+import { isListCursor } from '../queue/run-store';
 import { NOT_EXPORTED_CODES, REVIEW_RULES } from '../domain/sandbox';
 import type { RunView } from '../queue/run-store';
 
@@ -32,7 +33,7 @@ export const ListQuery = z
       })
       .meta({ description: `only runs in these statuses, comma-separated: ${RUN_STATUSES.join(', ')}` }),
     limit: z.coerce.number().int().min(1).max(500).default(50).meta({ description: 'runs per page (1–500)' }),
-    cursor: z.string().max(200).optional().meta({ description: 'the `next` value of the previous page' }),
+    cursor: z.string().max(200).regex(/^[A-Za-z0-9_-]+$/, 'is not a cursor from a previous page').refine(isListCursor, 'is not a cursor from a previous page').optional().meta({ description: 'the `next` value of the previous page' }),
   })
   .strict();
 
@@ -182,3 +183,11 @@ export const IdempotencyKeyHeader = z
   .string()
   .regex(/^[\x21-\x7e]{1,255}$/, 'must be 1–255 visible ASCII characters')
   .meta({ description: 'the same key (per tenant) within CORRAL_IDEMPOTENCY_TTL_S returns the same run instead of creating another; a different body with the same key is a 409' });
+
+/** GET /openapi.json: an OpenAPI 3.1 document (its paths are described by itself). */
+export const OpenApiDoc = z.object({
+  openapi: z.literal('3.1.0'),
+  info: z.object({ title: z.string(), version: z.string(), description: z.string() }),
+  paths: z.record(z.string(), z.record(z.string(), z.unknown())),
+  components: z.record(z.string(), z.unknown()),
+}).loose();

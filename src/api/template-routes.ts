@@ -40,12 +40,12 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: ApiDeps, docs
   };
 
   route(app, docs, {
-    method: 'GET', url: '/v1/templates', tag: 'templates', summary: 'The run templates this server loaded (CORRAL_TEMPLATES_DIR)',
+    method: 'GET', url: '/v1/templates', tag: 'templates', redis: false, summary: 'The run templates this server loaded (CORRAL_TEMPLATES_DIR)',
     responses: { 200: { description: 'every template, by name', schema: TemplateList } },
   }, async () => ({ templates: [...templates.values()].map(describeTemplate) }));
 
   route(app, docs, {
-    method: 'GET', url: '/v1/templates/:name', tag: 'templates', summary: 'One template, with its task text and spec',
+    method: 'GET', url: '/v1/templates/:name', tag: 'templates', redis: false, summary: 'One template, with its task text and spec',
     params: TemplateParams,
     responses: { 200: { description: 'the template', schema: TemplateDetail }, 400: badInput, 404: notFound },
   }, async (req) => {

@@ -524,6 +524,11 @@ function encodeCursor(c: { id: string; score: number }): string {
   return Buffer.from(`${c.score}:${c.id}`).toString('base64url');
 }
 
+/** Whether `cursor` is one this store writes (the API's query schema checks with this). */
+export function isListCursor(cursor: string): boolean {
+  return new RegExp(`^(\\d{1,16}):(${RUN_ID_BODY})$`).test(Buffer.from(cursor, 'base64url').toString('utf8'));
+}
+
 /** Throws InvalidInputError naming `cursor` for anything that is not a cursor this store wrote. */
 function decodeCursor(cursor: string): { id: string; score: number } {
   const m = new RegExp(`^(\\d{1,16}):(${RUN_ID_BODY})$`).exec(Buffer.from(cursor, 'base64url').toString('utf8'));

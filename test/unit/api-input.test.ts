@@ -92,7 +92,7 @@ describe('OpenAPI', () => {
     const submit = doc.paths['/v1/runs']!.post!;
     expect(submit.requestBody).toEqual({ required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/RunSpec' } } } });
     expect(submit.parameters).toContainEqual(expect.objectContaining({ name: 'Idempotency-Key', in: 'header' }));
-    expect(Object.keys(submit.responses).sort()).toEqual(['200', '201', '400', '401', '409', '413', '429']);
+    expect(Object.keys(submit.responses).sort()).toEqual(['200', '201', '400', '401', '409', '413', '415', '429', '503']);
     expect(doc.paths['/v1/runs']!.get!.parameters.map((p) => p.name).sort()).toEqual(['cursor', 'limit', 'status']);
     expect(doc.paths['/v1/runs/{id}/approvals/{callId}']!.post!.parameters.map((p) => `${p.in}:${p.name}`)).toEqual(['path:id', 'path:callId']);
     expect(doc.paths['/healthz']!.get!.security).toEqual([]);
@@ -168,9 +168,10 @@ describe('bad input: 400 with every issue and its path', () => {
     expect(bad.body.error.code).toBe('invalid_input');
     const xml = await call('POST', '/v1/runs', { headers: { 'content-type': 'application/xml' }, body: '<task/>' });
     expect(xml.status).toBe(415);
-    expect(xml.body.error.code).toBe('invalid_input');
+    expect(xml.body.error).toEqual({ code: 'unsupported_media_type', message: 'the body must be JSON: send Content-Type: application/json (got "application/xml")' });
+    // text/plain too: never taken as a string body
     const text = await call('POST', '/v1/runs', { headers: { 'content-type': 'text/plain' }, body: 'hello' });
-    expect(text).toMatchObject({ status: 400, body: { error: { issues: [{ path: [], message: expect.stringContaining('expected object') }] } } });
+    expect(text).toMatchObject({ status: 415, body: { error: { code: 'unsupported_media_type' } } });
     const key = await post({ task: 'x' }, { 'idempotency-key': 'has space' });
     expect(key).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('Idempotency-Key'), issues: [{ path: [], message: 'must be 1–255 visible ASCII characters' }] } } });
   });

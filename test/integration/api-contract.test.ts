@@ -1,0 +1,273 @@
+/**
+ * The OpenAPI document against real answers (issue 14, defect 10). Every route is called over the
+ * real test Redis, with requests chosen to reach each status the document gives it; each answer is
+ * checked against the document: its status is documented for that route, its content type is one the
+ * document names, and a JSON body validates against the documented schema (Ajv, JSON Schema 2020-12).
+ * At the end every documented status of every route must have been seen. 503 comes from a second
+ * app whose Redis does not answer; 405 from methods no route has.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import Ajv2020 from 'ajv/dist/2020';
+import { Redis } from 'ioredis';
+import { Queue } from 'bullmq';
+import { TenantAuth } from '../../src/api/auth';
+import { buildApp, type ApiDeps } from '../../src/api/build-app';
+import { loadTemplates } from '../../src/api/load-templates';
+import { IdempotencyStore } from '../../src/queue/idempotency';
+import { RunSpec } from '../../src/domain/run-spec';
+import { newRunId } from '../../src/queue/run-queue';
+import { RunMetrics } from '../../src/queue/run-metrics';
+import { RunStore } from '../../src/queue/run-store';
+import { ScheduleStore } from '../../src/queue/schedule-store';
+import { TenantQuota } from '../../src/queue/tenant-quota';
+import { TOKENS, startApiFixture, type ApiFixture } from '../support/api-fixture';
+
+jest.setTimeout(60_000);
+
+type Doc = { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: unknown }> }> }>>; components: { schemas: Record<string, unknown> } };
+type App = ReturnType<typeof buildApp>;
+interface Answer { status: number; type: string; body: unknown; text: string }
+
+const templates = loadTemplates(join(__dirname, '..', '..', 'templates'));
+const TOKEN_LIST = `acme=${TOKENS.acme},globex=${TOKENS.globex}`;
+let f: ApiFixture;
+let app: App;
+let dead: App;
+let doc: Doc;
+const conns: Redis[] = [];
+const closers: Array<() => Promise<unknown>> = [];
+const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false });
+/** "get /v1/runs/{id}" → statuses seen. */
+const seen = new Map<string, Set<string>>();
+const problems: string[] = [];
+
+function operationOf(method: string, path: string): string | undefined {
+  const p = path.split('?')[0]!;
+  for (const template of Object.keys(doc.paths)) {
+    const re = new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`);
+    if (re.test(p) && doc.paths[template]![method.toLowerCase()]) return `${method.toLowerCase()} ${template}`;
+  }
+  return undefined;
+}
+
+const validators = new Map<string, ReturnType<typeof ajv.compile>>();
+function check(method: string, url: string, a: Answer): void {
+  const op = operationOf(method, url);
+  if (!op) {
+    if (a.status !== 405 && a.status !== 404) problems.push(`${method} ${url}: no documented operation, and the answer was ${a.status}`);
+    return;
+  }
+  const [m, template] = op.split(' ') as [string, string];
+  const responses = doc.paths[template]![m]!.responses;
+  const r = responses[String(a.status)];
+  if (!seen.has(op)) seen.set(op, new Set());
+  seen.get(op)!.add(String(a.status));
+  if (!r) {
+    problems.push(`${op}: answered ${a.status}, which is not documented (documented: ${Object.keys(responses).join(', ')}); body ${a.text.slice(0, 200)}`);
+    return;
+  }
+  if (!r.content) return;
+  const type = a.type.split(';')[0]!.trim();
+  const c = Object.entries(r.content).find(([t]) => t.split(';')[0]!.trim() === type)?.[1];
+  if (!c) {
+    problems.push(`${op} ${a.status}: content type ${type} is not documented (documented: ${Object.keys(r.content).join(', ')})`);
+    return;
+  }
+  if (type !== 'application/json') return;
+  const key = `${op} ${a.status}`;
+  if (!validators.has(key)) {
+    const schema = JSON.parse(JSON.stringify(c.schema).replaceAll('"#/components/schemas/', '"doc#/components/schemas/')) as object;
+    validators.set(key, ajv.compile(schema));
+  }
+  const v = validators.get(key)!;
+  if (!v(a.body)) problems.push(`${op} ${a.status}: the body does not match the documented schema: ${ajv.errorsText(v.errors)}; body ${a.text.slice(0, 300)}`);
+}
+
+async function call(target: App, method: string, url: string, o: { token?: string | null; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> {
+  const token = o.token === undefined ? TOKENS.acme : o.token;
+  const res = await target.inject({
+    method: method as 'GET', url,
+    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(o.body !== undefined && typeof o.body !== 'string' ? { 'content-type': 'application/json' } : {}), ...o.headers },
+    ...(o.body !== undefined ? { payload: typeof o.body === 'string' ? o.body : JSON.stringify(o.body) } : {}),
+  });
+  let body: unknown = res.body;
+  try {
+    body = JSON.parse(res.body);
+  } catch {
+    /* not JSON */
+  }
+  const a = { status: res.statusCode, type: String(res.headers['content-type'] ?? ''), body, text: res.body };
+  check(method, url, a);
+  return a;
+}
+
+/** Ends a run in the store the way a worker does, with its files in the fixture's data dir. */
+async function finished(id: string, tenant: string): Promise<void> {
+  const dir = join(resolve(f.config.CORRAL_DATA_DIR), 'runs', id);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'events.jsonl'), '{"type":"run.started","seq":1}\n{"type":"run.finished","seq":2}\n');
+  writeFileSync(join(dir, 'report.md'), `# Run ${id}\n`);
+  writeFileSync(join(dir, 'workspace.tar'), Buffer.alloc(1024, 0));
+  writeFileSync(join(dir, 'workspace.patch'), '--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n');
+  await f.store.create(id, RunSpec.parse({ task: 'finished run' }), new Date(f.clock.now), tenant);
+  await f.store.update(id, {
+    status: 'succeeded', outcome: 'succeeded', reason: 'done', finalAnswer: 'ok', startedAt: new Date(f.clock.now - 5000).toISOString(), finishedAt: new Date(f.clock.now).toISOString(),
+    workerId: 'w-test', logPath: join(dir, 'events.jsonl'), reportPath: join(dir, 'report.md'),
+    usage: { llmCalls: 3, toolCalls: 2, inputTokens: 1500, outputTokens: 500, costUsd: 0.002, wallTimeMs: 4200 },
+    artifacts: [{ name: 'workspace.tar', path: join(dir, 'workspace.tar'), bytes: 1024 }, { name: 'workspace.patch', path: join(dir, 'workspace.patch'), bytes: 33 }],
+  });
+}
+
+function depsFor(redis: Redis, fx: ApiFixture, queue: Queue): ApiDeps {
+  const conn = redis.duplicate();
+  conn.on('error', () => undefined);
+  conns.push(conn);
+  return {
+    config: fx.config, store: new RunStore(redis, fx.prefix), queue, metrics: new RunMetrics(redis, fx.prefix), newRunId, clock: () => fx.clock.now,
+    policyNames: ['default'], templates, schedules: new ScheduleStore(redis, fx.config.CORRAL_QUEUE, conn, fx.prefix),
+    quota: new TenantQuota(redis, queue, fx.prefix), idempotency: new IdempotencyStore(redis, fx.prefix),
+    auth: TenantAuth.fromSources({ tokens: TOKEN_LIST }), operatorTenants: ['acme'], log: () => undefined,
+  };
+}
+
+beforeAll(async () => {
+  f = await startApiFixture({ env: { CORRAL_TENANT_MAX_ACTIVE_RUNS: '5', CORRAL_TENANT_SUBMITS_PER_MIN: '1000', CORRAL_API_MAX_BODY_BYTES: '200000', CORRAL_SCHEDULE_MIN_INTERVAL_S: '60', CORRAL_TENANT_MAX_SCHEDULES: '1' } });
+  await f.app.close();
+  app = buildApp(depsFor(f.redis, f, f.queue));
+  await app.ready();
+  closers.push(() => app.close());
+  // The same app over a Redis that does not answer (a closed port; no offline queue): every route that
+  // reads or writes run state answers 503.
+  const deadRedis = new Redis('redis://127.0.0.1:1', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  deadRedis.on('error', () => undefined);
+  const deadQueue = new Queue(`${f.config.CORRAL_QUEUE}-dead`, { connection: deadRedis });
+  deadQueue.on('error', () => undefined);
+  dead = buildApp(depsFor(deadRedis, f, deadQueue));
+  await dead.ready();
+  closers.push(() => dead.close(), () => deadQueue.close().catch(() => undefined), async () => deadRedis.disconnect());
+  doc = JSON.parse((await app.inject({ method: 'GET', url: '/openapi.json' })).body) as Doc;
+  ajv.addSchema({ $id: 'doc', components: doc.components });
+  await call(app, 'GET', '/openapi.json', { token: null }); // and the document's own answer, checked against itself
+});
+afterAll(async () => {
+  for (const c of closers.reverse()) await c().catch(() => undefined);
+  for (const c of conns) c.disconnect();
+  await f?.close();
+});
+
+test('every route, every documented status: each answer is documented for its route and its body has the documented shape', async () => {
+  const run = (body: Record<string, unknown> = {}) => ({ task: 'contract run', ...body });
+  // runs
+  const created = (await call(app, 'POST', '/v1/runs', { body: run(), headers: { 'idempotency-key': 'contract-1' } })).body as { id: string };
+  await call(app, 'POST', '/v1/runs', { body: run(), headers: { 'idempotency-key': 'contract-1' } }); // 200: the same request again
+  await call(app, 'POST', '/v1/runs', { body: run({ task: 'another' }), headers: { 'idempotency-key': 'contract-1' } }); // 409
+  await call(app, 'POST', '/v1/runs', { body: { task: '' } }); // 400
+  await call(app, 'POST', '/v1/runs', { body: run(), token: null }); // 401
+  await call(app, 'POST', '/v1/runs', { body: 'task=x', headers: { 'content-type': 'text/plain' } }); // 415
+  await call(app, 'POST', '/v1/runs', { body: run({ task: 'x'.repeat(250_000) }) }); // 413
+  await call(app, 'POST', '/v1/runs?dryRun=true', { body: run() }); // 200: the plan
+  for (let i = 0; i < 6; i++) await call(app, 'POST', '/v1/runs', { body: run(), token: TOKENS.globex }); // the sixth: 429
+  const id = created.id;
+  await call(app, 'GET', '/v1/runs');
+  await call(app, 'GET', '/v1/runs?cursor=not-a-cursor'); // 400, from the query schema
+  await call(app, 'GET', `/v1/runs/${id}`);
+  await call(app, 'GET', '/v1/runs/run_nosuchrun1');
+  await call(app, 'GET', '/v1/runs/not-a-run-id');
+  await call(app, 'GET', `/v1/runs/${id}/events`);
+  await call(app, 'GET', `/v1/runs/${id}/events?after=99999999999999999999999-0`);
+  await call(app, 'GET', '/v1/runs/run_nosuchrun1/events');
+  await call(app, 'POST', `/v1/runs/${id}/approvals/${'c'.repeat(150)}`, { body: { decision: 'approve' } }); // 400 naming callId, not Fastify's 414
+  await call(app, 'POST', `/v1/runs/${id}/approvals/call_1`, { body: { decision: 'approve' } }); // 409: nothing pending
+  await call(app, 'POST', '/v1/runs/run_nosuchrun1/approvals/call_1', { body: { decision: 'approve' } });
+  await call(app, 'POST', `/v1/runs/${id}/approvals/call_1`, { body: 'x', headers: { 'content-type': 'text/plain' } });
+  await call(app, 'POST', `/v1/runs/${id}/replay`); // 409: not finished
+  await call(app, 'POST', '/v1/runs/run_nosuchrun1/replay');
+  await call(app, 'POST', '/v1/runs/bad/replay');
+  await call(app, 'POST', `/v1/runs/${id}/cancel`); // 200: cancelled before it started
+  await call(app, 'POST', `/v1/runs/${id}/cancel`); // 409: ended
+  await call(app, 'POST', '/v1/runs/run_nosuchrun1/cancel');
+  await call(app, 'POST', '/v1/runs/bad/cancel');
+  // The cancelled run has ended: its replay needs model turns (409); its files are not written (404).
+  await call(app, 'POST', `/v1/runs/${id}/replay`);
+  for (const file of ['report', 'logs', 'artifacts/workspace.tar', 'artifacts/patch']) {
+    await call(app, 'GET', `/v1/runs/${id}/${file}`);
+    await call(app, 'GET', `/v1/runs/bad/${file}`);
+  }
+  // A run waiting for an approval: answered (200), answered again (409).
+  const waiting = (await call(app, 'POST', '/v1/runs', { body: run({ approvals: true }) })).body as { id: string };
+  await f.store.claim(waiting.id, 'token-contract'); // a worker took it: running, owned, its job no longer waiting
+  await (await f.queue.getJob(waiting.id))?.remove();
+  await f.store.setPending(waiting.id, { callId: 'call_p', tool: 'bash', args: { command: 'rm -r x' }, reason: 'needs a human', since: new Date().toISOString() });
+  await call(app, 'POST', `/v1/runs/${waiting.id}/approvals/call_p`, { body: { decision: 'approve', by: 'contract' } });
+  await call(app, 'POST', `/v1/runs/${waiting.id}/approvals/call_p`, { body: { decision: 'approve' } });
+  await call(app, 'POST', `/v1/runs/${waiting.id}/cancel`); // 202: a running run is cancelled by its worker
+  // A finished run with its files: each file is served; a replay is queued.
+  const done = newRunId();
+  await finished(done, 'acme');
+  for (const file of ['report', 'logs', 'artifacts/workspace.tar', 'artifacts/patch']) await call(app, 'GET', `/v1/runs/${done}/${file}`);
+  await call(app, 'POST', `/v1/runs/${done}/replay`);
+  const globexDone = newRunId();
+  await finished(globexDone, 'globex');
+  await call(app, 'POST', `/v1/runs/${globexDone}/replay`, { token: TOKENS.globex }); // 429: globex is at its active runs
+  // templates and schedules
+  await call(app, 'GET', '/v1/templates');
+  await call(app, 'GET', `/v1/templates/${templates[0]!.name}`);
+  await call(app, 'GET', '/v1/templates/no-such-template');
+  await call(app, 'GET', '/v1/templates/Bad%20Name');
+  await call(app, 'POST', '/v1/templates/no-such-template/runs', { body: {} });
+  await call(app, 'POST', `/v1/templates/${templates[0]!.name}/runs`, { body: { params: { nope: 1 } } });
+  await call(app, 'POST', `/v1/templates/${templates[0]!.name}/runs`, { body: 'x', headers: { 'content-type': 'text/plain' } });
+  const tpl = `/v1/templates/${templates[0]!.name}/runs`;
+  await call(app, 'POST', tpl, { body: { params: {} }, headers: { 'idempotency-key': 'contract-t' } }); // 201
+  await call(app, 'POST', tpl, { body: { params: {} }, headers: { 'idempotency-key': 'contract-t' } }); // 200: a repeat
+  await call(app, 'POST', tpl, { body: { params: { packageDir: 'other' } }, headers: { 'idempotency-key': 'contract-t' } }); // 409
+  await call(app, 'POST', `${tpl}?dryRun=true`, { body: { params: {} } }); // 200: the plan
+  await call(app, 'POST', tpl, { body: { params: { packageDir: 'x'.repeat(250_000) } } }); // 413
+  await call(app, 'POST', tpl, { body: { params: {} }, token: TOKENS.globex }); // 429
+  const schedule = (await call(app, 'POST', '/v1/schedules', { body: { template: templates[0]!.name, cron: '0 6 * * 1', params: templates[0]!.examples?.[0]?.params ?? {} } })).body as { id: string };
+  const scheduleBody = { template: templates[0]!.name, cron: '0 6 * * 1', params: {} };
+  await call(app, 'POST', '/v1/schedules', { body: scheduleBody }); // 409: the tenant's one schedule exists
+  await call(app, 'POST', '/v1/schedules', { body: { ...scheduleBody, params: { packageDir: 'x'.repeat(250_000) } } }); // 413
+  await call(dead, 'POST', '/v1/schedules', { body: scheduleBody }); // 503
+  await call(dead, 'POST', `/v1/runs/run_deadredis1/approvals/call_p`, { body: { decision: 'approve' } }); // 503
+  await call(app, 'POST', '/v1/schedules', { body: { template: templates[0]!.name, cron: 'every day' } });
+  await call(app, 'POST', '/v1/schedules', { body: { template: 'no-such-template', cron: '0 6 * * 1' } });
+  await call(app, 'POST', '/v1/schedules', { body: 'x', headers: { 'content-type': 'text/plain' } });
+  await call(app, 'GET', '/v1/schedules');
+  await call(app, 'GET', `/v1/schedules/${schedule.id}`);
+  const unknownSchedule = `${schedule.id.slice(0, -4)}0000`;
+  await call(app, 'GET', `/v1/schedules/${unknownSchedule}`); // 404
+  await call(dead, 'GET', `/v1/schedules/${unknownSchedule}`); // 503
+  await call(dead, 'DELETE', `/v1/schedules/${unknownSchedule}`); // 503
+  await call(app, 'GET', '/v1/schedules/bad id');
+  await call(app, 'DELETE', `/v1/schedules/${schedule.id}`);
+  await call(app, 'DELETE', `/v1/schedules/${schedule.id}`);
+  await call(app, 'DELETE', '/v1/schedules/bad id');
+  // operations
+  await call(app, 'GET', '/healthz', { token: null });
+  await call(app, 'GET', '/readyz', { token: null });
+  await call(app, 'GET', '/metrics');
+  await call(app, 'GET', '/docs', { token: null });
+  // 401 on every route that needs a token, 503 on every route that needs Redis
+  for (const [template, ops] of Object.entries(doc.paths)) {
+    const url = template.replace('{id}', id).replace('{callId}', 'call_1').replace('{name}', templates[0]!.name).replace(/\{[^}]+\}/g, 'x');
+    for (const [method, op] of Object.entries(ops)) {
+      const body = method === 'post' ? {} : undefined;
+      if (op.responses['401']) await call(app, method.toUpperCase(), url, { token: 'wrong-token-0123456789', body });
+      if (op.responses['503']) await call(dead, method.toUpperCase(), url.replace(id, 'run_deadredis1').replace(/sch_[A-Za-z0-9]+/, 'sch_deadredis1'), { body: method === 'post' && template === '/v1/runs' ? run() : body });
+    }
+  }
+  // methods no route has: 405 naming the ones it has
+  const put = await call(app, 'PUT', `/v1/runs/${id}`);
+  expect(put).toMatchObject({ status: 405, body: { error: { code: 'method_not_allowed' } } });
+
+  expect(problems).toEqual([]);
+  const unseen: string[] = [];
+  for (const [template, ops] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(ops)) {
+      for (const status of Object.keys(op.responses)) if (!seen.get(`${method} ${template}`)?.has(status)) unseen.push(`${method.toUpperCase()} ${template} ${status}`);
+    }
+  }
+  expect(unseen).toEqual([]);
+});
