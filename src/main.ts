@@ -115,12 +115,19 @@ const CLEANUP_MS = 10_000;
 /** The longest a stop takes, whatever Redis and Docker do: the grace period, the clean-up, the other steps. */
 export const shutdownBudgetMs = (config: Config): number => config.CORRAL_SHUTDOWN_GRACE_S * 1000 + CLEANUP_MS + 5000;
 
+/** `p`'s value, or 'late' when it has not settled within `ms` (the timer is cleared either way). */
+async function within<T>(p: Promise<T>, ms: number): Promise<T | 'late'> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<'late'>((res) => (timer = setTimeout(() => res('late'), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Whether Redis answers a PING within half a second. */
 async function answers(r: Redis): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const ok = await Promise.race([r.ping().then(() => true, () => false), new Promise<boolean>((res) => (timer = setTimeout(() => res(false), 500)))]);
-  clearTimeout(timer);
-  return ok;
+  return (await within(r.ping().then(() => true, () => false), 500)) === true;
 }
 
 /**
@@ -135,11 +142,7 @@ function dropRedis(r: Redis): void {
 
 /** QUIT when Redis answers; a connection that is away or hangs is dropped instead of waiting for it. */
 async function quitRedis(r: Redis): Promise<void> {
-  if (r.status === 'ready') {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([r.quit().catch(() => undefined), new Promise((res) => (timer = setTimeout(res, 1000)))]);
-    clearTimeout(timer);
-  }
+  if (r.status === 'ready') await within(r.quit().catch(() => undefined), 1000);
   r.disconnect();
 }
 
@@ -155,11 +158,8 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
   const onClose = (what: string, run: () => Promise<unknown>, ms = CLOSE_STEP_MS) => closers.push({ what, run, ms, group });
   const closeGroup = async (g: Group, steps: typeof closers) => {
     for (const c of steps.filter((x) => x.group === g).reverse()) {
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), c.ms)));
       const done = c.run().then(() => 'done' as const, (err: Error) => log('shutdown step failed', { step: c.what, error: err.message }));
-      if ((await Promise.race([done, late])) === 'late') log('shutdown step did not finish in time; going on', { step: c.what, ms: c.ms });
-      clearTimeout(timer);
+      if ((await within(done, c.ms)) === 'late') log('shutdown step did not finish in time; going on', { step: c.what, ms: c.ms });
     }
   };
   const close = async () => {

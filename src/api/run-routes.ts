@@ -21,8 +21,7 @@ import {
   ListQuery, RunCreated, SubmitQuery, RunDetail, RunPageDoc, RunParams,
 } from './schemas';
 import { planRun, RunPlan } from './run-plan';
-import { checkReplaySource, checkSpec, createRun, submitRun } from './submit-run';
-import { toolsFor } from '../tools/registry';
+import { admission, checkReplaySource, checkSpec, createRun, submitRun } from './submit-run';
 
 const LIST_TASK_CHARS = 500;
 
@@ -181,7 +180,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     if (!spec) throw new NotFoundError(`the spec of run ${id} is not stored (it was not submitted through this API, or it expired)`);
     const replayOf = spec.replayOf ?? id;
     // Admitted again: the server's policies and maxima may have changed since the run was submitted.
-    await admitSpec(spec, { config: deps.config, policyNames: deps.policyNames, toolNames: toolsFor(deps.config).map((t) => t.name), label: `the spec of run ${id}: ` });
+    await admitSpec(spec, admission(deps, `the spec of run ${id}: `));
     await checkReplaySource(deps, replayOf);
     const newId = deps.newRunId();
     await createRun(deps, req.tenant, newId, { ...spec, replayOf });

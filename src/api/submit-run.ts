@@ -7,7 +7,7 @@
 import type { Queue } from 'bullmq';
 import type { Config } from '../config';
 import { CorralError, InvalidInputError } from '../domain/errors';
-import { admitSpec } from '../domain/admit-spec';
+import { admitSpec, type AdmissionContext } from '../domain/admit-spec';
 import { RunSpec } from '../domain/run-spec';
 import { hashJson, type IdempotencyStore } from '../queue/idempotency';
 import { enqueueRun } from '../queue/run-queue';
@@ -47,10 +47,15 @@ export async function checkReplaySource(deps: Pick<SubmitDeps, 'store'>, runId: 
   }
 }
 
+/** What admitSpec checks against on this server; `label` goes before each message ("body: "). */
+export function admission(deps: Pick<SubmitDeps, 'config' | 'policyNames'>, label: string): AdmissionContext {
+  return { config: deps.config, policyNames: deps.policyNames, toolNames: toolsFor(deps.config).map((t) => t.name), label };
+}
+
 /** Parses and checks a body as a RunSpec of `tenant` (admitSpec, then its replayOf run); every failure is a 400 naming its field. */
 export async function checkSpec(deps: SubmitDeps, body: unknown, tenant: string): Promise<RunSpec> {
   const spec = parseInput(RunSpec, body, 'body');
-  await admitSpec(spec, { config: deps.config, policyNames: deps.policyNames, toolNames: toolsFor(deps.config).map((t) => t.name), label: 'body: ' });
+  await admitSpec(spec, admission(deps, 'body: '));
   if (spec.replayOf) {
     if ((await deps.store.tenantOf(spec.replayOf)) !== tenant) throw new InvalidInputError(`body: replayOf: no run with id ${spec.replayOf}`, 'replayOf');
     await checkReplaySource(deps, spec.replayOf);

@@ -117,6 +117,12 @@ export function pricesFor(config: Config, model: string): Prices {
   return p ? { inputPerMtok: p.input, outputPerMtok: p.output } : { inputPerMtok: config.CORRAL_PRICE_INPUT_PER_MTOK, outputPerMtok: config.CORRAL_PRICE_OUTPUT_PER_MTOK };
 }
 
+/** A job refused before it ran: its record (made if there is none) ends `error` with invalid_input and the reason. */
+export async function recordRefused(store: RunStore, runId: string, spec: Parameters<RunStore['ensure']>[1], reason: string, at: Date): Promise<void> {
+  await store.ensure(runId, spec, at);
+  await store.end(runId, 'error', reason, at, undefined, 'invalid_input');
+}
+
 /** Reads a run id out of job data that failed validation, so the failure can still be recorded. */
 function salvageRunId(data: unknown): string | undefined {
   const id = (data as { runId?: unknown } | null)?.runId;
@@ -150,8 +156,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     const reason = `malformed job data: ${describeZodIssues(parsed.error.issues).message}`;
     const runId = salvageRunId(data);
     if (runId) {
-      await store.ensure(runId, { task: '(malformed job)' }, new Date(clock()));
-      await store.end(runId, 'error', reason, new Date(clock()), undefined, 'invalid_input');
+      await recordRefused(store, runId, { task: '(malformed job)' }, reason, new Date(clock()));
     }
     throw new InvalidInputError(reason);
   }
@@ -170,8 +175,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   } catch (err) {
     if (!(err instanceof InvalidInputError)) throw err;
     const reason = `not admitted: ${err.message}`;
-    await store.ensure(runId, spec, new Date(clock()));
-    await store.end(runId, 'error', reason, new Date(clock()), undefined, 'invalid_input');
+    await recordRefused(store, runId, spec, reason, new Date(clock()));
     throw new InvalidInputError(reason, err.field);
   }
   const runDir = resolve(config.CORRAL_DATA_DIR, 'runs', runId);

@@ -14,7 +14,7 @@ import { CorralError, type ErrorCode } from '../domain/errors';
 import { isRunId } from '../domain/run-id';
 import { RUN_JOB_NAME } from '../queue/run-queue';
 import { flowJobPort } from '../queue/subrun-jobs';
-import { RunSuspended, processRun, type RunProcessorDeps, type RunSummary } from './run-processor';
+import { RunSuspended, processRun, recordRefused, type RunProcessorDeps, type RunSummary } from './run-processor';
 import { WorkerSlots } from './slots';
 
 /** A run job's end as BullMQ keeps it: never retried, with the code of what ended it and that error as its cause. */
@@ -45,11 +45,7 @@ async function checkEnvelope(o: StartWorkerOptions, job: Job): Promise<void> {
   else if (!isRunId(id)) problem = `job id ${JSON.stringify(String(id).slice(0, 100))} is not a run id; a run job's id is its run id (run_…)`;
   else if (dataId !== id) problem = `data.runId ${JSON.stringify(String(dataId).slice(0, 100))} differs from the job id ${id}; a run job's id is its run id`;
   if (!problem) return;
-  if (isRunId(id)) {
-    const now = new Date(o.clock());
-    await o.store.ensure(id, { task: '(job refused at the queue contract)' }, now);
-    await o.store.end(id, 'error', `malformed job: ${problem}`, now, undefined, 'invalid_input');
-  }
+  if (isRunId(id)) await recordRefused(o.store, id, { task: '(job refused at the queue contract)' }, `malformed job: ${problem}`, new Date(o.clock()));
   throw new JobFailure('invalid_input', `malformed job: ${problem}`);
 }
 

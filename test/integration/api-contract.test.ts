@@ -21,7 +21,7 @@ import { RunMetrics } from '../../src/queue/run-metrics';
 import { RunStore } from '../../src/queue/run-store';
 import { ScheduleStore } from '../../src/queue/schedule-store';
 import { TenantQuota } from '../../src/queue/tenant-quota';
-import { TOKENS, startApiFixture, type ApiFixture } from '../support/api-fixture';
+import { TOKENS, injectJson, startApiFixture, type ApiFixture } from '../support/api-fixture';
 
 jest.setTimeout(60_000);
 
@@ -85,19 +85,8 @@ function check(method: string, url: string, a: Answer): void {
 }
 
 async function call(target: App, method: string, url: string, o: { token?: string | null; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> {
-  const token = o.token === undefined ? TOKENS.acme : o.token;
-  const res = await target.inject({
-    method: method as 'GET', url,
-    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(o.body !== undefined && typeof o.body !== 'string' ? { 'content-type': 'application/json' } : {}), ...o.headers },
-    ...(o.body !== undefined ? { payload: typeof o.body === 'string' ? o.body : JSON.stringify(o.body) } : {}),
-  });
-  let body: unknown = res.body;
-  try {
-    body = JSON.parse(res.body);
-  } catch {
-    /* not JSON */
-  }
-  const a = { status: res.statusCode, type: String(res.headers['content-type'] ?? ''), body, text: res.body };
+  const r = await injectJson(target, method, url, o);
+  const a = { status: r.status, type: String(r.headers['content-type'] ?? ''), body: r.body, text: r.text };
   check(method, url, a);
   return a;
 }

@@ -5,6 +5,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { RunSpec } from '../../src/domain/run-spec';
+import { RUN_JOB_NAME, RUN_JOB_OPTIONS } from '../../src/queue/run-queue';
+import { makeTar } from '../support/make-tar';
 import type { Scripted } from '../support/fake-decisions-server';
 import { promptText } from '../support/fake-decisions-server';
 import { errorTurn, finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
@@ -107,6 +112,17 @@ async function run(spec: Record<string, unknown>): Promise<{ id: string; run: Lo
   const done = await h.waitFor(r.body.id, undefined, 120_000);
   return { id: r.body.id, run: done, events: readEvents(done.logPath as string) };
 }
+/** A producer that skips the API: `fn` gets a BullMQ queue on the harness's queue, closed afterwards. */
+async function withRawQueue(fn: (queue: Queue) => Promise<void>): Promise<void> {
+  const conn = new Redis(h.config.REDIS_URL, { maxRetriesPerRequest: null });
+  const queue = new Queue(h.config.CORRAL_QUEUE, { connection: conn });
+  try {
+    await fn(queue);
+  } finally {
+    await queue.close();
+    await conn.quit();
+  }
+}
 const chatsFor = (marker: string) => h.fake.requests.filter((r) => r.path === '/v1/chat/completions' && promptText(r.body).includes(marker));
 
 describe('a coding task held to its contract', () => {
@@ -190,13 +206,7 @@ describe('a coding task held to its contract', () => {
       }
     }
     // Straight on the queue (a producer that skipped the API): the worker refuses it and the record says why.
-    const { Queue } = await import('bullmq');
-    const { Redis } = await import('ioredis');
-    const { RUN_JOB_NAME, RUN_JOB_OPTIONS } = await import('../../src/queue/run-queue');
-    const { RunSpec } = await import('../../src/domain/run-spec');
-    const conn = new Redis(h.config.REDIS_URL, { maxRetriesPerRequest: null });
-    const queue = new Queue(h.config.CORRAL_QUEUE, { connection: conn });
-    try {
+    await withRawQueue(async (queue) => {
       const runId = `run_rawreplay${Date.now().toString(36).slice(-4)}`;
       await queue.add(RUN_JOB_NAME, { runId, spec: RunSpec.parse({ task: 'MODEL-DOWN: raw', replayOf: down.id }) }, { ...RUN_JOB_OPTIONS, jobId: runId });
       const ended = await h.waitFor(runId, (x) => !!x.finishedAt, 60_000);
@@ -204,10 +214,7 @@ describe('a coding task held to its contract', () => {
       // and a cancel of the ended run changes nothing
       const cancel = await h.api('POST', `/v1/runs/${runId}/cancel`);
       expect(cancel.status).toBe(409);
-    } finally {
-      await queue.close();
-      await conn.quit();
-    }
+    });
   });
 
   test('done checks that keep failing end the run as failed after three rounds', async () => {
@@ -322,13 +329,7 @@ test('a model endpoint that keeps failing ends the run as error with the reason'
 });
 
 test('a job failure whose message says "stalled" is not taken for a dead worker; its code is kept (issue 14, defect 5)', async () => {
-  const { Queue } = await import('bullmq');
-  const { Redis } = await import('ioredis');
-  const { RUN_JOB_NAME, RUN_JOB_OPTIONS } = await import('../../src/queue/run-queue');
-  const { RunSpec } = await import('../../src/domain/run-spec');
-  const conn = new Redis(h.config.REDIS_URL, { maxRetriesPerRequest: null });
-  const queue = new Queue(h.config.CORRAL_QUEUE, { connection: conn });
-  try {
+  await withRawQueue(async (queue) => {
     const tag = Date.now().toString(36).slice(-5);
     // A replay of a run whose id has "stalled" in it: the worker cannot find its log and fails the job.
     const runId = `run_replaying${tag}`;
@@ -341,10 +342,7 @@ test('a job failure whose message says "stalled" is not taken for a dead worker;
     expect(job?.failedReason).toMatch(/Stalled/);
     expect(h.logs.find((l) => l.msg === 'job failed' && l.fields?.jobId === runId)?.fields).toMatchObject({ code: 'invalid_input' });
     expect(h.logs.find((l) => l.msg === 'job failed' && l.fields?.jobId === runId)?.fields?.stalled).toBeUndefined();
-  } finally {
-    await queue.close();
-    await conn.quit();
-  }
+  });
 });
 
 test('a 429 with retry-after is retried once by the SDK after the wait; cost uses the model\'s own price', async () => {
@@ -358,13 +356,6 @@ test('a 429 with retry-after is retried once by the SDK after the wait; cost use
 });
 
 test('a job put straight on the queue is admitted like a submission: refused before any sandbox or model call, the record says why (issue 14, defect 6)', async () => {
-  const { Queue } = await import('bullmq');
-  const { Redis } = await import('ioredis');
-  const { RUN_JOB_NAME, RUN_JOB_OPTIONS } = await import('../../src/queue/run-queue');
-  const { RunSpec } = await import('../../src/domain/run-spec');
-  const { makeTar } = await import('../support/make-tar');
-  const conn = new Redis(h.config.REDIS_URL, { maxRetriesPerRequest: null });
-  const queue = new Queue(h.config.CORRAL_QUEUE, { connection: conn });
   const tag = Date.now().toString(36).slice(-5);
   const bidiTar = (await makeTar([{ name: 'ok.txt', body: 'x' }, { name: 'invoice\u202etxt.exe', body: 'x' }])).toString('base64');
   const cases: Array<[string, Record<string, unknown>, RegExp]> = [
@@ -374,7 +365,7 @@ test('a job put straight on the queue is admitted like a submission: refused bef
     ['tar', { workspace: { tarBase64: bidiTar } }, /^not admitted: workspace\.tarBase64: entry "invoice.txt\.exe": must not contain C1 control characters or bidirectional overrides/],
     ['contract', { task: '# Task\nRAW-ADMIT-contract: hi\n\n# Allowed tools\n- curl\n' }, /^not admitted: task: .*unknown tool "curl"/],
   ];
-  try {
+  await withRawQueue(async (queue) => {
     for (const [name, extra, reason] of cases) {
       const runId = `run_admit${name}${tag}`;
       const spec = RunSpec.parse({ task: `# Task\nRAW-ADMIT-${name}: say hello\n`, ...extra });
@@ -389,22 +380,13 @@ test('a job put straight on the queue is admitted like a submission: refused bef
     await queue.add(RUN_JOB_NAME, { runId: dot, spec: { ...RunSpec.parse({ task: 'RAW-ADMIT-dot' }), workspace: { files: { '.': 'x' } } } }, { ...RUN_JOB_OPTIONS, jobId: dot });
     const ended = await h.waitFor(dot, (x) => !!x.finishedAt, 60_000);
     expect(ended).toMatchObject({ status: 'error', errorCode: 'invalid_input', reason: expect.stringMatching(/^malformed job data: spec\.workspace\.files\.\.: must not contain "\.", "\.\." or empty segments/) });
-  } finally {
-    await queue.close();
-    await conn.quit();
-  }
+  });
 });
 
 test('the queue contract as the README states it: name `run`, id = data.runId = a run id; any other job runs nothing and says why (issue 14, defect 7)', async () => {
-  const { Queue } = await import('bullmq');
-  const { Redis } = await import('ioredis');
-  const { RUN_JOB_OPTIONS } = await import('../../src/queue/run-queue');
-  const { RunSpec } = await import('../../src/domain/run-spec');
-  const conn = new Redis(h.config.REDIS_URL, { maxRetriesPerRequest: null });
-  const queue = new Queue(h.config.CORRAL_QUEUE, { connection: conn });
   const tag = Date.now().toString(36).slice(-5);
   const spec = (marker: string) => RunSpec.parse({ task: `CONTRACT-${marker}: say hello` });
-  try {
+  await withRawQueue(async (queue) => {
     // Another job name: refused, recorded under its id.
     const named = `run_named${tag}`;
     await queue.add('build', { runId: named, spec: spec('name') }, { ...RUN_JOB_OPTIONS, jobId: named });
@@ -430,9 +412,6 @@ test('the queue contract as the README states it: name `run`, id = data.runId = 
     expect((await queue.getJob(bare))?.failedReason).toBe(`malformed job: job id "${bare}" is not a run id; a run job's id is its run id (run_…)`);
     expect((await h.api('GET', `/v1/runs/run_bare${tag}`)).status).toBe(404);
     for (const marker of ['name', 'mismatch', 'badid', 'bare']) expect(chatsFor(`CONTRACT-${marker}`)).toEqual([]);
-  } finally {
-    await queue.close();
-    await conn.quit();
-  }
+  });
 });
 

@@ -34,6 +34,36 @@ export interface ApiFixture {
   close(): Promise<void>;
 }
 
+export interface Injected {
+  status: number;
+  headers: Record<string, unknown>;
+  /** The body parsed as JSON, or its text when it is not JSON. */
+  body: unknown;
+  text: string;
+  json: <T = Record<string, unknown>>() => T;
+}
+
+/**
+ * One request through app.inject(): a bearer token (TOKENS.acme unless `token` says otherwise; null:
+ * none), a JSON body (a string is sent as it is), the answer with its body parsed when it is JSON.
+ */
+export async function injectJson(app: { inject: ReturnType<typeof buildApp>['inject'] }, method: string, url: string, c: { token?: string | null; body?: unknown; headers?: Record<string, string> } = {}): Promise<Injected> {
+  const token = c.token === undefined ? TOKENS.acme : c.token;
+  const res = await app.inject({
+    method: method as 'GET',
+    url,
+    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(c.body !== undefined && typeof c.body !== 'string' ? { 'content-type': 'application/json' } : {}), ...c.headers },
+    ...(c.body !== undefined ? { payload: typeof c.body === 'string' ? c.body : JSON.stringify(c.body) } : {}),
+  });
+  let body: unknown = res.body;
+  try {
+    body = JSON.parse(res.body);
+  } catch {
+    /* not JSON */
+  }
+  return { status: res.statusCode, headers: res.headers, body, text: res.body, json: <T>() => body as T };
+}
+
 export async function startApiFixture(o: { env?: Record<string, string>; tokens?: string | null; deps?: Partial<ApiDeps> } = {}): Promise<ApiFixture> {
   if (!process.env.REDIS_URL) throw new Error('REDIS_URL is not set: the integration global setup did not run');
   const suffix = `${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
@@ -60,22 +90,7 @@ export async function startApiFixture(o: { env?: Record<string, string>; tokens?
     ...o.deps,
   });
   await app.ready();
-  const call: ApiFixture['call'] = async (method, url, c = {}) => {
-    const token = c.token === undefined ? TOKENS.acme : c.token;
-    const res = await app.inject({
-      method: method as 'GET',
-      url,
-      headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(c.body !== undefined && typeof c.body !== 'string' ? { 'content-type': 'application/json' } : {}), ...c.headers },
-      ...(c.body !== undefined ? { payload: typeof c.body === 'string' ? c.body : JSON.stringify(c.body) } : {}),
-    });
-    let body: unknown = res.body;
-    try {
-      body = JSON.parse(res.body);
-    } catch {
-      /* not JSON */
-    }
-    return { status: res.statusCode, headers: res.headers, body, json: <T>() => body as T };
-  };
+  const call: ApiFixture['call'] = (method, url, c = {}) => injectJson(app, method, url, c);
   return {
     app, config, redis, store, queue, metrics, prefix, clock, call,
     async close() {
