@@ -180,9 +180,9 @@ test('run memory is per tenant: the same key in another tenant is another memory
   expect((await run(TOKENS.globex, 'SRV-MEMORY: globex')).finalAnswer).toMatch(/^saw: nothing/);
 });
 
-test('/readyz checks Redis and Docker; /metrics counts the real runs; /healthz, /openapi.json and /docs need no token', async () => {
+test('/readyz checks Redis, Docker and the docker gate the worker reaches it through; /metrics counts the real runs; /healthz, /openapi.json and /docs need no token', async () => {
   const ready = await api('GET', '/readyz', { token: null });
-  expect(ready).toMatchObject({ status: 200, body: { ok: true, checks: { redis: { ok: true }, docker: { ok: true } }, workers: expect.any(Number) } });
+  expect(ready).toMatchObject({ status: 200, body: { ok: true, checks: { redis: { ok: true }, docker: { ok: true }, 'docker-gate': { ok: true } }, workers: expect.any(Number) } });
   expect(ready.body.workers).toBeGreaterThanOrEqual(1);
   expect((await api('GET', '/healthz', { token: null })).status).toBe(200);
   expect((await api('GET', '/openapi.json', { token: null })).body.openapi).toBe('3.1.0');

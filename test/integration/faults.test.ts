@@ -15,6 +15,7 @@ import { startCorral, type StartedCorral } from '../../src/main';
 import { startFakeDecisionsServer, type FakeServer, type Scripted } from '../support/fake-decisions-server';
 import { errorTurn, finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness } from '../support/corral-harness';
+import { startGateProcess } from '../support/gate-process';
 
 jest.setTimeout(180_000);
 
@@ -76,6 +77,9 @@ async function stack(name: string, extra: Record<string, string> = {}): Promise<
     CORRAL_JOB_LOCK_MS: '2000', CORRAL_STALLED_INTERVAL_MS: '1000', CORRAL_REAP_INTERVAL_S: '1', CORRAL_REAP_GRACE_S: '0',
     CORRAL_API_PORT: '0', ...extra,
   };
+  // The workers reach the engine through a docker gate process, as deployed (none when a test sets DOCKER_HOST).
+  const gate = extra.DOCKER_HOST ? undefined : await startGateProcess(env);
+  if (gate) env.DOCKER_HOST = gate.dockerHost;
   const api = await startCorral(loadConfig(env), { api: true, worker: false }, () => undefined);
   const url = api.url!;
   const children: ChildProcess[] = [];
@@ -109,6 +113,8 @@ async function stack(name: string, extra: Record<string, string> = {}): Promise<
     async close() {
       for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
       await api.close();
+      await gate?.close();
+      expect(gate?.refused() ?? []).toEqual([]);
     },
   };
   return s;

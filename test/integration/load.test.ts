@@ -157,3 +157,9 @@ test('two identical POSTs with the same Idempotency-Key are one run', async () =
   expect(jobs.filter((j) => (j.data as { spec?: { task?: string } }).spec?.task === body.task).map((j) => j.id)).toEqual([id]);
   expect(await queue.count()).toBe(before); // count() is waiting+delayed+…: nothing extra queued
 });
+
+test('the workers reached the engine only through the docker gate, which refused nothing they asked for', () => {
+  expect(stack.gate).toBeDefined();
+  expect(stack.env.DOCKER_HOST).toBe(stack.gate!.dockerHost);
+  expect(stack.gate!.refused()).toEqual([]);
+});

@@ -1,7 +1,7 @@
 /**
  * A corral deployment for load tests and the benchmark: optionally an API in this process
  * (startCorral with the api role only), and workers as `bin/corral worker` child processes, all on
- * one queue, one data dir and one Redis. Each worker has its own CORRAL_WORKER_ID and concurrency;
+ * one queue, one data dir and one Redis, reaching the engine through a `corral docker-gate` process. Each worker has its own CORRAL_WORKER_ID and concurrency;
  * startWorker resolves once the worker logged "started" (it is taking jobs). No assertions here:
  * the load test and bench/ both use it.
  */
@@ -12,6 +12,7 @@ import { join, resolve } from 'node:path';
 import { loadConfig } from '../../src/config';
 import { apiRequest } from './api-request';
 import { startCorral, type StartedCorral } from '../../src/main';
+import { startGateProcess, type GateProcess } from './gate-process';
 
 export const ROOT = resolve(__dirname, '../..');
 
@@ -52,6 +53,8 @@ export interface LoadStack {
   api?: StartedCorral;
   url?: string;
   workers: LoadWorker[];
+  /** The docker gate the workers reach the engine through (none when `env` sets DOCKER_HOST). */
+  gate?: GateProcess;
   startWorker(id: string, concurrency: number, env?: Record<string, string>): Promise<LoadWorker>;
   /** A JSON request to the in-process API. */
   request<T = Record<string, unknown>>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: T }>;
@@ -68,6 +71,9 @@ export async function startLoadStack(o: LoadStackOptions): Promise<LoadStack> {
     CORRAL_API_HOST: '127.0.0.1', CORRAL_API_PORT: '0',
     ...o.env,
   };
+  // The workers reach the engine through a docker gate process, as compose.yaml deploys them.
+  const gate = o.env?.DOCKER_HOST ? undefined : await startGateProcess(env);
+  if (gate) env.DOCKER_HOST = gate.dockerHost;
   const api = o.api === false ? undefined : await startCorral(loadConfig(env), { api: true, worker: false }, () => undefined);
   const workers: LoadWorker[] = [];
 
@@ -121,7 +127,7 @@ export async function startLoadStack(o: LoadStackOptions): Promise<LoadStack> {
 
   const url = api?.url;
   return {
-    env, queue, dataDir, api, url, workers, startWorker,
+    env, queue, dataDir, api, url, workers, startWorker, ...(gate ? { gate } : {}),
     async request(method, path, body, headers = {}) {
       if (!url) throw new Error('this load stack has no API');
       return apiRequest<never>(url, method, path, body, headers);
@@ -129,6 +135,7 @@ export async function startLoadStack(o: LoadStackOptions): Promise<LoadStack> {
     async close() {
       await Promise.all(workers.map((w) => w.stop()));
       await api?.close();
+      await gate?.close();
       if (!process.env.CORRAL_KEEP_LOAD_DATA) rmSync(dataDir, { recursive: true, force: true });
     },
   };
