@@ -13,6 +13,7 @@ import Docker from 'dockerode';
 import { Redis } from 'ioredis';
 import { RunSpec } from '../../src/domain/run-spec';
 import { RUN_JOB_NAME, RUN_JOB_OPTIONS, newRunId } from '../../src/queue/run-queue';
+import { consistently, eventually } from '../support/eventually';
 import { startFakeDecisionsServer, type FakeServer } from '../support/fake-decisions-server';
 import { loadAgent, loadAnswer, loadTask } from '../support/load-agent';
 import { TENANT_ACTIVE, auditRedis, auditRuns, containersOfQueue, summariseRedis, waitFinished } from '../support/load-audit';
@@ -63,14 +64,9 @@ afterAll(async () => {
   await fake?.close();
 });
 
-async function waitNoContainers(ms = 15_000): Promise<Docker.ContainerInfo[]> {
-  const end = Date.now() + ms;
-  let left = await containersOfQueue(docker, stack.queue);
-  while (left.length && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 250));
-    left = await containersOfQueue(docker, stack.queue);
-  }
-  return left;
+/** The queue's sandboxes once every one is gone (each run removes its own at its end). */
+function noContainersLeft(): Promise<Docker.ContainerInfo[]> {
+  return eventually(() => containersOfQueue(docker, stack.queue), { what: "no sandbox of this queue left on the engine", until: (l) => l.length === 0, timeoutMs: 15_000, intervalMs: 250 });
 }
 
 test(`a burst of ${RUNS} runs onto 3 workers: each succeeds exactly once, spread over all, nothing left, RSS bounded`, async () => {
@@ -94,7 +90,7 @@ test(`a burst of ${RUNS} runs onto 3 workers: each succeeds exactly once, spread
   for (const id of WORKERS) expect(audit.perWorker[id]).toBeGreaterThan(0);
   expect(Object.values(audit.perWorker).reduce((a, b) => a + b, 0)).toBe(RUNS);
 
-  expect(await waitNoContainers()).toEqual([]);
+  expect(await noContainersLeft()).toEqual([]);
 
   const keys = await auditRedis(redis, { queue: stack.queue, runIds: ids });
   expect(keys.runKeysWithoutTtl).toEqual([]);
@@ -133,12 +129,18 @@ test('the same job put on the queue twice, and again after it finished, is one r
   expect(await waitFinished(redis, [id], 60_000)).toEqual([]);
   // A late redelivery of a finished job (within the completed-job retention) is ignored by BullMQ.
   await queue.add(RUN_JOB_NAME, data, { ...RUN_JOB_OPTIONS, jobId: id });
-  await new Promise((r) => setTimeout(r, 2000));
+  // Nothing happens: the job stays completed, once, and nothing is queued or taken — watched for 2 s,
+  // longer than a worker takes to pick up a waiting job here.
+  await consistently(async () => ({ state: await queue.getJobState(id), waiting: await queue.getWaitingCount(), active: await queue.getActiveCount() }), {
+    what: 'the redelivered finished job to stay completed with nothing queued or active',
+    holds: (v) => v.state === 'completed' && v.waiting === 0 && v.active === 0,
+    forMs: 2000,
+  });
 
   const audit = await auditRuns({ ids: [id], dataDir: stack.dataDir, queue, redis, workers: stack.workers });
   expect(audit.notOnce).toEqual([]);
   expect(audit.runs[0]).toMatchObject({ started: 1, finished: 1, jobState: 'completed', attemptsMade: 1, finishedLogs: 1 });
-  expect(await waitNoContainers()).toEqual([]);
+  expect(await noContainersLeft()).toEqual([]);
 });
 
 /* Idempotency-Key on POST /v1/runs under concurrent duplicates: one run, one job. */

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { loadConfig } from '../../src/config';
 import { DockerSandboxProvider, startReaper, sweepSandboxes } from '../../src/sandbox';
+import { eventually } from '../support/eventually';
 import { sandboxTestEnv } from '../support/sandbox-env';
 
 jest.setTimeout(60_000);
@@ -29,19 +30,15 @@ test('after a worker is killed with SIGKILL mid-run, the next reaper sweep remov
     env: { ...process.env, CORRAL_WORKER_ID: WORKER },
     stdio: 'ignore',
   });
-  let left: Docker.ContainerInfo | undefined;
-  for (let i = 0; i < 100 && !left; i++) {
-    await new Promise((r) => setTimeout(r, 200));
-    left = (await byWorker(WORKER)).find((c) => c.State === 'running');
-  }
-  expect(left).toBeDefined();
-  await new Promise((r) => setTimeout(r, 500)); // the exec is running inside
+  const left = await eventually(async () => (await byWorker(WORKER)).find((c) => c.State === 'running'), { what: "the CLI's sandbox to be running", timeoutMs: 20_000 });
+  // the CLI's exec is running inside (runc's `docker top` lists it)
+  await eventually(async () => (await docker.getContainer(left.Id).top()).Processes?.some((p: string[]) => p.join(' ').includes('sleep 300')), { what: 'sleep 300 running in the sandbox', timeoutMs: 20_000 });
   const exited = new Promise((r) => child.once('exit', r));
   child.kill('SIGKILL');
   await exited;
-  const dir = left!.Labels['corral.egress-dir']!;
+  const dir = left.Labels['corral.egress-dir']!;
   expect(existsSync(dir)).toBe(true);
-  expect((await docker.getContainer(left!.Id).inspect()).State.Running).toBe(true); // nothing cleaned up by itself
+  expect((await docker.getContainer(left.Id).inspect()).State.Running).toBe(true); // nothing cleaned up by itself
 
   // A live run of the same worker, acquired by this process.
   const provider = new DockerSandboxProvider({ docker, config: loadConfig(sandboxTestEnv()) });
@@ -49,7 +46,7 @@ test('after a worker is killed with SIGKILL mid-run, the next reaper sweep remov
     runId: 'run_reaper_live', workerId: WORKER, deadline: new Date(Date.now() + 60_000), files: {},
     limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, egressAllow: [],
   });
-  const leftRun = left!.Labels['corral.run-id']!;
+  const leftRun = left.Labels['corral.run-id']!;
   const reaper = startReaper({ CORRAL_REAP_INTERVAL_S: 3600 }, {
     docker,
     onlyWorkerId: WORKER,
@@ -58,8 +55,8 @@ test('after a worker is killed with SIGKILL mid-run, the next reaper sweep remov
   });
   const swept = await reaper.first;
   reaper.stop();
-  expect(swept.removed).toEqual([expect.objectContaining({ id: left!.Id, runId: leftRun, reason: 'run not active' })]);
-  await expect(docker.getContainer(left!.Id).inspect()).rejects.toMatchObject({ statusCode: 404 });
+  expect(swept.removed).toEqual([expect.objectContaining({ id: left.Id, runId: leftRun, reason: 'run not active' })]);
+  await expect(docker.getContainer(left.Id).inspect()).rejects.toMatchObject({ statusCode: 404 });
   expect(existsSync(dir)).toBe(false);
   expect((await docker.getContainer(live.id).inspect()).State.Running).toBe(true);
 

@@ -9,6 +9,7 @@ import Docker from 'dockerode';
 import { loadConfig } from '../../src/config';
 import { resolveLimits } from '../../src/sandbox/limits';
 import { DockerSandboxProvider, POOL_PREFIX, sweepSandboxes } from '../../src/sandbox';
+import { eventually } from '../support/eventually';
 import { sandboxTestEnv } from '../support/sandbox-env';
 
 jest.setTimeout(90_000);
@@ -19,15 +20,6 @@ const config = loadConfig({ ...sandboxTestEnv(), CORRAL_QUEUE: `pool-${randomByt
 const { execTimeoutS: _t, ...defaults } = resolveLimits(undefined, config);
 const mine = () => docker.listContainers({ all: true, filters: { label: [`corral.worker-id=${WORKER}`] } });
 const poolIds = async () => (await mine()).map((c) => c.Labels['corral.run-id']!).filter((id) => id.startsWith(POOL_PREFIX)).sort();
-async function until<T>(f: () => Promise<T>, ok: (v: T) => boolean, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (ok(v) || Date.now() > end) return v;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 afterAll(async () => {
   for (const c of await mine()) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
 });
@@ -53,7 +45,7 @@ test('a run of the default class takes a started sandbox; the pool refills; the 
   expect(info.Name).toBe(`/corral-u${uid}`);
 
   // The pool refills to 2 idle while the run holds its sandbox.
-  await until(() => Promise.resolve(provider.poolStats()!), (s) => s.idle === 2);
+  await eventually(() => provider.poolStats()!, { what: 'the pool to refill to 2 idle', until: (s) => s.idle === 2 });
   expect(provider.poolStats()).toMatchObject({ idle: 2, claimed: 1 });
 
   await sb.dispose();
@@ -93,8 +85,8 @@ test('pool containers past their deadline are reaped, even when their worker is 
   await provider.startPool(WORKER, 1, 1000);
   const ids = await poolIds();
   expect(ids).toHaveLength(1);
-  await new Promise((r) => setTimeout(r, 1500));
-  const swept = await sweepSandboxes({ docker, onlyWorkerId: WORKER, isActive: () => true });
+  // Swept as soon as its deadline (1 s) has passed; until then each sweep keeps it.
+  const swept = await eventually(() => sweepSandboxes({ docker, onlyWorkerId: WORKER, isActive: () => true }), { what: 'a sweep to remove the pool container past its deadline', until: (r) => r.removed.length > 0, timeoutMs: 10_000, intervalMs: 250 });
   expect(swept.removed).toEqual([expect.objectContaining({ runId: ids[0], reason: 'deadline passed' })]);
   await provider.stopPool();
   expect(await poolIds()).toEqual([]);

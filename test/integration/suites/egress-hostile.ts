@@ -22,6 +22,7 @@ import { readRssMb } from '../../support/load-rss';
 import { startRecordingUpstream, type RecordingUpstream } from '../../support/recording-upstream';
 import { startTestDns, type TestDns } from '../../support/test-dns';
 import type { IsolationClass } from '../../../src/domain/sandbox';
+import { consistently, eventually } from '../../support/eventually';
 import { isolationEnv } from '../../support/sandbox-env';
 
 /** `workerSide`: also the cases about the proxy process and the worker that start no sandbox. */
@@ -127,11 +128,12 @@ test('CONNECT flood (12,000 × 15,000-character names from 8 threads): this proc
     const [, sent, failed] = /sent=(\d+) failed=(\d+)/.exec(r.stdout)!.map(Number);
     expect(sent! + failed!).toBe(12_000);
     expect(peak - rss0).toBeLessThan(100);
-    await new Promise((res) => setTimeout(res, 1500)); // one flush of the proxy's aggregates
-    // The attempts came back counted, not one by one.
-    expect(attacker.attempts.length).toBeLessThan(60);
-    const aggregated = attacker.summaries.filter((s): s is Extract<EgressSummary, { kind: 'aggregate' }> => s.kind === 'aggregate').reduce((a, s) => a + s.count, 0);
+    // The attempts came back counted, not one by one (the proxy flushes its aggregates each second).
+    const aggregated = await eventually(() => attacker.summaries.filter((s): s is Extract<EgressSummary, { kind: 'aggregate' }> => s.kind === 'aggregate').reduce((a, s) => a + s.count, 0), {
+      what: 'the flood to come back in aggregates', until: (n) => n > 1000, timeoutMs: 10_000,
+    });
     expect(aggregated).toBeGreaterThan(1000);
+    expect(attacker.attempts.length).toBeLessThan(60);
     // Its own egress still answers (a well-formed request after the flood), and the other run is untouched.
     const after = await sh(attacker.sb, `curl -sS -m 10 http://allowed.test:${up.port}/after`);
     expect(after.stdout).toBe('upstream-ok GET /after');
@@ -175,8 +177,7 @@ open('/tmp/held', 'w').write(str(len(held)))
 time.sleep(60)
 " >/dev/null 2>&1 & for i in $(seq 600); do [ -s /tmp/held ] && break; sleep 0.1; done; cat /tmp/held`, 90_000);
     expect(Number(hold.stdout)).toBeGreaterThan(500);
-    await new Promise((res) => setTimeout(res, 1000));
-    expect(fdCount(pid)).toBeLessThanOrEqual(limit);
+    await consistently(() => fdCount(pid), { what: `the proxy's open files to stay within its limit (${limit})`, holds: (n) => n <= limit, forMs: 1000 });
     const dockerFds = fdCount(process.pid);
     // Another run: its exec works and its egress works, while the attacker holds its connections.
     const t0 = Date.now();
@@ -222,7 +223,8 @@ EOF`);
     expect(r.stdout.split('\n').filter(Boolean)).toEqual([
       'HTTP/1.1 403 Forbidden', 'HTTP/1.1 400 Bad Request', 'HTTP/1.1 400 Bad Request', 'HTTP/1.1 400 Bad Request', 'HTTP/1.1 200 OK',
     ]);
-    await new Promise((res) => setTimeout(res, 300));
+    await eventually(() => up.requests.length, { what: 'the one forwarded request to reach the upstream', timeoutMs: 5000 });
+    await consistently(() => up.requests.length, { what: 'only one request to reach the upstream', holds: (n) => n === 1, forMs: 300 });
     expect(up.requests).toEqual([{ method: 'GET', url: '/smuggle', hosts: [`allowed.test:${p}`], bodyBytes: inner.replace(/\\r\\n/g, '\r\n').length }]);
   } finally {
     await run.sb.dispose();
@@ -284,8 +286,7 @@ test('the proxy runs unprivileged; when it dies, that run\'s egress fails with t
       "require('net').connect('/var/run/docker.sock').on('error', (e) => console.log(e.code)).on('connect', () => { console.log('CONNECTED'); process.exit(); })"]).toString().trim();
     expect(probe).toBe('EACCES');
     process.kill(pid, 'SIGKILL');
-    await new Promise((res) => setTimeout(res, 500));
-    const failed = victim.summaries.find((s) => s.kind === 'proxy' && s.state === 'failed');
+    const failed = await eventually(() => victim.summaries.find((s) => s.kind === 'proxy' && s.state === 'failed'), { what: "the victim's proxy failure to be reported", timeoutMs: 5000 });
     expect(failed).toMatchObject({ detail: expect.stringMatching(/the egress proxy process was killed by SIGKILL; this run has no egress from now on/) });
     const r = await sh(victim.sb, `curl -sS -m 5 http://allowed.test:${up.port}/; echo " rc=$?"`);
     expect(r.stdout).toMatch(/rc=(52|56|7)/);
@@ -316,9 +317,7 @@ test('a worker that dies takes its proxy processes with it (their pipe closes)',
   });
   expect(existsSync(`/proc/${pid}`)).toBe(true);
   worker.kill('SIGKILL');
-  const end = Date.now() + 5000;
-  while (existsSync(`/proc/${pid}`) && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
-  expect(existsSync(`/proc/${pid}`)).toBe(false);
+  await eventually(() => !existsSync(`/proc/${pid}`), { what: 'the orphaned proxy process to exit', timeoutMs: 5000 });
   (await import('node:fs')).rmSync(root, { recursive: true, force: true });
 });
 

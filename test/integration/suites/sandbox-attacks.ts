@@ -18,6 +18,7 @@ import type { EgressAttempt, EgressSummary, IsolationClass, LeasedSandbox, Sandb
 import { DockerSandboxProvider } from '../../../src/sandbox';
 import { egressTestHooks } from '../../../src/sandbox/egress-test-hooks';
 import { slotOfAgentUid } from '../../../src/sandbox/uid-slots';
+import { consistently, eventually, settled } from '../../support/eventually';
 import { makeTar } from '../../support/make-tar';
 import { startTestDns, type TestDns } from '../../support/test-dns';
 import { isolationEnv } from '../../support/sandbox-env';
@@ -189,8 +190,8 @@ test('the agent cannot kill or replace the egress relay (it runs as PID 1\'s uid
 test('a denied name, an IP literal, a decimal IP and a name resolving to a private address are refused with a clear error', async () => {
   const raw = (target: string) =>
     `python3 -c "import socket;s=socket.create_connection(('127.0.0.1',3128));s.sendall(b'CONNECT ${target} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n');print(s.recv(400).decode())"`;
-  await new Promise((r) => setTimeout(r, 1500)); // earlier tests' aggregates are flushed
-  const [literalsBefore, namesBefore, forbiddenBefore] = [deniedWith('ip_literal'), deniedWith('not_allowed'), deniedWith('forbidden_address')];
+  // Earlier tests' refusals are all in (the proxy flushes its aggregates each second): the counts hold still.
+  const [literalsBefore, namesBefore, forbiddenBefore] = await settled(() => [deniedWith('ip_literal'), deniedWith('not_allowed'), deniedWith('forbidden_address')], { what: 'the refusal counts of earlier tests', quietMs: 1200 });
   const r = await sh(main, [
     'curl -sS -m 3 http://denied.test/', 'echo',
     'curl -sS -m 3 http://93.184.216.34/', 'echo',
@@ -206,7 +207,10 @@ test('a denied name, an IP literal, a decimal IP and a name resolving to a priva
   expect(r.stderr).toMatch(/CONNECT tunnel failed, response 403/);
   // Every refusal is in the log: one by one while few of its kind came before, else counted in the
   // next aggregate (flushed each second), so count both.
-  await new Promise((r) => setTimeout(r, 1500));
+  await eventually(() => [deniedWith('ip_literal') - literalsBefore, deniedWith('not_allowed') - namesBefore, deniedWith('forbidden_address') - forbiddenBefore], {
+    what: 'the refusals to be logged (3 literals, ≥ 2 names, 1 forbidden address)', until: ([l, n, f]) => l! >= 3 && n! >= 2 && f! >= 1, timeoutMs: 5000,
+  });
+  await settled(() => deniedWith('ip_literal'), { what: 'the literal refusals', quietMs: 1200 }); // and no more than these come
   expect(deniedWith('ip_literal') - literalsBefore).toBe(3);
   expect(deniedWith('not_allowed') - namesBefore).toBeGreaterThanOrEqual(2);
   expect(deniedWith('forbidden_address') - forbiddenBefore).toBe(1);
@@ -262,25 +266,23 @@ for i in range(500):
 print(n)"`, 20_000);
     expect(Number(count.stdout.trim())).toBeLessThan(64);
     expect(Number(count.stdout.trim())).toBeGreaterThan(10);
-    await new Promise((r) => setTimeout(r, 2000));
+    // the forks' children (each sleeps 1.5 s) are gone before the bomb
+    await eventually(async () => Number((await bombed.exec({ argv: ['sh', '-c', 'ls -d /proc/[0-9]* | wc -l'], timeoutMs: 5000 })).stdout.trim()), {
+      what: "the forks' children to exit", until: (n) => n < 10, timeoutMs: 15_000, intervalMs: 250,
+    });
     const bomb = await bombed.exec({ argv: ['bash', '-c', ':(){ :|:& };:'], timeoutMs: 3000 }).catch((e: Error) => e);
     // the bomb's call either ended (its shell returns at once, the forks go on) or could not be
     // killed at its timeout and stopped the sandbox — a typed error, never fake output
     if (bomb instanceof Error) expect((bomb as { code?: string }).code).toBe('sandbox_failed');
     else expect(bomb.exitCode === 0 || bomb.timedOut).toBe(true);
-    await new Promise((r) => setTimeout(r, 2000));
     if (gvisor) {
       // runsc's `docker top` lists only the container's first process tree; what matters here is that
-      // the Sentry survived its sandbox's bomb (a pids cgroup too tight for its threads ends the sandbox)
-      expect((await docker.getContainer(bombed.id).inspect()).State.Running).toBe(true);
+      // the Sentry survives its sandbox's bomb (a pids cgroup too tight for its threads ends the sandbox)
+      await consistently(async () => (await docker.getContainer(bombed.id).inspect()).State.Running, { what: 'the bombed gVisor sandbox to keep running', holds: (r) => r, forMs: 3000 });
     } else {
-      // Counted from the host (docker top), a few times while the bomb runs or dies out (each of its
-      // forks fails at the limit, so it may burn out on its own): never above the pids limit.
-      for (let i = 0; i < 5; i++) {
-        const top = await docker.getContainer(bombed.id).top({ ps_args: '-e' }).catch(() => ({ Processes: [] as string[][] }));
-        expect(top.Processes.length).toBeLessThanOrEqual(64);
-        await new Promise((r) => setTimeout(r, 200));
-      }
+      // Counted from the host (docker top) while the bomb ramps up, runs and dies out (each of its forks
+      // fails at the limit, so it may burn out on its own): never above the pids limit.
+      await consistently(async () => (await docker.getContainer(bombed.id).top({ ps_args: '-e' })).Processes.length, { what: 'the process count to stay within the pids limit (64)', holds: (n) => n <= 64, forMs: 3000 });
     }
     // The worker and another sandbox are unaffected.
     const t0 = Date.now();
@@ -288,8 +290,9 @@ print(n)"`, 20_000);
     expect(Date.now() - t0).toBeLessThan(3000);
     // A new exec in the bombed sandbox is a typed error when it cannot start (never fake output);
     // it may also squeeze in between the bomb's forks.
-    const next = await bombed.exec({ argv: ['true'], timeoutMs: 3000 }).catch((e: { code?: string }) => e);
-    if ('code' in next && next.code !== undefined) expect(next.code).toBe('sandbox_failed');
+    const next = await bombed.exec({ argv: ['true'], timeoutMs: 3000 }).catch((e: Error) => e);
+    if (next instanceof Error) expect((next as { code?: string }).code).toBe('sandbox_failed');
+    else expect(next.exitCode === 0 || next.timedOut).toBe(true);
   } finally {
     await bombed.dispose();
   }
