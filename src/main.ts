@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from './config';
-import { InvalidInputError } from './domain/errors';
+import { InvalidInputError, StoreUnavailableError } from './domain/errors';
 import type { Model } from './domain/model';
 import type { RunSpec } from './domain/run-spec';
 import { loadTenantAuth } from './api/auth';
@@ -104,7 +104,7 @@ async function checkRedisPolicy(redis: Redis, url: string, log: WorkerLog): Prom
     return;
   }
   if (policy && policy !== 'noeviction') {
-    throw new InvalidInputError(`Redis at ${url} has maxmemory-policy "${policy}", which can evict queued jobs; set it to "noeviction" (redis-server --maxmemory-policy noeviction)`, 'REDIS_URL');
+    throw new StoreUnavailableError(`Redis at ${url} has maxmemory-policy "${policy}", which can evict queued jobs; set it to "noeviction" (redis-server --maxmemory-policy noeviction)`);
   }
 }
 
@@ -176,7 +176,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     await redis.connect();
   } catch (err) {
     await close();
-    throw new InvalidInputError(`cannot reach Redis at ${config.REDIS_URL}: ${(err as Error).message}`, 'REDIS_URL');
+    throw new StoreUnavailableError(`cannot reach Redis at ${config.REDIS_URL} (REDIS_URL): ${(err as Error).message}`, { cause: err });
   }
   redis.on('error', (err) => log('redis error', { error: err.message }));
   await checkRedisPolicy(redis, config.REDIS_URL, log).catch(async (err: unknown) => {

@@ -12,6 +12,7 @@ export const ERROR_CODES = [
   'conflict',
   'limit_exceeded',
   'sandbox_unavailable',
+  'store_unavailable',
   'sandbox_failed',
   'path_refused',
   'model_failed',
@@ -40,6 +41,13 @@ export class CorralError extends Error {
 export class InvalidInputError extends CorralError {
   constructor(message: string, readonly field?: string, details?: Record<string, unknown>) {
     super('invalid_input', message, { ...details, ...(field ? { field } : {}) });
+  }
+}
+
+/** Redis (the run store and the queue) cannot be reached or is unfit (it may evict keys). */
+export class StoreUnavailableError extends CorralError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('store_unavailable', message, undefined, options);
   }
 }
 

@@ -158,7 +158,6 @@ export const applyPatchTool = defineTool({
     'new files from /dev/null, deletions to /dev/null, renames. Context and removed lines must match the files exactly ' +
     '(hunks may sit at other line numbers than their headers say). All or nothing: if any hunk does not apply, no file is changed.',
   schema: z.object({ patch: z.string().min(1).max(4 * 1024 * 1024).describe('the unified diff: "--- a/path" / "+++ b/path" headers, then @@ hunks') }).strict(),
-  readOnly: false,
   async execute(args, ctx) {
     const parsed = parseUnifiedDiff(args.patch);
     if (!parsed.ok) return failure(`the patch cannot be parsed: ${parsed.error}`);

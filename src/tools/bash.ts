@@ -10,7 +10,6 @@ export const bashTool = defineTool({
     'Run a bash command in the sandbox (working directory /workspace, no network unless the run allows some hosts). ' +
     'Output is capped: long output keeps its head and tail. Use it to inspect files, run programs and tests.',
   schema: z.object({ command: z.string().min(1).max(MAX_COMMAND_CHARS).describe('the bash command line to run') }).strict(),
-  readOnly: false,
   async execute(args, ctx) {
     const exec = await ctx.sandbox.exec({
       argv: ['bash', '-c', args.command],

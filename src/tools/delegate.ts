@@ -22,7 +22,6 @@ export const delegateTool = defineTool({
     'The result, when it has ended, is a JSON result sheet: outcome, reason, finalAnswer, doneChecks, files changed and `patch`, a unified diff of its changes against that copy. Your own workspace is not changed: apply the patch with apply_patch to take its work.',
   ].join(' '),
   schema: TaskSheet,
-  readOnly: false,
   optIn: true,
   deferred: true,
   async execute() {

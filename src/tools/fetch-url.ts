@@ -72,7 +72,6 @@ export const fetchUrlTool = defineTool({
     'GET a web page or file over http(s) through the run\'s egress proxy and return it as text (HTML reduced to its text). ' +
     'Only hosts on the run\'s egress allowlist can be reached; the answer is capped.',
   schema: FetchUrl,
-  readOnly: true,
   async execute(args, ctx) {
     const timeoutS = Math.max(1, Math.floor(ctx.execTimeoutMs / 1000) - 2);
     const exec = await ctx.sandbox.exec({

@@ -32,7 +32,6 @@ export const readFileTool = defineTool({
       limit: z.number().int().min(1).max(10_000).optional().describe(`number of lines to return (default ${DEFAULT_READ_LINES})`),
     })
     .strict(),
-  readOnly: true,
   execute: (args, ctx) =>
     asOutcome(`read ${args.path}`, async () => {
       const file = await ctx.sandbox.readFile(args.path, { maxBytes: MAX_READ_BYTES, signal: ctx.signal });
@@ -66,7 +65,6 @@ export const writeFileTool = defineTool({
   name: 'write_file',
   description: 'Create or overwrite a text file in the workspace (parent directories are created).',
   schema: z.object({ path: Path, content: z.string().max(4 * 1024 * 1024) }).strict(),
-  readOnly: false,
   execute: (args, ctx) =>
     asOutcome(`write ${args.path}`, async () => {
       await ctx.sandbox.writeFile(args.path, args.content, { signal: ctx.signal });
@@ -79,7 +77,6 @@ export const editFileTool = defineTool({
   name: 'edit_file',
   description: 'Replace one exact occurrence of `old` with `new` in a workspace file. `old` must occur exactly once.',
   schema: z.object({ path: Path, old: z.string().min(1), new: z.string() }).strict(),
-  readOnly: false,
   execute: (args, ctx) =>
     asOutcome(`edit ${args.path}`, async () => {
       const file = await ctx.sandbox.readFile(args.path, { maxBytes: 4 * 1024 * 1024, signal: ctx.signal });
@@ -101,7 +98,6 @@ export const listFilesTool = defineTool({
   name: 'list_files',
   description: 'List files under a workspace directory (recursive, at most 500 entries).',
   schema: z.object({ path: Path.default('.') }).strict(),
-  readOnly: true,
   execute: (args, ctx) =>
     asOutcome(`list ${args.path}`, async () => {
       const entries = await ctx.sandbox.listFiles(args.path, { maxEntries: 500, signal: ctx.signal });

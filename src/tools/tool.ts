@@ -27,8 +27,6 @@ export interface Tool<S extends z.ZodType = z.ZodType> {
   name: string;
   description: string;
   schema: S;
-  /** true when the tool cannot change anything (the gate may skip the classifier for it). */
-  readOnly: boolean;
   /** Offered only when the task's allowed tools name it (not part of "every tool"). */
   optIn?: boolean;
   /**

