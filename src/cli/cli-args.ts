@@ -1,8 +1,10 @@
 /**
- * Argument parsing shared by the `corral` subcommands: `--name value`, `--name=value`, boolean
+ * Argument parsing shared by the `corral` subcommands (Node's util.parseArgs underneath): `--name value`, `--name=value`, boolean
  * flags, repeatable options, `--` to end options. Bad usage throws UsageError, which the dispatcher
  * (index.ts) prints as one line pointing at `corral CMD --help` and turns into exit code 2.
  */
+
+import { parseArgs as nodeParseArgs } from 'node:util';
 
 /** A mistake in how the command was called (exit 2). */
 export class UsageError extends Error {
@@ -30,48 +32,43 @@ export interface ParsedArgs<S extends Record<string, OptionKind>> {
 
 /**
  * Parses argv against `spec` (option names without the leading `--`; single-letter aliases in
- * `aliases`, e.g. `{ o: 'output' }`). Throws UsageError for unknown options, a missing value, or a
- * value given to a flag.
+ * `aliases`, e.g. `{ o: 'output' }`) with Node's util.parseArgs (strict). Throws UsageError for
+ * unknown options, a missing value, or a value given to a flag. A value that starts with `-` is
+ * given as `--name=-value`.
  */
 export function parseArgs<S extends Record<string, OptionKind>>(
   argv: readonly string[],
   spec: S,
   aliases: Record<string, keyof S & string> = {},
 ): ParsedArgs<S> {
-  const opts: Record<string, string | string[] | boolean | undefined> = {};
-  for (const [name, kind] of Object.entries(spec)) opts[name] = kind === 'list' ? [] : kind === 'flag' ? false : undefined;
-  const positionals: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (a === '--') {
-      positionals.push(...argv.slice(i + 1));
-      break;
-    }
-    if (a === '-' || !a.startsWith('-')) {
-      positionals.push(a);
-      continue;
-    }
-    const eq = a.indexOf('=');
-    const rawName = a.startsWith('--') ? a.slice(2, eq > 0 ? eq : undefined) : a.slice(1);
-    const name = a.startsWith('--') ? rawName : aliases[rawName];
-    const kind = name === undefined ? undefined : spec[name];
-    if (name === undefined || kind === undefined) throw new UsageError(`unknown option "${a.startsWith('--') && eq > 0 ? a.slice(0, eq) : a}"`);
-    if (kind === 'flag') {
-      if (a.startsWith('--') && eq > 0) throw new UsageError(`--${name} takes no value`);
-      opts[name] = true;
-      continue;
-    }
-    let value: string | undefined;
-    if (a.startsWith('--') && eq > 0) value = a.slice(eq + 1);
-    else {
-      value = argv[i + 1];
-      if (value === undefined || (value.startsWith('--') && value.length > 2)) throw new UsageError(`--${name} needs a value`);
-      i++;
-    }
-    if (kind === 'list') (opts[name] as string[]).push(value);
-    else opts[name] = value;
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = {};
+  for (const [name, kind] of Object.entries(spec)) options[name] = { type: kind === 'flag' ? 'boolean' : 'string', ...(kind === 'list' ? { multiple: true } : {}) };
+  for (const [short, name] of Object.entries(aliases)) options[name] = { ...options[name]!, short };
+  let parsed: { values: Record<string, string | boolean | Array<string | boolean> | undefined>; positionals: string[] };
+  try {
+    parsed = nodeParseArgs({ args: [...argv], options, strict: true, allowPositionals: true });
+  } catch (err) {
+    throw new UsageError(usageOf(err as Error & { code?: string }, spec, aliases));
   }
-  return { opts: opts as ParsedOptions<S>, positionals };
+  const opts: Record<string, string | string[] | boolean | undefined> = {};
+  for (const [name, kind] of Object.entries(spec)) {
+    const v = parsed.values[name];
+    opts[name] = kind === 'list' ? ((v as string[] | undefined) ?? []) : kind === 'flag' ? v === true : (v as string | undefined);
+  }
+  return { opts: opts as ParsedOptions<S>, positionals: parsed.positionals };
+}
+
+/** util.parseArgs's error as our one-line usage message (it names the option in quotes). */
+function usageOf(err: Error & { code?: string }, spec: Record<string, OptionKind>, aliases: Record<string, string>): string {
+  const quoted = /'(-[^' ]*)/.exec(err.message)?.[1];
+  const name = quoted?.startsWith('--') ? quoted.slice(2) : quoted ? aliases[quoted.slice(1)] : undefined;
+  if (err.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `unknown option "${quoted ?? '?'}"`;
+  if (err.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && name !== undefined) {
+    if (spec[name] === 'flag') return `--${name} takes no value`;
+    if (/ambiguous/.test(err.message)) return `--${name} needs a value (to give one that starts with "-", write --${name}=VALUE)`;
+    return `--${name} needs a value`;
+  }
+  return err.message;
 }
 
 /** Whether argv asks for help (`--help` or `-h` before any `--`). */

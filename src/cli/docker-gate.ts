@@ -4,32 +4,20 @@
  * subset corral uses on the listen socket (src/docker-gate). Runs until SIGTERM/SIGINT.
  */
 import { chmod } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { loadConfig } from '../config';
-import { InvalidInputError } from '../domain/errors';
+import { parseArgs, UsageError } from './cli-args';
 import { engineSocketPath, policyFromConfig, readKey, startGate } from '../docker-gate';
 
 export async function run(argv: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv, allowPositionals: false,
-      options: { listen: { type: 'string' }, image: { type: 'string', multiple: true }, 'key-file': { type: 'string' }, 'socket-mode': { type: 'string' } },
-    }));
-  } catch (err) {
-    process.stderr.write(`corral docker-gate: ${(err as Error).message}; see \`corral docker-gate --help\`\n`);
-    return 2;
-  }
+  const { opts: values, positionals: extra } = parseArgs(argv, { listen: 'string', image: 'list', 'key-file': 'string', 'socket-mode': 'string' });
+  if (extra.length) throw new UsageError(`unexpected argument "${extra[0]}"`);
   const listen = values.listen ?? process.env.CORRAL_DOCKER_GATE_LISTEN;
-  if (!listen?.startsWith('unix:///')) {
-    process.stderr.write('corral docker-gate: --listen unix:///PATH/gate.sock is required; see `corral docker-gate --help`\n');
-    return 2;
-  }
+  if (!listen?.startsWith('unix:///')) throw new UsageError('--listen unix:///PATH/gate.sock is required');
   const mode = values['socket-mode'] ?? '0660';
-  if (!/^0?[0-7]{3}$/.test(mode)) throw new InvalidInputError(`--socket-mode must be octal like 0660, got "${mode}"`, 'socket-mode');
+  if (!/^0?[0-7]{3}$/.test(mode)) throw new UsageError(`--socket-mode must be octal like 0660, got "${mode}"`);
   const config = loadConfig();
   const keyFile = values['key-file'] ?? process.env.CORRAL_DOCKER_GATE_KEY_FILE;
-  const policy = policyFromConfig(config, { ...(values.image ? { images: values.image } : {}), ...(keyFile ? { key: readKey(keyFile) } : {}) });
+  const policy = policyFromConfig(config, { ...(values.image.length ? { images: values.image } : {}), ...(keyFile ? { key: readKey(keyFile) } : {}) });
   if (!keyFile) process.stderr.write('corral docker-gate: no --key-file: a fresh ownership key; after a restart the gate will not recognise sandboxes it created before (the engine still ends them at their deadline)\n');
   const path = new URL(listen).pathname;
   const gate = await startGate({ policy, listen: path, engineSocket: engineSocketPath(process.env.DOCKER_HOST) });

@@ -20,6 +20,11 @@ describe('parseArgs', () => {
     expect(r.positionals).toEqual(['run_1', '--not-an-option']);
   });
 
+  test('a value that starts with "-" is given with "="; "-" alone is a positional', () => {
+    expect(parseArgs(['--api=-x', '--exclude=--y', '-'], spec).opts).toMatchObject({ api: '-x', exclude: ['--y'] });
+    expect(parseArgs(['-'], spec).positionals).toEqual(['-']);
+  });
+
   test('defaults: lists empty, flags false, strings undefined', () => {
     expect(parseArgs([], spec).opts).toEqual({ api: undefined, exclude: [], watch: false, output: undefined });
   });
@@ -29,7 +34,9 @@ describe('parseArgs', () => {
     [['--nope=1'], 'unknown option "--nope"'],
     [['-x'], 'unknown option "-x"'],
     [['--api'], '--api needs a value'],
-    [['--api', '--watch'], '--api needs a value'],
+    [['--api', '--watch'], '--api needs a value (to give one that starts with "-", write --api=VALUE)'],
+    [['--api', '-o', 'x'], '--api needs a value (to give one that starts with "-", write --api=VALUE)'],
+    [['-w'], 'unknown option "-w"'],
     [['--watch=yes'], '--watch takes no value'],
   ])('%j → UsageError %s', (argv, message) => {
     expect(() => parseArgs(argv, spec)).toThrow(new UsageError(message));
