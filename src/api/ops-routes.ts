@@ -65,7 +65,7 @@ export function registerOpsRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     const [statusCounts, jobCounts, aggregates] = await Promise.all([
       deps.store.statusCounts(tenant), all ? deps.queue.getJobCounts() : Promise.resolve(undefined), deps.metrics.read(tenant),
     ]);
-    return reply.type(PROMETHEUS_CONTENT_TYPE).send(renderMetrics({ queue: deps.queue.name, statusCounts, ...(jobCounts ? { jobCounts } : {}), aggregates, ...(tenant ? { tenant } : {}) }));
+    return reply.type(PROMETHEUS_CONTENT_TYPE).send(await renderMetrics({ queue: deps.queue.name, statusCounts, ...(jobCounts ? { jobCounts } : {}), aggregates, ...(tenant ? { tenant } : {}) }));
   });
 
   const document = () => openApiDocument(docs, { version: deps.version ?? '0.1.0', authEnabled: !!deps.auth?.enabled });

@@ -1,13 +1,17 @@
 /**
- * /metrics in the Prometheus text exposition format (0.0.4), written by hand: run counts by status
- * (from the run records), queue depth (BullMQ job counts), and the counters and histograms workers
- * aggregate in Redis (run duration, sandbox acquire time, tool calls by decision, model use).
+ * /metrics in the Prometheus text exposition format (0.0.4), written by prom-client from one scrape's
+ * numbers: run counts by status (kept incrementally in Redis), queue depth (BullMQ job counts), and
+ * the counters and histograms workers aggregate in Redis (run duration, sandbox acquire time, tool
+ * calls by decision, model use). A registry per scrape: the values are Redis's, not this process's.
+ * The histograms arrive already bucketed, which prom-client's Histogram cannot take, so they are
+ * registered as metrics whose samples we give (prom-client still names, escapes and formats them).
  */
+import { Counter, Gauge, Registry, type Metric } from 'prom-client';
 import { RUN_OUTCOMES } from '../domain/events';
 import { RUN_DURATION_BUCKETS_S, SANDBOX_ACQUIRE_BUCKETS_S } from '../queue/run-metrics';
 import { RUN_STATUSES } from './schemas';
 
-export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+export const PROMETHEUS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 
 export interface MetricsInput {
   queue: string;
@@ -20,60 +24,55 @@ export interface MetricsInput {
   aggregates: Record<string, number>;
 }
 
-const labelValue = (v: string) => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
-const labels = (l: Record<string, string>) => {
-  const parts = Object.entries(l).map(([k, v]) => `${k}="${labelValue(v)}"`);
-  return parts.length ? `{${parts.join(',')}}` : '';
-};
-const num = (n: number | undefined) => (n === undefined || Number.isNaN(n) ? '0' : Number.isInteger(n) ? String(n) : String(Number(n.toPrecision(12))));
+/** A float sum in Redis (1.9000000000000001) as the number it stands for; absent or NaN → 0. */
+const num = (n: number | undefined) => (n === undefined || Number.isNaN(n) ? 0 : Number.isInteger(n) ? n : Number(n.toPrecision(12)));
 
-export function renderMetrics(m: MetricsInput): string {
-  const out: string[] = [];
-  const head = (name: string, type: string, help: string) => out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+interface Sample { labels: Record<string, string>; value: number; metricName: string }
+
+export async function renderMetrics(m: MetricsInput): Promise<string> {
+  const registers = [new Registry()];
   const a = m.aggregates;
 
-  if (m.tenant) out.push(`# corral metrics of tenant ${m.tenant.replace(/[^A-Za-z0-9_.-]/g, '?')} only`);
-  head('corral_runs', 'gauge', 'Runs by status: queued, running and awaiting ones now; ended ones since the counts began.');
-  for (const s of RUN_STATUSES) out.push(`corral_runs${labels({ status: s })} ${num(m.statusCounts[s] ?? 0)}`);
+  const runs = new Gauge({ name: 'corral_runs', help: 'Runs by status: queued, running and awaiting ones now; ended ones since the counts began.', labelNames: ['status'], registers });
+  for (const s of RUN_STATUSES) runs.set({ status: s }, num(m.statusCounts[s] ?? 0));
 
   if (m.jobCounts) {
-    head('corral_queue_jobs', 'gauge', 'Jobs in the BullMQ run queue by state (waiting = queue depth).');
-    for (const [state, n] of Object.entries(m.jobCounts).sort()) out.push(`corral_queue_jobs${labels({ queue: m.queue, state })} ${num(n)}`);
+    const jobs = new Gauge({ name: 'corral_queue_jobs', help: 'Jobs in the BullMQ run queue by state (waiting = queue depth).', labelNames: ['queue', 'state'], registers });
+    for (const [state, n] of Object.entries(m.jobCounts).sort()) jobs.set({ queue: m.queue, state }, num(n));
   }
 
-  head('corral_runs_finished_total', 'counter', 'Runs that ended, by outcome.');
-  for (const o of RUN_OUTCOMES) out.push(`corral_runs_finished_total${labels({ outcome: o })} ${num(a[`runs_finished:${o}`])}`);
+  const finished = new Counter({ name: 'corral_runs_finished_total', help: 'Runs that ended, by outcome.', labelNames: ['outcome'], registers });
+  for (const o of RUN_OUTCOMES) finished.inc({ outcome: o }, num(a[`runs_finished:${o}`]));
 
-  head('corral_run_duration_seconds', 'histogram', 'Wall time of finished runs, by outcome.');
-  for (const o of RUN_OUTCOMES) {
-    if (!a[`run_duration:${o}:count`]) continue;
-    histogram(out, 'corral_run_duration_seconds', { outcome: o }, RUN_DURATION_BUCKETS_S, a, `run_duration:${o}`);
+  histogram(registers[0]!, 'corral_run_duration_seconds', 'Wall time of finished runs, by outcome.', RUN_DURATION_BUCKETS_S,
+    RUN_OUTCOMES.filter((o) => a[`run_duration:${o}:count`]).map((o) => ({ labels: { outcome: o }, field: `run_duration:${o}` })), a);
+  histogram(registers[0]!, 'corral_sandbox_acquire_seconds', 'Time to create, start and seed a run\'s sandbox.', SANDBOX_ACQUIRE_BUCKETS_S, [{ labels: {}, field: 'sandbox_acquire' }], a);
+
+  const tools = new Counter({ name: 'corral_tool_calls_total', help: 'Tool calls by the gate\'s decision and who made it (policy rules, the risk classifier, a human approval); refused = unknown tool or bad arguments, never gated.', labelNames: ['decision', 'by'], registers });
+  const toolKeys = new Set(Object.keys(a).filter((k) => k.startsWith('tool_calls:')));
+  for (const d of ['allow', 'deny']) for (const by of ['policy', 'classifier', 'approval']) toolKeys.add(`tool_calls:${d}:${by}`);
+  for (const k of [...toolKeys].sort()) {
+    const [, decision = '', by = ''] = k.split(':');
+    tools.inc({ decision, by }, num(a[k]));
   }
 
-  head('corral_sandbox_acquire_seconds', 'histogram', 'Time to create, start and seed a run\'s sandbox.');
-  histogram(out, 'corral_sandbox_acquire_seconds', {}, SANDBOX_ACQUIRE_BUCKETS_S, a, 'sandbox_acquire');
+  new Counter({ name: 'corral_model_calls_total', help: 'Model calls made by runs (agent turns).', registers }).inc(num(a.model_calls));
+  const tokens = new Counter({ name: 'corral_model_tokens_total', help: 'Tokens of agent turns, by kind.', labelNames: ['kind'], registers });
+  tokens.inc({ kind: 'input' }, num(a['model_tokens:input']));
+  tokens.inc({ kind: 'output' }, num(a['model_tokens:output']));
+  new Counter({ name: 'corral_model_cost_usd_total', help: 'Estimated model cost of agent turns, USD.', registers }).inc(num(a.cost_usd));
 
-  head('corral_tool_calls_total', 'counter', 'Tool calls by the gate\'s decision and who made it (policy rules, the risk classifier, a human approval); refused = unknown tool or bad arguments, never gated.');
-  const toolKeys = Object.keys(a).filter((k) => k.startsWith('tool_calls:')).sort();
-  for (const d of ['allow', 'deny']) for (const by of ['policy', 'classifier', 'approval']) if (!toolKeys.includes(`tool_calls:${d}:${by}`)) toolKeys.push(`tool_calls:${d}:${by}`);
-  for (const k of toolKeys.sort()) {
-    const [, decision, by] = k.split(':');
-    out.push(`corral_tool_calls_total${labels({ decision: decision!, by: by! })} ${num(a[k])}`);
-  }
-
-  head('corral_model_calls_total', 'counter', 'Model calls made by runs (agent turns).');
-  out.push(`corral_model_calls_total ${num(a.model_calls)}`);
-  head('corral_model_tokens_total', 'counter', 'Tokens of agent turns, by kind.');
-  out.push(`corral_model_tokens_total${labels({ kind: 'input' })} ${num(a['model_tokens:input'])}`);
-  out.push(`corral_model_tokens_total${labels({ kind: 'output' })} ${num(a['model_tokens:output'])}`);
-  head('corral_model_cost_usd_total', 'counter', 'Estimated model cost of agent turns, USD.');
-  out.push(`corral_model_cost_usd_total ${num(a.cost_usd)}`);
-  return `${out.join('\n')}\n`;
+  const text = await registers[0]!.metrics();
+  return m.tenant ? `# corral metrics of tenant ${m.tenant.replace(/[^A-Za-z0-9_.-]/g, '?')} only\n${text}` : text;
 }
 
-function histogram(out: string[], name: string, l: Record<string, string>, bounds: readonly number[], a: Record<string, number>, field: string): void {
-  for (const le of bounds) out.push(`${name}_bucket${labels({ ...l, le: String(le) })} ${num(a[`${field}:bucket:${le}`])}`);
-  out.push(`${name}_bucket${labels({ ...l, le: '+Inf' })} ${num(a[`${field}:bucket:+Inf`])}`);
-  out.push(`${name}_sum${labels(l)} ${num(a[`${field}:sum`])}`);
-  out.push(`${name}_count${labels(l)} ${num(a[`${field}:count`])}`);
+/** A histogram whose cumulative buckets, sum and count come from the aggregate hash (`FIELD:bucket:LE`, `FIELD:sum`, `FIELD:count`). */
+function histogram(reg: Registry, name: string, help: string, bounds: readonly number[], series: Array<{ labels: Record<string, string>; field: string }>, a: Record<string, number>): void {
+  const values: Sample[] = [];
+  for (const { labels, field } of series) {
+    for (const le of [...bounds.map(String), '+Inf']) values.push({ labels: { ...labels, le }, value: num(a[`${field}:bucket:${le}`]), metricName: `${name}_bucket` });
+    values.push({ labels, value: num(a[`${field}:sum`]), metricName: `${name}_sum` });
+    values.push({ labels, value: num(a[`${field}:count`]), metricName: `${name}_count` });
+  }
+  reg.registerMetric({ name, help, type: 'histogram', get: () => Promise.resolve({ name, help, type: 'histogram', values, aggregator: 'sum' }) } as unknown as Metric);
 }

@@ -1,7 +1,7 @@
 /** The Prometheus text format of /metrics, from aggregates shaped like the ones workers write. */
 import { renderMetrics } from '../../src/api/prometheus';
 
-const text = renderMetrics({
+const input = {
   queue: 'runs',
   statusCounts: { queued: 2, running: 1, succeeded: 5 },
   jobCounts: { waiting: 2, active: 1, completed: 5, failed: 0 },
@@ -16,9 +16,15 @@ const text = renderMetrics({
     'tool_calls:allow:policy': 7, 'tool_calls:deny:classifier': 1, 'tool_calls:refused:none': 2,
     model_calls: 12, 'model_tokens:input': 1000, 'model_tokens:output': 200, cost_usd: 0.0123,
   },
+};
+let text: string;
+let lines: string[];
+let samples: Map<string, string>;
+beforeAll(async () => {
+  text = await renderMetrics(input);
+  lines = text.trimEnd().split('\n').filter((l) => l !== '');
+  samples = new Map(lines.filter((l) => !l.startsWith('#')).map((l) => [l.slice(0, l.lastIndexOf(' ')), l.slice(l.lastIndexOf(' ') + 1)]));
 });
-const lines = text.trimEnd().split('\n');
-const samples = new Map(lines.filter((l) => !l.startsWith('#')).map((l) => [l.slice(0, l.lastIndexOf(' ')), l.slice(l.lastIndexOf(' ') + 1)]));
 
 test('every sample line is name{labels} value, and every metric has HELP and TYPE first', () => {
   const declared = new Set<string>();
@@ -61,4 +67,10 @@ test('tool calls by decision and decider; finished runs by outcome; model use', 
   expect(samples.get('corral_runs_finished_total{outcome="cancelled"}')).toBe('0');
   expect(samples.get('corral_model_tokens_total{kind="output"}')).toBe('200');
   expect(samples.get('corral_model_cost_usd_total')).toBe('0.0123');
+});
+
+test('label values are escaped (a queue name with a quote, a backslash and a newline); a tenant view says whose', async () => {
+  const t = await renderMetrics({ ...input, queue: 'q"\\x\ny', tenant: 'acme' });
+  expect(t).toContain('corral_queue_jobs{queue="q\\"\\\\x\\ny",state="waiting"} 2');
+  expect(t.startsWith('# corral metrics of tenant acme only\n# HELP corral_runs ')).toBe(true);
 });
