@@ -30,7 +30,7 @@ import { PolicyGate } from './policy/policy-gate';
 import { createRunQueue, newRunId } from './queue/run-queue';
 import { IdempotencyStore } from './queue/idempotency';
 import { RunMetrics } from './queue/run-metrics';
-import { RunStore } from './queue/run-store';
+import { RedisRunStore } from './queue/redis-run-store';
 import { RunTree } from './queue/run-tree';
 import { routingFor } from './run/model-router';
 import { TenantQuota } from './queue/tenant-quota';
@@ -184,7 +184,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     throw err;
   });
   // The stream's cap leaves room for a run's live deltas beside every event its log may keep.
-  const store = new RunStore(redis, undefined, config.CORRAL_LOG_MAX_EVENTS + 16 + config.CORRAL_STREAM_MAX_DELTAS);
+  const store = new RedisRunStore(redis, undefined, config.CORRAL_LOG_MAX_EVENTS + 16 + config.CORRAL_STREAM_MAX_DELTAS);
   const tree = new RunTree(redis);
   const metrics = new RunMetrics(redis);
   /** Set when this process runs a worker: /readyz then checks the Docker engine too. */
@@ -223,7 +223,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,
         sandboxReady: () => sandboxes.ping(), dockerRetries: config.CORRAL_DOCKER_RETRIES, dockerBackoffMs: config.CORRAL_DOCKER_BACKOFF_MS,
         stalledIntervalMs: config.CORRAL_STALLED_INTERVAL_MS, retryStalled: config.CORRAL_RETRY_STALLED, lockMs: config.CORRAL_JOB_LOCK_MS,
-        connection: workerConn, subscriber, flow, tree, newRunId,
+        connection: workerConn, subscriber, cancelChannel: store.cancelChannel, flow, tree, newRunId,
       });
       onClose('worker', async () => {
         const graceMs = config.CORRAL_SHUTDOWN_GRACE_S * 1000;
@@ -278,7 +278,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       apiRedis.on('error', () => undefined); // reported by the main connection's handler
       onClose('api redis', () => quitRedis(apiRedis));
       await apiRedis.connect().catch(() => undefined);
-      const apiStore = new RunStore(apiRedis);
+      const apiStore = new RedisRunStore(apiRedis);
       const queueConn = redis.duplicate({ maxRetriesPerRequest: 1, enableOfflineQueue: false });
       queueConn.on('error', () => undefined);
       onClose('queue redis', () => quitRedis(queueConn));

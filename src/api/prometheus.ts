@@ -7,9 +7,8 @@
  * registered as metrics whose samples we give (prom-client still names, escapes and formats them).
  */
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
-import { RUN_OUTCOMES } from '../domain/events';
+import { RUN_OUTCOMES, RUN_STATUSES } from '../domain/events';
 import { RUN_DURATION_BUCKETS_S, SANDBOX_ACQUIRE_BUCKETS_S } from '../queue/run-metrics';
-import { RUN_STATUSES } from './schemas';
 
 export const PROMETHEUS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 

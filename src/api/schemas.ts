@@ -5,13 +5,14 @@
  */
 import { z } from 'zod';
 import { ERROR_CODES } from '../domain/errors';
-import { RUN_OUTCOMES, type RunStatus } from '../domain/events';
+import { RUN_OUTCOMES, RUN_STATUSES, type RunStatus } from '../domain/events';
+
+export { RUN_STATUSES };
 import { RUN_ID } from '../domain/run-id';
 import { isListCursor } from '../queue/run-store';
 import { NOT_EXPORTED_CODES, REVIEW_RULES } from '../domain/sandbox';
 import type { RunView } from '../queue/run-store';
 
-export const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'awaiting_approval', 'awaiting_children', ...RUN_OUTCOMES];
 
 export const RunParams = z.object({ id: z.string().regex(RUN_ID, 'is not a run id').meta({ description: 'run id (run_…)' }) });
 export const ApprovalParams = RunParams.extend({ callId: z.string().min(1).max(200).meta({ description: 'the pending call id (pendingApprovals[].callId), or "memory"' }) });

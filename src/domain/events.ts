@@ -19,6 +19,7 @@ export const RUN_OUTCOMES: readonly RunOutcome[] = ['succeeded', 'failed', 'budg
 
 /** `awaiting_children`: the run delegated to sub-runs and waits for them without a worker slot or a sandbox. */
 export type RunStatus = 'queued' | 'running' | 'awaiting_approval' | 'awaiting_children' | RunOutcome;
+export const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'awaiting_approval', 'awaiting_children', ...RUN_OUTCOMES];
 
 export type BudgetName = 'llmCalls' | 'toolCalls' | 'tokens' | 'wallTimeS' | 'costUsd';
 

@@ -1,20 +1,20 @@
 /**
- * Run state in Redis, shared by the API (reads, approvals, cancel) and the workers (writes): one hash
- * per run, one stream of RunEvents per run, and one list per pending approval that the waiting
- * worker blocks on. Keys (all under the store's prefix, default "corral"):
- *   {p}:run:{id}             hash: status, task, times, worker, outcome, answer, report paths, pending:{callId}
- *   {p}:run:{id}:events      stream: field "e" = RunEvent JSON; field "d" = LiveDelta JSON (live only)
- *   {p}:run:{id}:answer:{callId}  list: the approval answer (the waiter BLPOPs it)
- *   {p}:runs                 sorted set: run ids by creation time
- *   {p}:tenant:{t}:runs      sorted set: one tenant's run ids by creation time (GET /v1/runs)
- *   {p}:cancel               pub/sub channel: run ids to cancel
- * A run belongs to the tenant that submitted it (hash field `tenant`); runs put straight on the queue
- * by other producers belong to DEFAULT_TENANT.
+ * The run store's ports: what the API and the workers need of run state, in three parts —
+ *   RunRecords    one record per run (status, times, worker, outcome, report paths), listing, counts;
+ *                 every worker write fenced by the job's lock token (`fence`)
+ *   RunEventLog   one append-only log of RunEvents (and live deltas) per run, read by id for SSE
+ *   RunApprovals  pending calls, their answers, and the per-tenant cap on parked runs
+ * — and the record codec both implementations share: a record is a flat map of strings (a Redis hash),
+ * validated field by field when read, so a corrupt or foreign record is an error naming the field,
+ * never a cast. Implementations: RedisRunStore (redis-run-store.ts: what corral runs on) and
+ * MemoryRunStore (memory-run-store.ts: the same contract in one process, for tests and embedding);
+ * test/support/run-store-contract.ts runs one set of tests against both.
+ * A run belongs to the tenant that submitted it (field `tenant`); runs put straight on the queue by
+ * other producers belong to DEFAULT_TENANT.
  */
-import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { CorralError, InvalidInputError, NotFoundError, codeForOutcome, type ErrorCode } from '../domain/errors';
-import type { LiveDelta, RunEvent, RunOutcome, RunStatus, RunUsage } from '../domain/events';
+import { CorralError, ERROR_CODES, InvalidInputError, type ErrorCode } from '../domain/errors';
+import { RUN_OUTCOMES, RUN_STATUSES, type LiveDelta, type RunEvent, type RunOutcome, type RunStatus, type RunUsage } from '../domain/events';
 import type { RiskLevel } from '../domain/gate';
 import { RUN_ID_BODY } from '../domain/run-id';
 import type { RunSpec } from '../domain/run-spec';
@@ -101,436 +101,186 @@ export interface ListQuery {
   cursor?: string;
 }
 
-const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer', 'workspace', 'parent']);
-/** A status-filtered page examines at most this many runs; a sparse match returns a short page with `next`. */
-const LIST_SCAN_MAX = 2000;
-const FINISHED_TTL_S = 14 * 24 * 3600;
-const EVENTS_MAXLEN = 20_000;
-/**
- * Every status change goes through this (inside the script that makes it): the run's new status,
- * and the live counts by status — all tenants ({p}:counts) and the run's tenant ({p}:tenant:{t}:counts)
- * — moved from the old status to the new in the same atomic step, so /metrics reads two small hashes
- * instead of scanning run records. PREFIX is the store's key prefix.
- */
-const SET_STATUS = `local function setStatus(k, new, prefix)
-  local old = redis.call('HGET', k, 'status')
-  if old == new then return end
-  local t = redis.call('HGET', k, 'tenant') or 'default'
-  if old then
-    redis.call('HINCRBY', prefix .. ':counts', old, -1)
-    redis.call('HINCRBY', prefix .. ':tenant:' .. t .. ':counts', old, -1)
-  end
-  redis.call('HINCRBY', prefix .. ':counts', new, 1)
-  redis.call('HINCRBY', prefix .. ':tenant:' .. t .. ':counts', new, 1)
-  redis.call('HSET', k, 'status', new)
-end
-`;
-/** A new run record (ARGV[1] = prefix, ARGV[2..] = fields; status is set to queued); never over an existing one. */
-const CREATE = `${SET_STATUS}
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-setStatus(KEYS[1], 'queued', ARGV[1])
-return 1`;
-/**
- * Updates an existing run: ARGV[1] = fence ('' = none; else only while the run's owner is it),
- * ARGV[2] = prefix, ARGV[3] = new status ('' = unchanged), ARGV[4..] = other fields.
- */
-const FENCED_HSET = `${SET_STATUS}
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
-if ARGV[3] ~= '' then setStatus(KEYS[1], ARGV[3], ARGV[2]) end
-if #ARGV > 3 then redis.call('HSET', KEYS[1], unpack(ARGV, 4)) end
-return 1`;
-/** XADD (field ARGV[4], default "e") only while the run's owner is ARGV[1]. */
-const FENCED_XADD = `if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', ARGV[4] or 'e', ARGV[3])
-return 1`;
-/**
- * Claims the run for ARGV[1]: only while the job's lock (KEYS[2], when given) holds that token, and
- * never once the run has ended.
- */
-const FENCED_CLAIM = `if KEYS[2] and redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
-if redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'owner', ARGV[1])
-return 1`;
-/**
- * An end recorded from outside the run loop: never over a recorded end; ARGV[1] = '' (no guard),
- * 'unclaimed' (only while no owner) or 'owner' (only while ARGV[2] owns the run).
- */
-const GUARDED_END = `${SET_STATUS}
-if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 0 end
-local owner = redis.call('HGET', KEYS[1], 'owner')
-if ARGV[1] == 'unclaimed' and owner then return 0 end
-if ARGV[1] == 'owner' and owner ~= ARGV[2] then return 0 end
-setStatus(KEYS[1], ARGV[3], ARGV[6])
-redis.call('HSET', KEYS[1], 'outcome', ARGV[3], 'reason', ARGV[4], 'finishedAt', ARGV[5])
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'errorCode', ARGV[7]) end
-return 1`;
-/** Sets a pending call (ARGV[2] = field, ARGV[3] = JSON) while ARGV[1] owns the run ('' = no fence) and it has not ended. */
-const FENCED_SET_PENDING = `${SET_STATUS}
-if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
-if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
-setStatus(KEYS[1], 'awaiting_approval', ARGV[4])
-return 1`;
-/** Removes a pending call while ARGV[1] owns the run; the status goes back to running when none is left. */
-const FENCED_CLEAR_PENDING = `${SET_STATUS}
-if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[2])
-if redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 1 end
-for _, k in ipairs(redis.call('HKEYS', KEYS[1])) do
-  if string.sub(k, 1, 8) == 'pending:' then return 1 end
-end
-if redis.call('EXISTS', KEYS[1]) == 1 then setStatus(KEYS[1], 'running', ARGV[3]) end
-return 1`;
-/** Parks ARGV[1] until ARGV[2] unless the tenant has ARGV[3] parked runs (entries past ARGV[4] dropped first). */
-const RESERVE_PARKING = `redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[4])
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIREAT', KEYS[1], last[2])
-return 1`;
-/** Stream pages readEvents scans at most to fill one page of events past live deltas. */
-const MAX_SCANS = 50;
-const Answer = z.object({ approved: z.boolean(), by: z.string() });
-
-export class RunStore {
-  readonly cancelChannel: string;
-
-  /** `eventsMaxLen`: the stream's length cap (the recorder's CORRAL_LOG_MAX_EVENTS bounds it first). */
-  constructor(
-    private readonly redis: Redis,
-    private readonly prefix = 'corral',
-    private readonly eventsMaxLen = EVENTS_MAXLEN,
-  ) {
-    this.cancelChannel = `${prefix}:cancel`;
-  }
-
-  private key(runId: string): string {
-    return `${this.prefix}:run:${runId}`;
-  }
-  private eventsKey(runId: string): string {
-    return `${this.key(runId)}:events`;
-  }
-  private answerKey(runId: string, callId: string): string {
-    return `${this.key(runId)}:answer:${callId}`;
-  }
-
-  private tenantRunsKey(tenant: string): string {
-    return `${this.prefix}:tenant:${tenant}:runs`;
-  }
-
-  /** Records a new queued run of `tenant` (the API calls this before enqueueing). */
-  async create(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date, tenant = DEFAULT_TENANT): Promise<void> {
-    const labels = 'labels' in spec && spec.labels ? { labels: JSON.stringify(spec.labels) } : {};
-    const full = 'workspace' in spec ? { spec: JSON.stringify(spec) } : {};
-    const fields = { tenant, task: spec.task, createdAt: now.toISOString(), ...labels, ...full };
-    const created = await this.redis.eval(CREATE, 1, this.key(runId), this.prefix, ...Object.entries(fields).flat());
-    if (created !== 1) return;
-    await this.redis.multi().zadd(`${this.prefix}:runs`, now.getTime(), runId).zadd(this.tenantRunsKey(tenant), now.getTime(), runId).exec();
-  }
-
-  /** The tenant a run belongs to; null when there is no such run. */
-  async tenantOf(runId: string): Promise<string | null> {
-    const [status, tenant] = await this.redis.hmget(this.key(runId), 'status', 'tenant');
-    return status ? (tenant ?? DEFAULT_TENANT) : null;
-  }
-
+/** A run's record. Writes with `fence` land only while that token owns the run (false: discarded). */
+export interface RunRecords {
+  /** Records a new queued run of `tenant` (the API calls this before enqueueing); never over an existing one. */
+  create(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date, tenant?: string): Promise<void>;
   /** For jobs that other producers put straight on the queue: create the record if there is none. */
-  async ensure(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date): Promise<void> {
-    if (!(await this.redis.exists(this.key(runId)))) await this.create(runId, spec, now);
-  }
-
+  ensure(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date): Promise<void>;
+  /** The tenant a run belongs to; null when there is no such run. */
+  tenantOf(runId: string): Promise<string | null>;
   /**
    * Makes `owner` (a worker's job lock token) the only writer of the run from now on: later fenced
-   * writes with another token are discarded. A run started again after its worker died is claimed by
-   * the new attempt, so the old worker's late writes (if it was only partitioned) cannot land.
-   * The claim itself is fenced by the job's lock: it lands only while `lockKey` (BullMQ's lock of the
-   * job) holds `owner`, and never on a run that has ended. False: not claimed (another attempt holds
-   * the job, or the run is over).
+   * writes with another token are discarded. Lands only while `lockKey` (the queue's lock of the
+   * job, when given) holds `owner`, and never on a run that has ended.
    */
-  async claim(runId: string, owner: string, lockKey?: string): Promise<boolean> {
-    return (await this.redis.eval(FENCED_CLAIM, lockKey ? 2 : 1, this.key(runId), ...(lockKey ? [lockKey] : []), owner)) === 1;
-  }
-
-  /** Updates the run (an existing record only); with `fence`, only while that token owns it (false: discarded). */
-  async update(runId: string, u: RunUpdate, fence?: string): Promise<boolean> {
-    const fields: Record<string, string> = {};
-    for (const [k, v] of Object.entries(u)) {
-      if (v === undefined || k === 'status') continue;
-      fields[k] = JSON_FIELDS.has(k) ? JSON.stringify(v) : String(v);
-    }
-    const flat = Object.entries(fields).flat();
-    if (!flat.length && !u.status) return true;
-    return (await this.redis.eval(FENCED_HSET, 1, this.key(runId), fence ?? '', this.prefix, u.status ?? '', ...flat)) === 1;
-  }
-
+  claim(runId: string, owner: string, lockKey?: string): Promise<boolean>;
+  /** Updates an existing run. */
+  update(runId: string, u: RunUpdate, fence?: string): Promise<boolean>;
   /**
    * Records an end that no run loop reported (a malformed job, a dead worker, a cancel before the
-   * start): status and outcome, the reason, finishedAt; then the finished run's expiry. Never over an
-   * end already recorded. `guard`: 'unclaimed' — only while no worker has claimed the run (a cancel
-   * before the start must not overwrite a run a worker just took); a token — only while that token
-   * owns the run. False: nothing written. `code`: what broke, for an `error` end (see codeForOutcome).
+   * start), then the finished run's expiry; never over a recorded end. `guard`: 'unclaimed' — only
+   * while no worker has claimed the run; a fence — only while that token owns it. `code`: what broke.
    */
-  async end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: 'unclaimed' | { fence: string }, code?: ErrorCode): Promise<boolean> {
-    const mode = guard === undefined ? '' : guard === 'unclaimed' ? 'unclaimed' : 'owner';
-    const fence = typeof guard === 'object' ? guard.fence : '';
-    const errorCode = outcome === 'succeeded' ? '' : codeForOutcome(outcome, code);
-    const ok = (await this.redis.eval(GUARDED_END, 1, this.key(runId), mode, fence, outcome, reason, at.toISOString(), this.prefix, errorCode)) === 1;
-    if (ok) await this.expireFinished(runId);
-    return ok;
-  }
-
-  /** Sets the expiry of a finished run's keys. */
-  async expireFinished(runId: string): Promise<void> {
-    await this.redis.multi().expire(this.key(runId), FINISHED_TTL_S).expire(this.eventsKey(runId), FINISHED_TTL_S).exec();
-  }
-
-  async get(runId: string): Promise<RunView | null> {
-    const h = await this.redis.hgetall(this.key(runId));
-    if (!h.status) return null;
-    const pendingApprovals: PendingApproval[] = [];
-    const view: Record<string, unknown> = { id: runId };
-    for (const [k, v] of Object.entries(h)) {
-      if (k.startsWith('pending:')) pendingApprovals.push(JSON.parse(v) as PendingApproval);
-      else if (k.startsWith('answered:') || k === 'spec' || k === 'dockerWaits' || k === 'owner' || k === 'cancelRequested') continue;
-      else view[k] = JSON_FIELDS.has(k) ? JSON.parse(v) : v;
-    }
-    view.tenant ??= DEFAULT_TENANT;
-    view.pendingApprovals = pendingApprovals;
-    return view as unknown as RunView;
-  }
-
+  end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: 'unclaimed' | { fence: string }, code?: ErrorCode): Promise<boolean>;
+  /** Starts the retention clock of a finished run's record and log. */
+  expireFinished(runId: string): Promise<void>;
+  get(runId: string): Promise<RunView | null>;
   /** The spec a run was submitted with (null when unknown or expired). */
-  async getSpec(runId: string): Promise<RunSpec | null> {
-    const raw = await this.redis.hget(this.key(runId), 'spec');
-    return raw ? (JSON.parse(raw) as RunSpec) : null;
-  }
-
+  getSpec(runId: string): Promise<RunSpec | null>;
   /** Most recent runs first (all tenants). */
-  async list(limit: number): Promise<RunView[]> {
-    const ids = await this.redis.zrevrange(`${this.prefix}:runs`, 0, limit - 1);
-    const views = await Promise.all(ids.map((id) => this.get(id)));
-    return views.filter((v): v is RunView => v !== null);
-  }
-
-  /**
-   * One page of a tenant's runs, newest first, optionally only those in `statuses`. The cursor names
-   * the last run examined (id and creation time), so runs created meanwhile never shift a page.
-   * Runs whose records expired are dropped from the tenant's index as they are met.
-   */
-  async listPage(q: ListQuery): Promise<RunPage> {
-    const key = this.tenantRunsKey(q.tenant);
-    let start = 0;
-    if (q.cursor) {
-      const c = decodeCursor(q.cursor);
-      const rank = await this.redis.zrevrank(key, c.id);
-      // The cursor's run expired: resume after every run at least as new as it.
-      start = rank !== null ? rank + 1 : await this.redis.zcount(key, c.score, '+inf');
-    }
-    const want = new Set<string>(q.statuses ?? []);
-    const runs: RunView[] = [];
-    let examined = 0;
-    let last: { id: string; score: number } | null = null;
-    while (runs.length < q.limit && examined < LIST_SCAN_MAX) {
-      const batch = want.size ? Math.min(200, LIST_SCAN_MAX - examined) : q.limit - runs.length;
-      const rows = await this.redis.zrevrange(key, start, start + batch - 1, 'WITHSCORES');
-      if (rows.length === 0) return { runs, next: null };
-      const page: Array<{ id: string; score: number }> = [];
-      for (let i = 0; i < rows.length; i += 2) page.push({ id: rows[i]!, score: Number(rows[i + 1]) });
-      const views = await Promise.all(page.map((r) => this.get(r.id)));
-      const gone: string[] = [];
-      let consumed = 0;
-      for (const [i, r] of page.entries()) {
-        const v = views[i];
-        consumed += 1;
-        examined += 1;
-        last = r;
-        if (!v) gone.push(r.id);
-        else if (!want.size || want.has(v.status)) runs.push(v);
-        if (runs.length >= q.limit) break;
-      }
-      if (gone.length) await this.redis.zrem(key, ...gone);
-      start += consumed - gone.length;
-    }
-    // Full page or scan cap reached: there is a next page only if the index goes on after `last`.
-    const more = (await this.redis.zrevrange(key, start, start)).length > 0;
-    return { runs, next: more && last ? encodeCursor(last) : null };
-  }
-
-  /**
-   * How many runs are in each status now — all tenants, or one — from the counts every status change
-   * keeps (see SET_STATUS). Ended statuses count every run that ended since the counts began (records
-   * expire; the counts do not go down for that).
-   */
-  async statusCounts(tenant?: string): Promise<Record<string, number>> {
-    const h = await this.redis.hgetall(tenant === undefined ? `${this.prefix}:counts` : `${this.tenantRunsKey(tenant).replace(/:runs$/, ':counts')}`);
-    return Object.fromEntries(Object.entries(h).map(([k, v]) => [k, Math.max(0, Number(v))]));
-  }
-
-  /** Appends to the run's event stream; with `fence`, only while that token owns the run. */
-  async appendEvent(e: RunEvent, fence?: string): Promise<boolean> {
-    if (fence === undefined) {
-      await this.redis.xadd(this.eventsKey(e.runId), 'MAXLEN', '~', this.eventsMaxLen, '*', 'e', JSON.stringify(e));
-      return true;
-    }
-    return (await this.redis.eval(FENCED_XADD, 2, this.key(e.runId), this.eventsKey(e.runId), fence, this.eventsMaxLen, JSON.stringify(e))) === 1;
-  }
-
-  /**
-   * Events after the given stream id ("0" = from the start); returns each with its stream id for
-   * resuming. Live deltas on the stream are skipped (they are not part of the run's history).
-   */
-  async readEvents(runId: string, after = '0', count = 500): Promise<Array<{ id: string; event: RunEvent }>> {
-    const out: Array<{ id: string; event: RunEvent }> = [];
-    let cursor = after;
-    for (let scan = 0; scan < MAX_SCANS && out.length < count; scan++) {
-      const rows = await this.readLive(runId, cursor, count - out.length);
-      if (rows.length === 0) break;
-      for (const r of rows) if (r.event) out.push({ id: r.id, event: r.event });
-      cursor = rows.at(-1)!.id;
-    }
-    return out;
-  }
-
-  /** Events and live deltas after the given stream id, in stream order (for SSE). */
-  async readLive(runId: string, after = '0', count = 500): Promise<Array<{ id: string; event?: RunEvent; delta?: LiveDelta }>> {
-    // Nothing comes after the largest id a stream can have (and Redis refuses an exclusive start there).
-    if (after === '18446744073709551615-18446744073709551615') return [];
-    const start = after === '0' ? '-' : `(${after}`;
-    const rows = await this.redis.xrange(this.eventsKey(runId), start, '+', 'COUNT', count);
-    return rows.map(([id, fields]) => (fields[0] === 'd' ? { id, delta: JSON.parse(fields[1] ?? 'null') as LiveDelta } : { id, event: JSON.parse(fields[1] ?? 'null') as RunEvent }));
-  }
-
-  /**
-   * Appends a live delta to the run's stream (field "d"); with `fence`, only while that token owns the
-   * run. The stream's length cap leaves room for every delta a run may publish, so deltas never push
-   * the run's events out of the stream.
-   */
-  async appendDelta(d: LiveDelta, fence?: string): Promise<boolean> {
-    if (fence === undefined) {
-      await this.redis.xadd(this.eventsKey(d.runId), 'MAXLEN', '~', this.eventsMaxLen, '*', 'd', JSON.stringify(d));
-      return true;
-    }
-    return (await this.redis.eval(FENCED_XADD, 2, this.key(d.runId), this.eventsKey(d.runId), fence, this.eventsMaxLen, JSON.stringify(d), 'd')) === 1;
-  }
-
-  /**
-   * Shows a call waiting for a human (status awaiting_approval); with `fence`, only while that token
-   * owns the run. False: discarded (another attempt owns the run, or it has ended).
-   */
-  async setPending(runId: string, p: PendingApproval, fence?: string): Promise<boolean> {
-    return (await this.redis.eval(FENCED_SET_PENDING, 1, this.key(runId), fence ?? '', `pending:${p.callId}`, JSON.stringify(p), this.prefix)) === 1;
-  }
-
-  /** Removes a pending call (status back to running when none is left); with `fence`, only while that token owns the run. */
-  async clearPending(runId: string, callId: string, fence?: string): Promise<boolean> {
-    return (await this.redis.eval(FENCED_CLEAR_PENDING, 1, this.key(runId), fence ?? '', `pending:${callId}`, this.prefix)) === 1;
-  }
-
-  /**
-   * Counts a run of `tenant` as parked (waiting for a human without a worker slot) until `untilMs`,
-   * unless the tenant already has `cap` parked runs. Entries past their time drop out on their own,
-   * so a worker that died while a run was parked does not hold the tenant's cap. True: parked.
-   */
-  async reserveParking(tenant: string, runId: string, untilMs: number, cap: number, nowMs: number): Promise<boolean> {
-    return (await this.redis.eval(RESERVE_PARKING, 1, this.parkedKey(tenant), runId, untilMs, cap, nowMs)) === 1;
-  }
-
-  async releaseParking(tenant: string, runId: string): Promise<void> {
-    await this.redis.zrem(this.parkedKey(tenant), runId);
-  }
-
-  /** How many runs of `tenant` are parked now. */
-  async parkedCount(tenant: string, nowMs: number): Promise<number> {
-    return this.redis.zcount(this.parkedKey(tenant), `(${nowMs}`, '+inf');
-  }
-
-  private parkedKey(tenant: string): string {
-    return `${this.prefix}:tenant:${tenant}:parked`;
-  }
-
-  /**
-   * Answers a pending approval. NotFoundError when the run or the call is unknown or not pending;
-   * a conflict when it was already answered.
-   */
-  async answer(runId: string, callId: string, a: ApprovalAnswer): Promise<void> {
-    const pending = await this.redis.hget(this.key(runId), `pending:${callId}`);
-    if (pending === null) {
-      if (await this.redis.hexists(this.key(runId), `answered:${callId}`)) {
-        throw new CorralError('conflict', `call ${callId} of run ${runId} was already answered`);
-      }
-      if (!(await this.redis.exists(this.key(runId)))) throw new NotFoundError(`no run with id ${runId}`);
-      throw new NotFoundError(`run ${runId} has no pending approval for call ${callId}`);
-    }
-    const first = await this.redis.hsetnx(this.key(runId), `answered:${callId}`, JSON.stringify(a));
-    if (!first) throw new CorralError('conflict', `call ${callId} of run ${runId} was already answered`);
-    await this.redis.multi().rpush(this.answerKey(runId, callId), JSON.stringify(a)).expire(this.answerKey(runId, callId), 24 * 3600).exec();
-  }
-
-  /**
-   * Waits for an answer to a pending approval, on its own connection (BLPOP blocks it). Resolves null
-   * when timeoutMs passes; rejects with the abort reason when `signal` aborts.
-   */
-  async waitAnswer(runId: string, callId: string, timeoutMs: number, signal?: AbortSignal): Promise<ApprovalAnswer | null> {
-    const conn = this.redis.duplicate();
-    const deadline = Date.now() + timeoutMs;
-    try {
-      while (!signal?.aborted) {
-        const left = deadline - Date.now();
-        if (left <= 0) return null;
-        const r = await conn.blpop(this.answerKey(runId, callId), Math.min(1, Math.max(0.05, left / 1000)));
-        if (r) return Answer.parse(JSON.parse(r[1]));
-      }
-      throw signal.reason instanceof Error ? signal.reason : new CorralError('cancelled', 'the run was cancelled');
-    } finally {
-      conn.disconnect();
-    }
-  }
-
-  /**
-   * A reader that waits for a run's stream to grow (XREAD BLOCK) on its own connection — a blocked
-   * connection serves nothing else — so a live view is told of new events at once instead of polling.
-   * Close it when done.
-   */
-  streamWaiter(): { wait(runId: string, after: string, blockMs: number): Promise<boolean>; close(): void } {
-    const conn = this.redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: 1 });
-    conn.on('error', () => undefined); // the caller sees the failed wait
-    return {
-      wait: async (runId, after, blockMs) => {
-        const from = after === '0' ? '0-0' : after;
-        const r = await conn.xread('COUNT', 1, 'BLOCK', Math.max(1, Math.round(blockMs)), 'STREAMS', this.eventsKey(runId), from);
-        return r !== null && r.length > 0;
-      },
-      close: () => conn.disconnect(),
-    };
-  }
-
+  list(limit: number): Promise<RunView[]>;
+  /** One page of a tenant's runs, newest first, optionally only those in `statuses`. */
+  listPage(q: ListQuery): Promise<RunPage>;
+  /** Runs in each status now (all tenants, or one), kept as statuses change, never by a scan. */
+  statusCounts(tenant?: string): Promise<Record<string, number>>;
   /** Counts one more time a worker found the Docker engine down for this run; returns the count. */
-  async countDockerWait(runId: string): Promise<number> {
-    return this.redis.hincrby(this.key(runId), 'dockerWaits', 1);
-  }
+  countDockerWait(runId: string): Promise<number>;
+}
 
-  async ping(): Promise<void> {
-    await this.redis.ping();
-  }
+export interface RunEventLog {
+  appendEvent(e: RunEvent, fence?: string): Promise<boolean>;
+  /** A live delta (streamed model text), on the same log but not part of the run's history. */
+  appendDelta(d: LiveDelta, fence?: string): Promise<boolean>;
+  /** Events after the given id ("0" = from the start), each with its id for resuming; deltas skipped. */
+  readEvents(runId: string, after?: string, count?: number): Promise<Array<{ id: string; event: RunEvent }>>;
+  /** Events and live deltas after the given id, in log order (for SSE). */
+  readLive(runId: string, after?: string, count?: number): Promise<Array<{ id: string; event?: RunEvent; delta?: LiveDelta }>>;
+  /** Waits (up to blockMs) for the run's log to grow past `after`; true when it did. Close when done. */
+  streamWaiter(): { wait(runId: string, after: string, blockMs: number): Promise<boolean>; close(): void };
+}
 
-  async requestCancel(runId: string): Promise<void> {
-    await this.redis.publish(this.cancelChannel, runId);
+export interface RunApprovals {
+  /** Shows a call waiting for a human (status awaiting_approval); false when discarded or the run ended. */
+  setPending(runId: string, p: PendingApproval, fence?: string): Promise<boolean>;
+  /** Removes a pending call (status back to running when none is left). */
+  clearPending(runId: string, callId: string, fence?: string): Promise<boolean>;
+  /** NotFoundError when the run or the call is unknown or not pending; a conflict when already answered. */
+  answer(runId: string, callId: string, a: ApprovalAnswer): Promise<void>;
+  /** The answer once given; null when timeoutMs passes; rejects with the abort reason when `signal` aborts. */
+  waitAnswer(runId: string, callId: string, timeoutMs: number, signal?: AbortSignal): Promise<ApprovalAnswer | null>;
+  /** Parks a run of `tenant` until `untilMs` unless the tenant has `cap` parked runs (entries past their time do not count). */
+  reserveParking(tenant: string, runId: string, untilMs: number, cap: number, nowMs: number): Promise<boolean>;
+  releaseParking(tenant: string, runId: string): Promise<void>;
+  parkedCount(tenant: string, nowMs: number): Promise<number>;
+}
+
+export interface RunStore extends RunRecords, RunEventLog, RunApprovals {
+  /** Asks the worker running the run to cancel it. */
+  requestCancel(runId: string): Promise<void>;
+  /** Resolves when the store answers (readiness). */
+  ping(): Promise<void>;
+}
+
+/** A status-filtered page examines at most this many runs; a sparse match returns a short page with `next`. */
+export const LIST_SCAN_MAX = 2000;
+export const FINISHED_TTL_S = 14 * 24 * 3600;
+export const EVENTS_MAXLEN = 20_000;
+export const ANSWER_TTL_S = 24 * 3600;
+
+// ---- the record codec -------------------------------------------------------------------------
+
+const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer', 'workspace', 'parent']);
+/** Fields of a record that are bookkeeping, never shown. */
+const HIDDEN = new Set(['spec', 'dockerWaits', 'owner', 'cancelRequested']);
+
+const iso = z.string().max(40);
+const Usage = z.object({ llmCalls: z.number(), toolCalls: z.number(), inputTokens: z.number(), outputTokens: z.number(), costUsd: z.number(), wallTimeMs: z.number() });
+const Pending = z.object({ callId: z.string(), tool: z.string(), args: z.record(z.string(), z.unknown()), reason: z.string(), risk: z.enum(['low', 'medium', 'high', 'critical']).optional(), since: z.string() });
+const Workspace = z.object({
+  filesChanged: z.number(), gitFilesChanged: z.number(), needsReview: z.array(z.looseObject({})), needsReviewTotal: z.number(),
+  notExported: z.array(z.looseObject({})), notExportedTotal: z.number(),
+});
+/** What each shown field of a record may hold (after JSON decoding for the JSON fields). */
+const FIELDS: Record<string, z.ZodType> = {
+  status: z.enum(RUN_STATUSES as [RunStatus, ...RunStatus[]]),
+  tenant: z.string(), task: z.string(), createdAt: iso, startedAt: iso, finishedAt: iso, workerId: z.string(), containerId: z.string(),
+  outcome: z.enum(RUN_OUTCOMES as [RunOutcome, ...RunOutcome[]]),
+  errorCode: z.enum(ERROR_CODES),
+  reason: z.string(), reportPath: z.string(), logPath: z.string(),
+  finalAnswer: z.string().nullable(),
+  usage: Usage,
+  labels: z.record(z.string(), z.string()),
+  artifacts: z.array(z.object({ name: z.string(), path: z.string(), bytes: z.number() })),
+  workspace: Workspace,
+  parent: z.object({ runId: z.string(), callId: z.string(), depth: z.number() }),
+};
+export const Answer = z.object({ approved: z.boolean(), by: z.string() });
+
+function corrupt(runId: string, field: string, why: string): CorralError {
+  return new CorralError('internal', `run record ${runId} is corrupt: field ${field} ${why}`, { runId, field });
+}
+
+function decodeJson(runId: string, field: string, raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    throw corrupt(runId, field, 'is not JSON');
   }
 }
 
-function encodeCursor(c: { id: string; score: number }): string {
+/** A record's fields (strings, as stored) → the run's view; null for no record. Throws naming the first bad field. */
+export function viewOfRecord(runId: string, h: Record<string, string>): RunView | null {
+  if (h.status === undefined) return null;
+  const pendingApprovals: PendingApproval[] = [];
+  const view: Record<string, unknown> = { id: runId };
+  for (const [k, raw] of Object.entries(h)) {
+    if (k.startsWith('pending:')) {
+      const p = Pending.safeParse(decodeJson(runId, k, raw));
+      if (!p.success) throw corrupt(runId, k, `is not a pending call (${p.error.issues[0]?.message})`);
+      pendingApprovals.push(p.data as PendingApproval);
+      continue;
+    }
+    if (k.startsWith('answered:') || HIDDEN.has(k)) continue;
+    const schema = FIELDS[k];
+    if (!schema) continue; // a field a newer version writes: not shown by this one
+    const r = schema.safeParse(JSON_FIELDS.has(k) ? decodeJson(runId, k, raw) : raw);
+    if (!r.success) throw corrupt(runId, k, `does not hold what it should (${r.error.issues[0]?.message})`);
+    view[k] = r.data;
+  }
+  for (const k of ['task', 'createdAt']) if (view[k] === undefined) throw corrupt(runId, k, 'is missing');
+  view.tenant ??= DEFAULT_TENANT;
+  pendingApprovals.sort((a, b) => (a.since < b.since ? -1 : a.since > b.since ? 1 : a.callId < b.callId ? -1 : 1));
+  view.pendingApprovals = pendingApprovals;
+  return view as unknown as RunView;
+}
+
+/** The spec field of a record (null when absent); a spec that is not JSON is an error. */
+export function specOfRecord(runId: string, raw: string | null | undefined): RunSpec | null {
+  return raw ? (decodeJson(runId, 'spec', raw) as RunSpec) : null;
+}
+
+/** A new record's fields. */
+export function recordOfSpec(spec: RunSpec | Pick<RunSpec, 'task'>, now: Date, tenant: string): Record<string, string> {
+  const r: Record<string, string> = { tenant, task: spec.task, createdAt: now.toISOString() };
+  if ('labels' in spec && spec.labels) r.labels = JSON.stringify(spec.labels);
+  if ('workspace' in spec) r.spec = JSON.stringify(spec);
+  return r;
+}
+
+/** An update's fields as stored (status apart: it moves the counts). */
+export function fieldsOfUpdate(u: RunUpdate): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (const [k, v] of Object.entries(u)) {
+    if (v === undefined || k === 'status') continue;
+    fields[k] = JSON_FIELDS.has(k) ? JSON.stringify(v) : String(v);
+  }
+  return fields;
+}
+
+// ---- list cursors -----------------------------------------------------------------------------
+
+export function encodeCursor(c: { id: string; score: number }): string {
   return Buffer.from(`${c.score}:${c.id}`).toString('base64url');
 }
 
-/** Whether `cursor` is one this store writes (the API's query schema checks with this). */
+/** Whether `cursor` is one a store writes (the API's query schema checks with this). */
 export function isListCursor(cursor: string): boolean {
   return new RegExp(`^(\\d{1,16}):(${RUN_ID_BODY})$`).test(Buffer.from(cursor, 'base64url').toString('utf8'));
 }
 
-/** Throws InvalidInputError naming `cursor` for anything that is not a cursor this store wrote. */
-function decodeCursor(cursor: string): { id: string; score: number } {
+/** Throws InvalidInputError naming `cursor` for anything that is not a cursor a store wrote. */
+export function decodeCursor(cursor: string): { id: string; score: number } {
   const m = new RegExp(`^(\\d{1,16}):(${RUN_ID_BODY})$`).exec(Buffer.from(cursor, 'base64url').toString('utf8'));
   if (!m) throw new InvalidInputError('query: cursor: is not a cursor from a previous page', 'cursor');
   return { score: Number(m[1]), id: m[2]! };

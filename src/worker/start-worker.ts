@@ -103,8 +103,9 @@ export interface StartWorkerOptions extends RunProcessorDeps {
   dockerBackoffMs?: number;
   /** BullMQ connection (an ioredis client with maxRetriesPerRequest: null). */
   connection: ConnectionOptions;
-  /** A Redis connection this worker may put in subscriber mode for cancel requests. */
+  /** A Redis connection this worker may put in subscriber mode for cancel requests, and their channel (RedisRunStore.cancelChannel). */
   subscriber: Redis;
+  cancelChannel: string;
   /** Adds sub-runs as flow children of their parent's job; absent: runs cannot delegate. */
   flow?: FlowProducer;
 }
@@ -195,9 +196,9 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
   const worker = consumer(o.concurrency);
   const consumers = () => [worker, ...relief, ...retiring];
 
-  await o.subscriber.subscribe(o.store.cancelChannel);
+  await o.subscriber.subscribe(o.cancelChannel);
   o.subscriber.on('message', (channel: string, runId: string) => {
-    const w = channel === o.store.cancelChannel && active.has(runId) ? holder.get(runId) : undefined;
+    const w = channel === o.cancelChannel && active.has(runId) ? holder.get(runId) : undefined;
     if (w) {
       o.log('cancelling run', { runId });
       w.cancelJob(runId, 'requested through the API');
@@ -212,7 +213,7 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
     async close(graceMs = 0) {
       closing = true;
       // Not awaited: with Redis away it would never answer, and the grace below must start now.
-      void o.subscriber.unsubscribe(o.store.cancelChannel).catch(() => undefined);
+      void o.subscriber.unsubscribe(o.cancelChannel).catch(() => undefined);
       const all = consumers();
       const closed = Promise.all(all.map((w) => w.close()));
       const timer = setTimeout(() => {

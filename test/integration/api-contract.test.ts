@@ -18,7 +18,7 @@ import { IdempotencyStore } from '../../src/queue/idempotency';
 import { RunSpec } from '../../src/domain/run-spec';
 import { newRunId } from '../../src/queue/run-queue';
 import { RunMetrics } from '../../src/queue/run-metrics';
-import { RunStore } from '../../src/queue/run-store';
+import { RedisRunStore } from '../../src/queue/redis-run-store';
 import { ScheduleStore } from '../../src/queue/schedule-store';
 import { TenantQuota } from '../../src/queue/tenant-quota';
 import { TOKENS, injectJson, startApiFixture, type ApiFixture } from '../support/api-fixture';
@@ -113,7 +113,7 @@ function depsFor(redis: Redis, fx: ApiFixture, queue: Queue): ApiDeps {
   conn.on('error', () => undefined);
   conns.push(conn);
   return {
-    config: fx.config, store: new RunStore(redis, fx.prefix), queue, metrics: new RunMetrics(redis, fx.prefix), newRunId, clock: () => fx.clock.now,
+    config: fx.config, store: new RedisRunStore(redis, fx.prefix), queue, metrics: new RunMetrics(redis, fx.prefix), newRunId, clock: () => fx.clock.now,
     policyNames: ['default'], templates, schedules: new ScheduleStore(redis, fx.config.CORRAL_QUEUE, conn, fx.prefix),
     quota: new TenantQuota(redis, queue, fx.prefix), idempotency: new IdempotencyStore(redis, fx.prefix),
     auth: TenantAuth.fromSources({ tokens: TOKEN_LIST }), operatorTenants: ['acme'], log: () => undefined,

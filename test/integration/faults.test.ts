@@ -250,11 +250,11 @@ test('every role exits within its grace period on SIGTERM while Redis is away or
           const { Redis } = await import('ioredis');
           const { enqueueRun } = await import('../../src/queue/run-queue');
           const { RunSpec } = await import('../../src/domain/run-spec');
-          const { RunStore } = await import('../../src/queue/run-store');
+          const { RedisRunStore } = await import('../../src/queue/redis-run-store');
           const conn = new Redis(redis.url, { maxRetriesPerRequest: null });
           const queue = new Queue(env.CORRAL_QUEUE, { connection: conn });
           const runId = `run_outage${role}${outage}`;
-          await new RunStore(conn).create(runId, RunSpec.parse({ task: 'OUTAGE-SLEEP: sleep' }), new Date());
+          await new RedisRunStore(conn).create(runId, RunSpec.parse({ task: 'OUTAGE-SLEEP: sleep' }), new Date());
           await enqueueRun(queue, runId, RunSpec.parse({ task: 'OUTAGE-SLEEP: sleep' }));
           const until = Date.now() + 60_000;
           while (Date.now() < until && !(await containersOf(runId)).some((c) => c.State === 'running')) await new Promise((r) => setTimeout(r, 200));

@@ -5,7 +5,7 @@
  */
 import { Redis } from 'ioredis';
 import type { RunEventBody } from '../../src/domain/events';
-import { RunStore } from '../../src/queue/run-store';
+import { RedisRunStore } from '../../src/queue/redis-run-store';
 import { EventRecorder } from '../../src/report/event-recorder';
 
 jest.setTimeout(60_000);
@@ -13,7 +13,7 @@ jest.setTimeout(60_000);
 test('count and byte caps hold for the Redis stream; the end and the markers are in it', async () => {
   const redis = new Redis(process.env.REDIS_URL!, { maxRetriesPerRequest: 1 });
   const prefix = `bounded-${process.pid}-${Date.now()}`;
-  const store = new RunStore(redis, prefix);
+  const store = new RedisRunStore(redis, prefix);
   const runId = 'run_bounded01';
   const writes: Promise<unknown>[] = [];
   const maxBytes = 512 * 1024;

@@ -14,7 +14,7 @@ import { loadConfig, type Config } from '../../src/config';
 import { IdempotencyStore } from '../../src/queue/idempotency';
 import { newRunId } from '../../src/queue/run-queue';
 import { RunMetrics } from '../../src/queue/run-metrics';
-import { RunStore } from '../../src/queue/run-store';
+import { RedisRunStore } from '../../src/queue/redis-run-store';
 import { TenantQuota } from '../../src/queue/tenant-quota';
 import { sandboxTestEnv } from './sandbox-env';
 
@@ -24,7 +24,7 @@ export interface ApiFixture {
   app: ReturnType<typeof buildApp>;
   config: Config;
   redis: Redis;
-  store: RunStore;
+  store: RedisRunStore;
   queue: Queue;
   metrics: RunMetrics;
   prefix: string;
@@ -79,7 +79,7 @@ export async function startApiFixture(o: { env?: Record<string, string>; tokens?
   const redis = new Redis(process.env.REDIS_URL, { maxRetriesPerRequest: null });
   const queueConn = redis.duplicate();
   const queue = new Queue(config.CORRAL_QUEUE, { connection: queueConn });
-  const store = new RunStore(redis, prefix);
+  const store = new RedisRunStore(redis, prefix);
   const metrics = new RunMetrics(redis, prefix);
   const clock = { now: Date.now() };
   const tokens = o.tokens === undefined ? `acme=${TOKENS.acme},globex=${TOKENS.globex}` : o.tokens;

@@ -2,6 +2,7 @@
  * buildApp for unit tests, without Redis: the store, queue and Redis-backed helpers are stand-ins that
  * throw when touched, so a test shows that a request was answered (401, 400, 413, the OpenAPI page)
  * before anything reached Redis — and a test that does reach it fails loudly instead of hanging.
+ * With `store` (a MemoryRunStore), the routes that only read and answer runs work too, still without Redis.
  */
 import { resolve } from 'node:path';
 import { TenantAuth } from '../../src/api/auth';
@@ -22,13 +23,13 @@ function untouchable<T>(name: string): T {
 /** What the app logged (every 5xx with its cause): a request that got past validation shows here as "unit test reached …". */
 export type Logged = Array<{ msg: string; fields?: Record<string, unknown> }>;
 
-export function offlineApp(o: { env?: Record<string, string>; tokens?: string | null } = {}) {
+export function offlineApp(o: { env?: Record<string, string>; tokens?: string | null; store?: ApiDeps['store'] } = {}) {
   const logged: Logged = [];
   const config = loadConfig({ CORRAL_POLICY_DIR: resolve(__dirname, '../../policies'), ...o.env });
   const tokens = o.tokens === undefined ? `acme=${OFFLINE_TOKENS.acme},globex=${OFFLINE_TOKENS.globex}` : o.tokens;
   const deps: ApiDeps = {
     config,
-    store: untouchable('store'),
+    store: o.store ?? untouchable('store'),
     queue: untouchable('queue'),
     quota: untouchable('quota'),
     idempotency: untouchable('idempotency'),
