@@ -13,7 +13,7 @@ import OpenAI from 'openai';
 import { Redis } from 'ioredis';
 import type { LiveDelta } from '../src/domain/events';
 import { OpenAIModel } from '../src/llm/openai-model';
-import { RunStore } from '../src/queue/run-store';
+import { RedisRunStore } from '../src/queue/redis-run-store';
 import { DeltaPublisher } from '../src/worker/delta-publisher';
 import { startFakeDecisionsServer, type Scripted } from '../test/support/fake-decisions-server';
 import { finalTurn } from '../test/support/fake-openai-chat';
@@ -69,7 +69,7 @@ export async function benchStreaming(o: { redisUrl: string }): Promise<Streaming
     }
 
     delay = 2;
-    const store = new RunStore(redis, `bench-stream-${process.pid}`);
+    const store = new RedisRunStore(redis, `bench-stream-${process.pid}`);
     const turnMs: number[] = [];
     const firstText: number[] = [];
     const deltasPerTurn: number[] = [];
