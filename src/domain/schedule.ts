@@ -29,6 +29,14 @@ export interface Schedule extends ScheduleBody {
   runs: number;
 }
 
+/** A stored schedule record, checked when read back (a corrupt record is an error naming it, never a cast). */
+export const StoredSchedule = z.object({
+  cron: z.string(), timezone: z.string(), template: z.string(), params: z.record(z.string(), z.string()), name: z.string().optional(),
+  id: z.string(), tenant: z.string(), createdAt: z.string(), runs: z.number().int().nonnegative(),
+  lastRun: z.object({ id: z.string(), at: z.string() }).optional(),
+  lastError: z.object({ message: z.string(), at: z.string() }).optional(),
+});
+
 /**
  * The next firings of a pattern; InvalidInputError naming `cron` or `timezone` when it is not a pattern,
  * the zone is unknown, or two firings are closer than `minIntervalS`.
