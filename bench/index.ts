@@ -17,7 +17,8 @@
  *                               with live deltas to Redis (first text, deltas per turn) (bench/streaming.ts)
  *   9. docker gate              exec and create+start through `corral docker-gate` beside the engine directly (bench/docker-gate.ts;
  *                               BENCH_GATE_EXECS, BENCH_GATE_ACQUIRES)
- * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate) runs stage 5 (or 6, 7, 8, 9) alone and merges its result into bench/results.json.
+ *  10. workspace-upload         a 200 MB tar through PUT /v1/workspaces, plain and gzip: MB/s and the API's peak RSS (bench/workspace-upload.ts)
+ * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate, =workspace-upload) runs stage 5 (or 6, 7, 8, 9, 10) alone and merges its result into bench/results.json.
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
  *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_ISOLATION_EXECS (30)  BENCH_ISOLATION_ACQUIRES (8)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
@@ -33,6 +34,7 @@ import { loadAgent } from '../test/support/load-agent';
 import { startRssSampler } from '../test/support/load-rss';
 import { startLoadStack } from '../test/support/load-stack';
 import { benchArtifacts } from './artifacts';
+import { benchWorkspaceUpload } from './workspace-upload';
 import { benchBareBullmq, benchCorralEnqueue } from './enqueue-to-start';
 import { benchDockerGate, type GateBench } from './docker-gate';
 import { benchEgress, type EgressBench } from './egress';
@@ -138,7 +140,18 @@ async function gateOnly(): Promise<void> {
   process.stdout.write(`${JSON.stringify({ docker_gate, targets: gateTargets(docker_gate) }, null, 2)}\n`);
 }
 
+/** Stage 10 alone (BENCH_STAGES=workspace-upload): its result merged into bench/results.json. */
+async function uploadOnly(): Promise<void> {
+  note('stage 10: workspace upload — a 200 MB tar through PUT /v1/workspaces, the API\'s peak RSS');
+  const workspace_upload = await benchWorkspaceUpload();
+  const file = join(__dirname, 'results.json');
+  const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
+  writeFileSync(file, `${JSON.stringify({ ...prev, workspace_upload, workspace_upload_measured_at: new Date().toISOString() }, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify({ workspace_upload }, null, 2)}\n`);
+}
+
 async function main(): Promise<void> {
+  if (process.env.BENCH_STAGES === 'workspace-upload') return uploadOnly();
   if (process.env.BENCH_STAGES === 'docker-gate') return gateOnly();
   if (process.env.BENCH_STAGES === 'streaming') return streamingOnly();
   if (process.env.BENCH_STAGES === 'egress') return egressOnly();
@@ -210,6 +223,8 @@ async function main(): Promise<void> {
     const streaming = await benchStreaming({ redisUrl: redisBox.db(3) });
     note('stage 9: docker gate — exec and create+start through the gate beside direct');
     const docker_gate = await benchDockerGate({ execs: envInt('BENCH_GATE_EXECS', 60), acquires: envInt('BENCH_GATE_ACQUIRES', 10) });
+    note('stage 10: workspace upload — a 200 MB tar through PUT /v1/workspaces');
+    const workspace_upload = await benchWorkspaceUpload();
 
     const enq = corralEnqueue!;
     const rssPeak = Math.max(...Object.values(rssByConcurrency));
@@ -258,6 +273,7 @@ async function main(): Promise<void> {
       policy,
       streaming,
       docker_gate,
+      workspace_upload,
       targets,
       notes: {
         isolation: 'the same provider per class (CORRAL_SANDBOX_RUNTIME=runc / gvisor); exec_ms.python = `python3 -c pass`; gVisor on the ptrace platform, as .ci/bootstrap registers it',

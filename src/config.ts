@@ -48,6 +48,9 @@ export const ConfigSchema = z.object({
   CORRAL_SCHEDULE_MIN_INTERVAL_S: int(60),
   /** How long an Idempotency-Key is remembered (seconds). */
   CORRAL_IDEMPOTENCY_TTL_S: int(24 * 3600),
+  /** PUT /v1/workspaces (capped at CORRAL_MAX_WORKSPACE_MB of content): the most entries an uploaded tar may hold, and how long it is kept after its last PUT (seconds). */
+  CORRAL_WORKSPACE_MAX_ENTRIES: int(100_000),
+  CORRAL_WORKSPACE_TTL_S: int(24 * 3600),
   /** Runs one worker executes at once (= sandbox slots on this host). */
   CORRAL_CONCURRENCY: int(2),
   /** Identifies this worker in container labels and logs; default: hostname-pid. */

@@ -31,6 +31,7 @@ import { createRunQueue, newRunId } from './queue/run-queue';
 import { IdempotencyStore } from './queue/idempotency';
 import { RunMetrics } from './queue/run-metrics';
 import { RedisRunStore } from './queue/redis-run-store';
+import { WorkspaceUploads } from './workspaces/workspace-uploads';
 import { RunTree } from './queue/run-tree';
 import { routingFor } from './run/model-router';
 import { TenantQuota } from './queue/tenant-quota';
@@ -288,9 +289,15 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       else log('WARNING: API AUTH IS OFF (neither CORRAL_API_TOKENS nor CORRAL_API_TOKENS_FILE is set): anyone who reaches the API can submit and read runs; every request is tenant "default"', { level: 'warn' });
       const schedules = new ScheduleStore(apiRedis, config.CORRAL_QUEUE, queueConn);
       onClose('schedules', () => schedules.close());
+      // Uploaded workspaces (PUT /v1/workspaces) live under the data dir; expired ones are swept hourly.
+      const uploads = new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S);
+      const sweepUploads = () => void uploads.sweep().then((n) => n && log('expired workspace uploads removed', { count: n }), (err: Error) => log('workspace upload sweep failed', { error: err.message }));
+      const uploadSweeper = setInterval(sweepUploads, 3600_000).unref();
+      sweepUploads();
+      onClose('upload sweeper', async () => clearInterval(uploadSweeper));
       const apiDeps: ApiDeps = {
         config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], templates, schedules,
-        quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis),
+        quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis), uploads,
         log: (msg, fields) => log(msg, fields), operatorTenants: config.CORRAL_OPERATOR_TENANTS,
         readyChecks: dockerPing ? { docker: dockerPing, ...gateReadyCheck(config.DOCKER_HOST) } : {},
       };

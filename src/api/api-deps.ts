@@ -8,6 +8,7 @@ import type { RunTree } from '../queue/run-tree';
 import type { TenantQuota } from '../queue/tenant-quota';
 import type { RunTemplate } from '../domain/run-template';
 import type { ScheduleStore } from '../queue/schedule-store';
+import type { WorkspaceUploads } from '../workspaces/workspace-uploads';
 import type { TenantAuth } from './auth';
 
 export interface ApiDeps {
@@ -25,6 +26,8 @@ export interface ApiDeps {
   policyNames: readonly string[];
   /** The run templates (CORRAL_TEMPLATES_DIR); each one's examples are admitted when the app becomes ready. */
   templates?: readonly RunTemplate[];
+  /** Uploaded workspaces (PUT /v1/workspaces); absent: that route is not served. */
+  uploads?: WorkspaceUploads;
   /** Schedules (POST /v1/schedules …); absent: those routes are not served. */
   schedules?: ScheduleStore;
   /** Bearer tokens → tenants; absent or without tokens: auth off, everything is the default tenant. */

@@ -12,6 +12,7 @@
  *   POST /v1/runs?dryRun=true              the same checks, then the resolved plan (200); nothing queued
  *   GET  /v1/templates[/:name]             the run templates; POST /v1/templates/:name/runs { params } submits one
  *   POST /v1/schedules, GET /v1/schedules[/:id], DELETE /v1/schedules/:id   template runs on a cron pattern
+ *   PUT  /v1/workspaces                    a tar (plain or gzip), streamed and checked → { id } for runs to name
  *   GET  /healthz  /readyz  /metrics  /openapi.json  /docs
  *
  * Auth: with tokens configured every route but /healthz, /readyz, /openapi.json and /docs needs
@@ -29,6 +30,7 @@ import { registerRunRoutes } from './run-routes';
 import { checkSpec } from './submit-run';
 import { registerScheduleRoutes } from './schedule-routes';
 import { registerTemplateRoutes } from './template-routes';
+import { registerWorkspaceRoutes, TAR_TYPES } from './workspace-routes';
 import { checkTemplateExamples } from './load-templates';
 
 export type { ApiDeps } from './api-deps';
@@ -105,6 +107,11 @@ export function buildApp(deps: ApiDeps): CorralApp {
     }
     jsonParser(req, text, done);
   });
+  // A tar is streamed to the one route that takes it (never buffered); anywhere else it is a 415.
+  app.addContentTypeParser([...TAR_TYPES], (req, payload, done) => {
+    if (req.routeOptions.url === '/v1/workspaces') done(null, payload);
+    else done(Object.assign(new Error('not JSON'), { statusCode: 415 }), undefined);
+  });
 
   app.decorateRequest('tenant', '');
   app.addHook('onRequest', async (req) => {
@@ -124,6 +131,7 @@ export function buildApp(deps: ApiDeps): CorralApp {
   registerRunFileRoutes(app, deps, docs);
   registerTemplateRoutes(app, deps, docs);
   registerScheduleRoutes(app, deps, docs);
+  registerWorkspaceRoutes(app, deps, docs);
   registerOpsRoutes(app, deps, docs);
   // A template whose examples would be refused stops start-up (listen() and inject() both wait for ready).
   app.addHook('onReady', async () => checkTemplateExamples(deps.templates ?? [], (body) => checkSpec(deps, body, 'default')));

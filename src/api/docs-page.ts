@@ -27,7 +27,10 @@ export function renderDocsPage(doc: Obj): string {
       const id = String(op.operationId);
       toc.push(`<li><a href="#${esc(id)}"><code>${esc(method.toUpperCase())} ${esc(path)}</code></a> — ${esc(op.summary)}</li>`);
       const params = (op.parameters as Obj[]).map((p) => `<tr><td><code>${esc(p.name)}</code></td><td>${esc(p.in)}</td><td>${p.required ? 'yes' : ''}</td><td>${esc(p.description ?? '')} <code>${esc(JSON.stringify(p.schema))}</code></td></tr>`);
-      const body = op.requestBody ? `<h4>Body (application/json)</h4>${schemaBlock(((op.requestBody as Obj).content as Obj & { 'application/json': Obj })['application/json'].schema)}` : '';
+      const body = op.requestBody
+        ? Object.entries((op.requestBody as Obj).content as Record<string, Obj>).map(([ct, c]) => `<h4>Body (${esc(ct)})</h4>${schemaBlock(c.schema)}`).join('')
+          + ((op.requestBody as Obj).description ? `<p>${esc((op.requestBody as Obj).description)}</p>` : '')
+        : '';
       const responses = Object.entries(op.responses as Record<string, Obj>).map(([status, r]) => {
         const content = r.content as Record<string, Obj> | undefined;
         const types = content ? Object.entries(content).map(([ct, c]) => `<code>${esc(ct)}</code> ${schemaBlock(c.schema)}`).join(' ') : '';

@@ -20,18 +20,20 @@ export interface ResponseDoc {
 }
 
 export interface RouteDoc {
-  method: 'GET' | 'POST' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   /** Fastify style: /v1/runs/:id */
   url: string;
   summary: string;
   description?: string;
-  tag: 'runs' | 'artifacts' | 'templates' | 'schedules' | 'operations';
+  tag: 'runs' | 'artifacts' | 'workspaces' | 'templates' | 'schedules' | 'operations';
   /** No bearer token needed, even when auth is on. */
   public?: boolean;
   params?: z.ZodObject;
   query?: z.ZodObject;
   headers?: Array<{ name: string; schema: z.ZodType; description: string }>;
   body?: z.ZodType;
+  /** A body that is not JSON (streamed to the handler): its content types. */
+  rawBody?: { contentTypes: string[]; description: string };
   /** false: the route never touches Redis, so it never answers 503 for it. */
   redis?: boolean;
   responses: Record<number, ResponseDoc>;
@@ -104,6 +106,7 @@ export function openApiDocument(docs: readonly RouteDoc[], info: { version: stri
     if (!d.public) all[401] ??= UNAUTHORIZED;
     if (d.redis !== false) all[503] ??= UNAVAILABLE;
     if (d.body) all[415] ??= UNSUPPORTED;
+    if (d.rawBody) all[415] ??= { description: `the body is not one of ${d.rawBody.contentTypes.join(', ')}`, schema: ErrorBody };
     for (const [status, r] of Object.entries(all)) {
       const content: Record<string, unknown> = {};
       if (r.schema || r.contentType) content[r.contentType ?? 'application/json'] = { schema: r.schema ? bodyRef(r.schema) : { type: 'string' } };
@@ -127,6 +130,7 @@ export function openApiDocument(docs: readonly RouteDoc[], info: { version: stri
         ...(d.headers ?? []).map((h) => ({ name: h.name, in: 'header', required: false, description: h.description, schema: jsonSchema(h.schema) })),
       ],
       ...(d.body ? { requestBody: { required: true, content: { 'application/json': { schema: bodyRef(d.body) } } } } : {}),
+      ...(d.rawBody ? { requestBody: { required: true, description: d.rawBody.description, content: Object.fromEntries(d.rawBody.contentTypes.map((t) => [t, { schema: { type: 'string', contentMediaType: t } }])) } } : {}),
       responses,
     };
   }
@@ -146,6 +150,7 @@ export function openApiDocument(docs: readonly RouteDoc[], info: { version: stri
     tags: [
       { name: 'runs', description: 'submit, list, follow, answer and cancel runs' },
       { name: 'artifacts', description: 'what a run left: report, log, workspace' },
+      { name: 'workspaces', description: 'upload a large workspace once (a tar), name it in runs' },
       { name: 'templates', description: 'run templates: a library of tasks with parameters' },
       { name: 'schedules', description: 'template runs on a cron pattern, unattended' },
       { name: 'operations', description: 'health, readiness, metrics, this document' },

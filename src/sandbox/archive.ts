@@ -40,6 +40,20 @@ export function normaliseWorkspacePath(input: string): string {
 }
 
 /**
+ * The workspace path of one entry of a tar a user sent, or path_refused: absolute names, `..`, NUL,
+ * and anything but a regular file or a directory (links, devices, FIFOs) are refused.
+ */
+export function checkSeedEntry(h: tar.Header): string {
+  const name = h.name;
+  if (name.startsWith('/')) throw new SandboxError('path_refused', `archive entry refused: "${name}" is an absolute name`);
+  const path = normaliseWorkspacePath(name);
+  if (h.type !== 'file' && h.type !== 'directory' && h.type !== 'contiguous-file') {
+    throw new SandboxError('path_refused', `archive entry refused: "${name}" is a ${h.type}${h.linkname ? ` to "${h.linkname}"` : ''}; only files and directories are accepted`);
+  }
+  return path;
+}
+
+/**
  * Reads an uncompressed tar that a user sent (a seed): any link or device entry is refused. (The
  * workspace export, which reads what a sandbox wrote, streams through workspace-export.ts instead.)
  */
@@ -57,12 +71,7 @@ export async function readCheckedTar(buf: Buffer, caps: ArchiveCaps = DEFAULT_AR
       if (entries.length >= caps.maxEntries) {
         throw new SandboxError('limit_exceeded', `archive refused: more than ${caps.maxEntries} entries`);
       }
-      const name = h.name;
-      if (name.startsWith('/')) throw new SandboxError('path_refused', `archive entry refused: "${name}" is an absolute name`);
-      const path = normaliseWorkspacePath(name);
-      if (h.type !== 'file' && h.type !== 'directory' && h.type !== 'contiguous-file') {
-        throw new SandboxError('path_refused', `archive entry refused: "${name}" is a ${h.type}${h.linkname ? ` to "${h.linkname}"` : ''}; only files and directories are accepted`);
-      }
+      const path = checkSeedEntry(h);
       if (path === '') {
         entry.resume();
         continue;

@@ -8,6 +8,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import Ajv2020 from 'ajv/dist/2020';
 import { Redis } from 'ioredis';
 import { Queue } from 'bullmq';
@@ -21,7 +22,9 @@ import { RunMetrics } from '../../src/queue/run-metrics';
 import { RedisRunStore } from '../../src/queue/redis-run-store';
 import { ScheduleStore } from '../../src/queue/schedule-store';
 import { TenantQuota } from '../../src/queue/tenant-quota';
+import { WorkspaceUploads } from '../../src/workspaces/workspace-uploads';
 import { TOKENS, injectJson, startApiFixture, type ApiFixture } from '../support/api-fixture';
+import { makeTar } from '../support/make-tar';
 
 jest.setTimeout(60_000);
 
@@ -117,6 +120,7 @@ function depsFor(redis: Redis, fx: ApiFixture, queue: Queue): ApiDeps {
     policyNames: ['default'], templates, schedules: new ScheduleStore(redis, fx.config.CORRAL_QUEUE, conn, fx.prefix),
     quota: new TenantQuota(redis, queue, fx.prefix), idempotency: new IdempotencyStore(redis, fx.prefix),
     auth: TenantAuth.fromSources({ tokens: TOKEN_LIST }), operatorTenants: ['acme'], log: () => undefined,
+    uploads: new WorkspaceUploads(join(fx.config.CORRAL_DATA_DIR, 'workspaces'), 3600),
   };
 }
 
@@ -233,6 +237,14 @@ test('every route, every documented status: each answer is documented for its ro
   await call(app, 'DELETE', `/v1/schedules/${schedule.id}`);
   await call(app, 'DELETE', `/v1/schedules/${schedule.id}`);
   await call(app, 'DELETE', '/v1/schedules/bad id');
+  // workspaces
+  const wsTar = await makeTar([{ name: 'src/app.py', body: 'print(1)\n' }]);
+  await call(app, 'PUT', '/v1/workspaces', { body: wsTar, headers: { 'content-type': 'application/x-tar' } }); // 201
+  await call(app, 'PUT', '/v1/workspaces', { body: gzipSync(wsTar), headers: { 'content-type': 'application/gzip' } }); // 200: the same tar
+  await call(app, 'PUT', '/v1/workspaces', { body: await makeTar([{ name: '../x', body: 'x' }]), headers: { 'content-type': 'application/x-tar' } }); // 400
+  await call(app, 'PUT', '/v1/workspaces', { body: 'a tar', headers: { 'content-type': 'text/plain' } }); // 415
+  await call(app, 'PUT', '/v1/workspaces', { body: {} }); // 415: JSON is not a tar
+  await call(app, 'POST', '/v1/runs', { body: wsTar, headers: { 'content-type': 'application/x-tar' } }); // 415: a tar only where one is taken
   // operations
   await call(app, 'GET', '/healthz', { token: null });
   await call(app, 'GET', '/readyz', { token: null });

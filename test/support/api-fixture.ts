@@ -52,8 +52,8 @@ export async function injectJson(app: { inject: ReturnType<typeof buildApp>['inj
   const res = await app.inject({
     method: method as 'GET',
     url,
-    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(c.body !== undefined && typeof c.body !== 'string' ? { 'content-type': 'application/json' } : {}), ...c.headers },
-    ...(c.body !== undefined ? { payload: typeof c.body === 'string' ? c.body : JSON.stringify(c.body) } : {}),
+    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(c.body !== undefined && typeof c.body !== 'string' && !Buffer.isBuffer(c.body) ? { 'content-type': 'application/json' } : {}), ...c.headers },
+    ...(c.body !== undefined ? { payload: typeof c.body === 'string' || Buffer.isBuffer(c.body) ? c.body : JSON.stringify(c.body) } : {}),
   });
   let body: unknown = res.body;
   try {

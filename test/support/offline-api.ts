@@ -23,13 +23,14 @@ function untouchable<T>(name: string): T {
 /** What the app logged (every 5xx with its cause): a request that got past validation shows here as "unit test reached …". */
 export type Logged = Array<{ msg: string; fields?: Record<string, unknown> }>;
 
-export function offlineApp(o: { env?: Record<string, string>; tokens?: string | null; store?: ApiDeps['store'] } = {}) {
+export function offlineApp(o: { env?: Record<string, string>; tokens?: string | null; store?: ApiDeps['store']; uploads?: ApiDeps['uploads'] } = {}) {
   const logged: Logged = [];
   const config = loadConfig({ CORRAL_POLICY_DIR: resolve(__dirname, '../../policies'), ...o.env });
   const tokens = o.tokens === undefined ? `acme=${OFFLINE_TOKENS.acme},globex=${OFFLINE_TOKENS.globex}` : o.tokens;
   const deps: ApiDeps = {
     config,
     store: o.store ?? untouchable('store'),
+    ...(o.uploads ? { uploads: o.uploads } : {}),
     queue: untouchable('queue'),
     quota: untouchable('quota'),
     idempotency: untouchable('idempotency'),

@@ -1,0 +1,204 @@
+/**
+ * Uploaded workspaces (PUT /v1/workspaces): a tar, plain or gzip, streamed from the request, checked
+ * entry by entry as it arrives (regular files and directories with relative names only — the seed
+ * rules of sandbox/archive.ts — and the size and entry caps, enforced mid-stream, on the bytes after
+ * decompression too), re-packed into a clean tar (no owners, no links, normalised modes) written to
+ * disk while it is hashed. Its id is the SHA-256 of that clean tar, per tenant (a tenant cannot learn
+ * whether another uploaded the same bytes); the same tar uploaded again is the same id and refreshes
+ * its TTL. Memory stays bounded: nothing holds more than a stream chunk. Host code never extracts the
+ * tar onto a host filesystem.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, readdir, rename, rm, stat, utimes } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import * as tar from 'tar-stream';
+import { InvalidInputError, SandboxError } from '../domain/errors';
+import { checkSeedEntry } from '../sandbox/archive';
+
+/** `ws_` and 64 hex digits: the SHA-256 of the clean tar. */
+export const WORKSPACE_ID = /^ws_[0-9a-f]{64}$/;
+/** Tenant names become directory names: only these. */
+const TENANT_DIR = /^[A-Za-z0-9_.-]{1,64}$/;
+
+export interface UploadCaps {
+  /** Most bytes of file content (and of the stream, compressed or not, less tar framing). */
+  maxBytes: number;
+  maxEntries: number;
+}
+
+export interface StoredWorkspace {
+  id: string;
+  /** Bytes of the clean tar. */
+  bytes: number;
+  files: number;
+  dirs: number;
+  /** The same tar was already there (its TTL was refreshed). */
+  deduplicated: boolean;
+  expiresAt: string;
+}
+
+/** Room for tar headers and padding on top of maxBytes of content (512 bytes per entry, plus blocks). */
+const framing = (caps: UploadCaps) => caps.maxEntries * 1024 + 1024 * 1024;
+
+export class WorkspaceUploads {
+  constructor(
+    private readonly root: string,
+    private readonly ttlS: number,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  private dir(tenant: string): string {
+    if (!TENANT_DIR.test(tenant)) throw new InvalidInputError(`tenant "${tenant}" cannot hold uploads`, 'tenant');
+    return join(this.root, tenant);
+  }
+
+  /** Where an upload's clean tar is (whether or not it exists). */
+  pathOf(tenant: string, id: string): string {
+    if (!WORKSPACE_ID.test(id)) throw new InvalidInputError(`workspace.id: "${id.slice(0, 80)}" is not a workspace id (ws_ and 64 hex digits)`, 'workspace.id');
+    return join(this.dir(tenant), `${id}.tar`);
+  }
+
+  /** The upload's clean tar and size while it exists and has not expired; null otherwise. */
+  async find(tenant: string, id: string): Promise<{ path: string; bytes: number } | null> {
+    const path = this.pathOf(tenant, id);
+    const st = await stat(path).catch(() => null);
+    if (!st) return null;
+    if (st.mtimeMs + this.ttlS * 1000 <= this.clock()) {
+      await rm(path, { force: true });
+      return null;
+    }
+    return { path, bytes: st.size };
+  }
+
+  /** Removes expired uploads (and abandoned temporary files); returns how many. */
+  async sweep(): Promise<number> {
+    let n = 0;
+    for (const t of await readdir(this.root).catch(() => [] as string[])) {
+      const dir = join(this.root, t);
+      for (const f of await readdir(dir).catch(() => [] as string[])) {
+        const st = await stat(join(dir, f)).catch(() => null);
+        if (st && st.mtimeMs + this.ttlS * 1000 <= this.clock()) {
+          await rm(join(dir, f), { force: true });
+          n++;
+        }
+      }
+    }
+    return n;
+  }
+
+  /**
+   * Streams `body` (gzip when `gzip`, else a plain tar) into the store. InvalidInputError (400) naming
+   * the entry for anything refused; nothing is kept of a refused upload.
+   */
+  async ingest(tenant: string, body: Readable, o: { gzip: boolean; caps: UploadCaps }): Promise<StoredWorkspace> {
+    const dir = this.dir(tenant);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const tmp = join(dir, `.upload-${randomBytes(8).toString('hex')}.tmp`);
+    const caps = o.caps;
+    const streamCap = caps.maxBytes + framing(caps);
+    const hash = createHash('sha256');
+    let bytes = 0;
+    let current: string | undefined;
+    const refuse = (what: string) => new InvalidInputError(`workspace tar refused: ${what}`, 'body');
+
+    // Counts what arrives (compressed) and what the tar reader sees (after gunzip): each within the cap.
+    const counter = (label: string) => {
+      let n = 0;
+      let first = true;
+      return new Transform({
+        transform(chunk: Buffer, _enc, cb) {
+          if (first && label === 'tar' && chunk.length >= 2 && chunk[0] === 0x1f && chunk[1] === 0x8b) {
+            cb(refuse('this is gzip data; send it with Content-Type: application/gzip'));
+            return;
+          }
+          first = false;
+          n += chunk.length;
+          if (n > streamCap) cb(refuse(`the ${label} stream passes ${streamCap} bytes${current ? ` (in or after entry "${current}")` : ''}; the cap is ${caps.maxBytes} bytes of content`));
+          else cb(null, chunk);
+        },
+      });
+    };
+
+    const extract = tar.extract();
+    const pack = tar.pack();
+    const hashing = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        hash.update(chunk);
+        bytes += chunk.length;
+        cb(null, chunk);
+      },
+    });
+    const writing = pipeline(pack, hashing, createWriteStream(tmp, { flags: 'wx', mode: 0o600 }));
+    const feeding = pipeline(body, counter('request'), ...(o.gzip ? [createGunzip(), counter('tar')] : [counter('tar')]), extract);
+    let files = 0;
+    let dirs = 0;
+    let content = 0;
+    const mtime = new Date(0); // the id must depend on the content only
+    const reading = (async () => {
+      for await (const entry of extract) {
+        const h = entry.header;
+        current = h.name.slice(0, 200);
+        if (files + dirs >= caps.maxEntries) throw refuse(`more than ${caps.maxEntries} entries (at "${current}")`);
+        let path: string;
+        try {
+          path = checkSeedEntry(h);
+        } catch (err) {
+          throw refuse((err as SandboxError).message.replace(/^archive entry refused: /, ''));
+        }
+        if (path === '') {
+          entry.resume();
+          continue;
+        }
+        if (h.type === 'directory') {
+          dirs++;
+          pack.entry({ name: `${path}/`, type: 'directory', mode: 0o755, mtime });
+          entry.resume();
+          continue;
+        }
+        const size = h.size ?? 0;
+        content += size;
+        if (content > caps.maxBytes) throw refuse(`entry "${current}" (${size} bytes) passes the cap of ${caps.maxBytes} bytes of content`);
+        files++;
+        const sink = pack.entry({ name: path, type: 'file', mode: (h.mode ?? 0o644) & 0o100 ? 0o755 : 0o644, mtime, size });
+        await pipeline(entry, sink);
+      }
+      pack.finalize();
+    })();
+    try {
+      const results = await Promise.allSettled([feeding, reading]);
+      // Our own refusal wins over the stream errors it causes (the reader stopping closes the feed early).
+      const errors = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+      const failed = errors.find((e) => e instanceof InvalidInputError) ?? errors[0];
+      if (failed !== undefined) throw failed;
+      await writing;
+    } catch (err) {
+      extract.destroy();
+      pack.destroy();
+      body.resume();
+      await writing.catch(() => undefined);
+      await rm(tmp, { force: true });
+      if (err instanceof InvalidInputError) throw err;
+      const m = (err as Error).message;
+      if (/unexpected end of data|premature close/i.test(m)) throw refuse(current ? `the tar ends inside entry "${current}" (its header promised more bytes than came)` : 'the tar ends before its first entry');
+      if (/invalid tar header|unsupported/i.test(m)) throw refuse(current ? `after entry "${current}": not a valid tar header (did a size in a header lie?)` : 'not a tar');
+      if (/incorrect header check|unexpected end of file|invalid (block|distance|stored)/i.test(m)) throw refuse(`not valid gzip data (${m})`);
+      throw refuse(`unreadable (${m})`);
+    }
+    const id = `ws_${hash.digest('hex')}`;
+    const final = join(dir, `${id}.tar`);
+    const now = this.clock();
+    const existing = await stat(final).catch(() => null);
+    if (existing) {
+      await rm(tmp, { force: true });
+      await utimes(final, now / 1000, now / 1000);
+    } else {
+      await rename(tmp, final);
+      await utimes(final, now / 1000, now / 1000);
+    }
+    return { id, bytes, files, dirs, deduplicated: existing !== null, expiresAt: new Date(now + this.ttlS * 1000).toISOString() };
+  }
+}

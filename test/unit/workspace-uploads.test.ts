@@ -1,0 +1,128 @@
+/**
+ * Workspace uploads, streamed and checked entry by entry: a good tar (plain or gzip) is stored once per
+ * tenant under the SHA-256 of its clean re-pack; every class of bad tar — names that leave the
+ * workspace, links and devices, headers that lie about sizes, caps passed mid-stream (content, entry
+ * count, a gzip bomb), gzip sent as plain — is refused with a 400 naming the entry, and nothing stays.
+ */
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { gzipSync } from 'node:zlib';
+import { readFile } from 'node:fs/promises';
+import { readCheckedTar } from '../../src/sandbox/archive';
+import { WORKSPACE_ID, WorkspaceUploads, type UploadCaps } from '../../src/workspaces/workspace-uploads';
+import { makeTar, type TarEntry } from '../support/make-tar';
+
+const CAPS: UploadCaps = { maxBytes: 1024 * 1024, maxEntries: 100 };
+let root: string;
+let clock: { now: number };
+let store: WorkspaceUploads;
+beforeEach(() => {
+  root = mkdtempSync(join(tmpdir(), 'corral-uploads-'));
+  clock = { now: 1_700_000_000_000 };
+  store = new WorkspaceUploads(root, 3600, () => clock.now);
+});
+afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+const left = (tenant = 'acme') => {
+  try {
+    return readdirSync(join(root, tenant));
+  } catch {
+    return [];
+  }
+};
+const put = (buf: Buffer, o: { gzip?: boolean; caps?: UploadCaps; tenant?: string } = {}) =>
+  store.ingest(o.tenant ?? 'acme', Readable.from([buf]), { gzip: o.gzip ?? false, caps: o.caps ?? CAPS });
+const GOOD: TarEntry[] = [
+  { name: 'src/', type: 'directory' },
+  { name: 'src/app.py', body: 'print("hi")\n', mode: 0o644 },
+  { name: './run.sh', body: '#!/bin/sh\necho ok\n', mode: 0o755, uname: 'root', uid: 0 },
+];
+
+test('a good tar is stored under the hash of its clean re-pack; the same tar (or its gzip) again is the same id', async () => {
+  const tarBuf = await makeTar(GOOD);
+  const a = await put(tarBuf);
+  expect(a).toMatchObject({ files: 2, dirs: 1, deduplicated: false, expiresAt: new Date(clock.now + 3600_000).toISOString() });
+  expect(a.id).toMatch(WORKSPACE_ID);
+  const found = await store.find('acme', a.id);
+  expect(found).toEqual({ path: join(root, 'acme', `${a.id}.tar`), bytes: a.bytes });
+  const { entries } = await readCheckedTar(await readFile(found!.path));
+  expect(entries.map((e) => [e.path, e.type, e.mode, e.data?.toString()])).toEqual([
+    ['src', 'dir', 0o755, undefined], ['src/app.py', 'file', 0o644, 'print("hi")\n'], ['run.sh', 'file', 0o755, '#!/bin/sh\necho ok\n'],
+  ]);
+  clock.now += 1000;
+  expect(await put(tarBuf)).toMatchObject({ id: a.id, deduplicated: true, expiresAt: new Date(clock.now + 3600_000).toISOString() });
+  expect(await put(gzipSync(tarBuf), { gzip: true })).toMatchObject({ id: a.id, deduplicated: true });
+  expect(left()).toEqual([`${a.id}.tar`]);
+});
+
+test('uploads are per tenant; they expire after their TTL and the sweep removes them', async () => {
+  const a = await put(await makeTar(GOOD));
+  expect(await store.find('globex', a.id)).toBeNull();
+  clock.now += 3600_000 - 1;
+  expect(await store.find('acme', a.id)).not.toBeNull();
+  await put(await makeTar([{ name: 'other.txt', body: 'x' }]), { tenant: 'globex' });
+  clock.now += 1;
+  expect(await store.find('acme', a.id)).toBeNull(); // expired: gone
+  expect(left()).toEqual([]);
+  expect(await store.sweep()).toBe(0); // globex's is 1 ms old
+  clock.now += 3600_000;
+  expect(await store.sweep()).toBe(1);
+  expect(left('globex')).toEqual([]);
+  await expect(store.find('acme', 'ws_../../etc')).rejects.toMatchObject({ code: 'invalid_input' });
+  await expect(store.ingest('../x', Readable.from([Buffer.alloc(0)]), { gzip: false, caps: CAPS })).rejects.toMatchObject({ code: 'invalid_input' });
+});
+
+/** A tar whose first header's size field says `size` (checksum fixed), whatever the data is. */
+async function lyingSize(size: number, entries: TarEntry[]): Promise<Buffer> {
+  const buf = await makeTar(entries);
+  buf.write(size.toString(8).padStart(11, '0') + '\0', 124, 12, 'ascii');
+  buf.fill(' ', 148, 156);
+  let sum = 0;
+  for (let i = 0; i < 512; i++) sum += buf[i]!;
+  buf.write(sum.toString(8).padStart(6, '0') + '\0 ', 148, 8, 'ascii');
+  return buf;
+}
+
+describe('refused with the entry named, nothing kept', () => {
+  test.each([
+    ['a name with ..', [{ name: '../escape.txt', body: 'x' }], /"\.\.\/escape\.txt" contains "\.\."/],
+    ['.. deeper in', [{ name: 'a/b/../../../x', body: 'x' }], /"a\/b\/\.\.\/\.\.\/\.\.\/x" contains "\.\."/],
+    ['an absolute name', [{ name: '/etc/cron.d/x', body: 'x' }], /"\/etc\/cron\.d\/x" is an absolute name/],
+    ['a symlink', [{ name: 'link', type: 'symlink', linkname: '/etc/passwd' }], /"link" is a symlink to "\/etc\/passwd"/],
+    ['a symlink then a write through it', [{ name: 'd', type: 'symlink', linkname: '/tmp' }, { name: 'd/x', body: 'x' }], /"d" is a symlink/],
+    ['a hard link', [{ name: 'a.txt', body: 'a' }, { name: 'h', type: 'link', linkname: 'a.txt' }], /"h" is a link to "a\.txt"/],
+    ['a character device', [{ name: 'null', type: 'character-device', devmajor: 1, devminor: 3 }], /"null" is a character-device/],
+    ['a FIFO', [{ name: 'pipe', type: 'fifo' }], /"pipe" is a fifo/],
+  ] as Array<[string, TarEntry[], RegExp]>)('%s', async (_what, entries, message) => {
+    await expect(put(await makeTar(entries))).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(message) });
+    expect(left()).toEqual([]);
+  });
+
+  test('headers that lie about sizes: more bytes than come (truncated), more than the rest of the tar, a size past the cap', async () => {
+    const whole = await makeTar([{ name: 'big.bin', body: 'x'.repeat(5000) }, { name: 'next.txt', body: 'y' }]);
+    await expect(put(whole.subarray(0, 512 + 2048))).rejects.toMatchObject({ message: expect.stringMatching(/ends inside entry "big\.bin"/) });
+    await expect(put(await lyingSize(9000, [{ name: 'liar.txt', body: 'short' }, { name: 'after.txt', body: 'z' }]))).rejects.toMatchObject({ message: expect.stringMatching(/entry "liar\.txt"/) });
+    await expect(put(await lyingSize(8 * 1024 * 1024, [{ name: 'huge.bin', body: 'tiny' }]))).rejects.toMatchObject({ message: expect.stringMatching(/entry "huge\.bin" \(8388608 bytes\) passes the cap/) });
+    expect(left()).toEqual([]);
+  });
+
+  test('caps passed mid-stream: content, entries, a gzip bomb, a body past the cap', async () => {
+    const small: UploadCaps = { maxBytes: 10_000, maxEntries: 5 };
+    await expect(put(await makeTar([{ name: 'a', body: 'x'.repeat(6000) }, { name: 'b', body: 'y'.repeat(6000) }]), { caps: small })).rejects.toMatchObject({ message: expect.stringMatching(/entry "b" \(6000 bytes\) passes the cap of 10000 bytes/) });
+    await expect(put(await makeTar(Array.from({ length: 7 }, (_, i) => ({ name: `f${i}`, body: '' }))), { caps: small })).rejects.toMatchObject({ message: expect.stringMatching(/more than 5 entries \(at "f5"\)/) });
+    const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024)); // 64 MiB of zeros, ~65 KB compressed
+    await expect(put(bomb, { gzip: true, caps: small })).rejects.toMatchObject({ message: expect.stringMatching(/stream passes \d+ bytes/) });
+    await expect(put(Buffer.alloc(20 * 1024 * 1024, 1), { caps: small })).rejects.toMatchObject({ code: 'invalid_input' });
+    expect(left()).toEqual([]);
+  });
+
+  test('gzip sent as a plain tar, garbage sent as gzip, and not a tar at all', async () => {
+    const tarBuf = await makeTar(GOOD);
+    await expect(put(gzipSync(tarBuf))).rejects.toMatchObject({ message: expect.stringMatching(/this is gzip data; send it with Content-Type: application\/gzip/) });
+    await expect(put(Buffer.from('definitely not gzip'), { gzip: true })).rejects.toMatchObject({ message: expect.stringMatching(/not valid gzip data/) });
+    await expect(put(Buffer.from('hello world, this is not a tar'.repeat(40)))).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(/workspace tar refused/) });
+    expect(left()).toEqual([]);
+  });
+});
