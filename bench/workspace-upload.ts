@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import * as tar from 'tar-stream';
+import { announcedNumber } from '../test/support/child-output';
 
 export interface UploadBench {
   tar_mb: number;
@@ -52,15 +53,7 @@ export async function benchWorkspaceUpload(mb = Number(process.env.BENCH_UPLOAD_
   const dir = mkdtempSync(join(tmpdir(), 'corral-upload-bench-'));
   const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'workspace-upload-server.ts'), dir], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
-    const port = await new Promise<number>((resolve, reject) => {
-      let out = '';
-      child.stdout!.on('data', (d: Buffer) => {
-        out += d.toString();
-        const m = /\{"port":(\d+)\}/.exec(out);
-        if (m) resolve(Number(m[1]));
-      });
-      child.once('exit', (c) => reject(new Error(`the API exited (${c})`)));
-    });
+    const port = await announcedNumber(child, 'port', 'the API');
     const pid = child.pid!;
     const before = kb(pid, 'VmRSS') / 1024;
     const seed = randomBytes(10 * 1024 * 1024);

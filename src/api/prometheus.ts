@@ -29,7 +29,8 @@ const num = (n: number | undefined) => (n === undefined || Number.isNaN(n) ? 0 :
 interface Sample { labels: Record<string, string>; value: number; metricName: string }
 
 export async function renderMetrics(m: MetricsInput): Promise<string> {
-  const registers = [new Registry()];
+  const reg = new Registry();
+  const registers = [reg];
   const a = m.aggregates;
 
   const runs = new Gauge({ name: 'corral_runs', help: 'Runs by status: queued, running and awaiting ones now; ended ones since the counts began.', labelNames: ['status'], registers });
@@ -43,9 +44,9 @@ export async function renderMetrics(m: MetricsInput): Promise<string> {
   const finished = new Counter({ name: 'corral_runs_finished_total', help: 'Runs that ended, by outcome.', labelNames: ['outcome'], registers });
   for (const o of RUN_OUTCOMES) finished.inc({ outcome: o }, num(a[`runs_finished:${o}`]));
 
-  histogram(registers[0]!, 'corral_run_duration_seconds', 'Wall time of finished runs, by outcome.', RUN_DURATION_BUCKETS_S,
+  histogram(reg, 'corral_run_duration_seconds', 'Wall time of finished runs, by outcome.', RUN_DURATION_BUCKETS_S,
     RUN_OUTCOMES.filter((o) => a[`run_duration:${o}:count`]).map((o) => ({ labels: { outcome: o }, field: `run_duration:${o}` })), a);
-  histogram(registers[0]!, 'corral_sandbox_acquire_seconds', 'Time to create, start and seed a run\'s sandbox.', SANDBOX_ACQUIRE_BUCKETS_S, [{ labels: {}, field: 'sandbox_acquire' }], a);
+  histogram(reg, 'corral_sandbox_acquire_seconds', 'Time to create, start and seed a run\'s sandbox.', SANDBOX_ACQUIRE_BUCKETS_S, [{ labels: {}, field: 'sandbox_acquire' }], a);
 
   const tools = new Counter({ name: 'corral_tool_calls_total', help: 'Tool calls by the gate\'s decision and who made it (policy rules, the risk classifier, a human approval); refused = unknown tool or bad arguments, never gated.', labelNames: ['decision', 'by'], registers });
   const toolKeys = new Set(Object.keys(a).filter((k) => k.startsWith('tool_calls:')));
@@ -61,7 +62,7 @@ export async function renderMetrics(m: MetricsInput): Promise<string> {
   tokens.inc({ kind: 'output' }, num(a['model_tokens:output']));
   new Counter({ name: 'corral_model_cost_usd_total', help: 'Estimated model cost of agent turns, USD.', registers }).inc(num(a.cost_usd));
 
-  const text = await registers[0]!.metrics();
+  const text = await reg.metrics();
   return m.tenant ? `# corral metrics of tenant ${m.tenant.replace(/[^A-Za-z0-9_.-]/g, '?')} only\n${text}` : text;
 }
 

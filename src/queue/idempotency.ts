@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { CorralError } from '../domain/errors';
+import { parseStored } from './stored-json';
 import type { Redis } from 'ioredis';
 
 export type Reservation =
@@ -32,7 +32,7 @@ export class IdempotencyStore {
       if (set === 'OK') return { kind: 'new' };
       const raw = await this.redis.get(k);
       if (raw === null) continue; // expired or released between the two calls
-      const held = heldOf(k, raw);
+      const held = parseStored(Held, raw, `idempotency record ${k}`);
       return held.bodyHash === bodyHash ? { kind: 'existing', runId: held.runId } : { kind: 'mismatch', runId: held.runId };
     }
     throw new Error('idempotency key kept changing under this request');
@@ -42,24 +42,11 @@ export class IdempotencyStore {
   async release(tenant: string, key: string, runId: string): Promise<void> {
     const k = this.key(tenant, key);
     const raw = await this.redis.get(k);
-    if (raw && heldOf(k, raw).runId === runId) await this.redis.del(k);
+    if (raw && parseStored(Held, raw, `idempotency record ${k}`).runId === runId) await this.redis.del(k);
   }
 }
 
 const Held = z.object({ runId: z.string(), bodyHash: z.string() });
-
-/** A stored reservation, checked (a corrupt one is an internal error naming its key, never a cast). */
-function heldOf(key: string, raw: string): z.infer<typeof Held> {
-  let json: unknown;
-  try {
-    json = JSON.parse(raw);
-  } catch {
-    json = undefined;
-  }
-  const r = Held.safeParse(json);
-  if (!r.success) throw new CorralError('internal', `idempotency record ${key} is corrupt`);
-  return r.data;
-}
 
 /** A stable hash of a JSON value: object keys sorted, so key order never makes two bodies differ. */
 export function hashJson(value: unknown): string {

@@ -151,7 +151,7 @@ export class MemoryRunStore implements RunStore {
 
   async listPage(q: ListQuery): Promise<RunPage> {
     const index = this.byTenant.get(q.tenant) ?? new Map<string, number>();
-    let order = this.newestFirst(index);
+    const order = this.newestFirst(index);
     let start = 0;
     if (q.cursor) {
       const c = decodeCursor(q.cursor);
@@ -170,7 +170,7 @@ export class MemoryRunStore implements RunStore {
       const v = await this.get(r.id);
       if (!v) {
         index.delete(r.id); // an expired record leaves the index as it is met
-        order = this.newestFirst(index);
+        order.splice(start, 1);
         continue;
       }
       start += 1;

@@ -8,8 +8,8 @@
  */
 import { Queue, type ConnectionOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { CorralError } from '../domain/errors';
 import { StoredSchedule, type Schedule } from '../domain/schedule';
+import { parseStored } from './stored-json';
 
 export const SCHEDULE_JOB_NAME = 'scheduled-run';
 export interface ScheduleJob { scheduleId: string }
@@ -51,7 +51,7 @@ export class ScheduleStore {
   async get(id: string): Promise<Schedule | null> {
     const raw = await this.redis.get(this.key(id));
     if (!raw) return null;
-    const s = parseSchedule(id, raw);
+    const s = parseStored(StoredSchedule, raw, `schedule record ${id}`) as Schedule;
     const sched = await this.queue.getJobScheduler(id).catch(() => undefined);
     return sched?.next ? { ...s, next: new Date(sched.next).toISOString() } : s;
   }
@@ -71,7 +71,7 @@ export class ScheduleStore {
   async recordFiring(id: string, outcome: { runId: string } | { error: string }, at: Date): Promise<void> {
     const raw = await this.redis.get(this.key(id));
     if (!raw) return;
-    const s = parseSchedule(id, raw);
+    const s = parseStored(StoredSchedule, raw, `schedule record ${id}`) as Schedule;
     const next: Schedule = 'runId' in outcome
       ? { ...s, runs: s.runs + 1, lastRun: { id: outcome.runId, at: at.toISOString() } }
       : { ...s, lastError: { message: outcome.error.slice(0, 500), at: at.toISOString() } };
@@ -81,17 +81,4 @@ export class ScheduleStore {
   async close(): Promise<void> {
     await this.queue.close();
   }
-}
-
-/** A stored record as a Schedule, or an internal error naming the schedule and what is wrong. */
-function parseSchedule(id: string, raw: string): Schedule {
-  let json: unknown;
-  try {
-    json = JSON.parse(raw);
-  } catch {
-    throw new CorralError('internal', `schedule record ${id} is corrupt: not JSON`);
-  }
-  const r = StoredSchedule.safeParse(json);
-  if (!r.success) throw new CorralError('internal', `schedule record ${id} is corrupt: ${r.error.issues[0]?.path.join('.') || '(record)'}: ${r.error.issues[0]?.message}`);
-  return r.data as Schedule;
 }

@@ -192,13 +192,9 @@ export class WorkspaceUploads {
     const final = join(dir, `${id}.tar`);
     const now = this.clock();
     const existing = await stat(final).catch(() => null);
-    if (existing) {
-      await rm(tmp, { force: true });
-      await utimes(final, now / 1000, now / 1000);
-    } else {
-      await rename(tmp, final);
-      await utimes(final, now / 1000, now / 1000);
-    }
+    if (existing) await rm(tmp, { force: true });
+    else await rename(tmp, final);
+    await utimes(final, now / 1000, now / 1000); // the TTL counts from the last upload
     return { id, bytes, files, dirs, deduplicated: existing !== null, expiresAt: new Date(now + this.ttlS * 1000).toISOString() };
   }
 }

@@ -22,6 +22,7 @@ import { readRssMb } from '../../support/load-rss';
 import { startRecordingUpstream, type RecordingUpstream } from '../../support/recording-upstream';
 import { startTestDns, type TestDns } from '../../support/test-dns';
 import type { IsolationClass } from '../../../src/domain/sandbox';
+import { announcedNumber } from '../../support/child-output';
 import { consistently, eventually } from '../../support/eventually';
 import { isolationEnv } from '../../support/sandbox-env';
 
@@ -306,15 +307,7 @@ test('a worker that dies takes its proxy processes with it (their pipe closes)',
   chmodSync(root, 0o711);
   const dir = mkdtempSync(join(root, 'r-'));
   const worker = spawn(process.execPath, ['--import', require.resolve('tsx'), join(__dirname, '../../support/egress-proxy-orphan.ts'), dir, root], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const pid = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    worker.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /\{"pid":(\d+)\}/.exec(out);
-      if (m) resolve(Number(m[1]));
-    });
-    worker.once('exit', (c) => reject(new Error(`the stand-in worker exited (${c}) first`)));
-  });
+  const pid = await announcedNumber(worker, 'pid', 'the stand-in worker');
   expect(existsSync(`/proc/${pid}`)).toBe(true);
   worker.kill('SIGKILL');
   await eventually(() => !existsSync(`/proc/${pid}`), { what: 'the orphaned proxy process to exit', timeoutMs: 5000 });
@@ -353,15 +346,7 @@ test('a worker that is not root (as in compose): the proxy keeps its uid, with n
     stdio: ['ignore', 'pipe', 'inherit'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SECRET_OF_THE_WORKER: 'must-not-leak' },
   });
   try {
-    const pid = await new Promise<number>((resolve, reject) => {
-      let out = '';
-      worker.stdout!.on('data', (d: Buffer) => {
-        out += d.toString();
-        const m = /\{"pid":(\d+)\}/.exec(out);
-        if (m) resolve(Number(m[1]));
-      });
-      worker.once('exit', (c) => reject(new Error(`the stand-in worker exited (${c}) first`)));
-    });
+    const pid = await announcedNumber(worker, 'pid', 'the stand-in worker');
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     expect(status).toMatch(/^Uid:\s+10100\s+10100\s+10100\s+10100$/m);
     expect(status).toMatch(/^NoNewPrivs:\s+1$/m);
