@@ -40,11 +40,18 @@ export function normaliseWorkspacePath(input: string): string {
 }
 
 /**
- * The workspace path of one entry of a tar a user sent, or path_refused: absolute names, `..`, NUL,
- * and anything but a regular file or a directory (links, devices, FIFOs) are refused.
+ * The workspace path of one entry of a tar a user sent, or path_refused: names over 4096 bytes (or
+ * with a segment over 255), absolute names, `..`, NUL, and anything but a regular file or a directory
+ * (links, devices, FIFOs) are refused.
  */
 export function checkSeedEntry(h: tar.Header): string {
   const name = h.name;
+  // Linux's PATH_MAX and NAME_MAX: a longer name could not be made in the sandbox anyway, and packing
+  // one (a pax header) costs time that grows with the square of its length.
+  const bytes = Buffer.byteLength(name);
+  if (bytes > 4096) throw new SandboxError('path_refused', `archive entry refused: a name of ${bytes} bytes ("${name.slice(0, 100)}…"); at most 4096`);
+  const long = name.split('/').find((seg) => Buffer.byteLength(seg) > 255);
+  if (long !== undefined) throw new SandboxError('path_refused', `archive entry refused: "${name.slice(0, 300)}" has a name segment of ${Buffer.byteLength(long)} bytes; at most 255`);
   if (name.startsWith('/')) throw new SandboxError('path_refused', `archive entry refused: "${name}" is an absolute name`);
   const path = normaliseWorkspacePath(name);
   if (h.type !== 'file' && h.type !== 'directory' && h.type !== 'contiguous-file') {

@@ -103,7 +103,8 @@ export class WorkspaceUploads {
     const hash = createHash('sha256');
     let bytes = 0;
     let current: string | undefined;
-    const refuse = (what: string) => new InvalidInputError(`workspace tar refused: ${what}`, 'body');
+    // A name in a tar can be megabytes long (a pax header): the answer quotes at most 500 characters.
+    const refuse = (what: string) => new InvalidInputError(`workspace tar refused: ${what.length > 500 ? `${what.slice(0, 500)}…` : what}`, 'body');
 
     // Counts what arrives (compressed) and what the tar reader sees (after gunzip): each within the cap.
     const counter = (label: string) => {

@@ -100,6 +100,14 @@ describe('refused with the entry named, nothing kept', () => {
     expect(left()).toEqual([]);
   });
 
+  test('names longer than Linux allows (a pax header can carry megabytes) are refused before any packing, with a bounded message', async () => {
+    const long = await put(await makeTar([{ name: `${'a/'.repeat(3000)}x`, body: 'x' }])).catch((e: Error) => e);
+    expect(long).toMatchObject({ code: 'invalid_input', message: expect.stringMatching(/a name of 6001 bytes \("a\/a\/.*…"\); at most 4096/) });
+    expect((long as Error).message.length).toBeLessThan(600);
+    await expect(put(await makeTar([{ name: `dir/${'b'.repeat(300)}`, body: 'x' }]))).rejects.toMatchObject({ message: expect.stringMatching(/has a name segment of 300 bytes; at most 255/) });
+    expect(left()).toEqual([]);
+  });
+
   test('headers that lie about sizes: more bytes than come (truncated), more than the rest of the tar, a size past the cap', async () => {
     const whole = await makeTar([{ name: 'big.bin', body: 'x'.repeat(5000) }, { name: 'next.txt', body: 'y' }]);
     await expect(put(whole.subarray(0, 512 + 2048))).rejects.toMatchObject({ message: expect.stringMatching(/ends inside entry "big\.bin"/) });
