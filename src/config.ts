@@ -38,6 +38,8 @@ export const ConfigSchema = z.object({
   }),
   /** Largest request body the API reads (a workspace tar travels base64 in the body): larger is a 413. */
   CORRAL_API_MAX_BODY_BYTES: int(16 * 1024 * 1024),
+  /** The longest a client may take to send a whole request, body included (a workspace upload trickled byte by byte holds a connection and a temporary file until then): past it the API answers 408 and closes the connection. */
+  CORRAL_API_REQUEST_TIMEOUT_S: int(600),
   /** Per tenant: runs queued, running or awaiting approval at once; more is a 429. */
   CORRAL_TENANT_MAX_ACTIVE_RUNS: int(10),
   /** Per tenant: runs submitted in any 60 s; more is a 429 with retry-after. */
@@ -199,7 +201,7 @@ export const ConfigSchema = z.object({
   CORRAL_DEFAULT_PIDS: int(256),
   CORRAL_MAX_PIDS: int(1024),
   CORRAL_DEFAULT_WORKSPACE_MB: int(256),
-  CORRAL_MAX_WORKSPACE_MB: int(2048),
+  CORRAL_MAX_WORKSPACE_MB: int(512),
   CORRAL_DEFAULT_EXEC_TIMEOUT_S: int(120),
   CORRAL_MAX_EXEC_TIMEOUT_S: int(1800),
   /** The most a run may ask for in its budgets; more is refused (400), never lowered. */

@@ -225,6 +225,8 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         sandboxReady: () => sandboxes.ping(), dockerRetries: config.CORRAL_DOCKER_RETRIES, dockerBackoffMs: config.CORRAL_DOCKER_BACKOFF_MS,
         stalledIntervalMs: config.CORRAL_STALLED_INTERVAL_MS, retryStalled: config.CORRAL_RETRY_STALLED, lockMs: config.CORRAL_JOB_LOCK_MS,
         connection: workerConn, subscriber, cancelChannel: store.cancelChannel, flow, tree, newRunId,
+        // The API's uploads (PUT /v1/workspaces), on the data directory this worker shares with it.
+        uploads: new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S),
       });
       onClose('worker', async () => {
         const graceMs = config.CORRAL_SHUTDOWN_GRACE_S * 1000;

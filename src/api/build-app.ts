@@ -19,6 +19,7 @@
  * `Authorization: Bearer <token>` (401 otherwise); the token's tenant owns the runs it creates and
  * sees only those (404 for any other). Errors are JSON, see http-errors.ts.
  */
+import { createServer } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { ApiDeps } from './api-deps';
 import { TenantAuth } from './auth';
@@ -67,7 +68,13 @@ function routePattern(url: string): RegExp {
 export function buildApp(deps: ApiDeps): CorralApp {
   // Path parameters up to 2 KiB reach our schemas (which refuse what is too long with a 400 naming
   // the parameter) instead of Fastify's own 414.
-  const app = Fastify({ logger: false, bodyLimit: deps.config.CORRAL_API_MAX_BODY_BYTES, routerOptions: { maxParamLength: 2048 } });
+  // Node checks request timeouts every connectionsCheckingInterval (30 s by default): a second here, so
+  // a request that takes too long is ended close to its bound.
+  const requestTimeout = deps.config.CORRAL_API_REQUEST_TIMEOUT_S * 1000;
+  const app = Fastify({
+    logger: false, bodyLimit: deps.config.CORRAL_API_MAX_BODY_BYTES, routerOptions: { maxParamLength: 2048 },
+    serverFactory: (handler) => createServer({ requestTimeout, connectionsCheckingInterval: Math.min(1000, requestTimeout) }, handler),
+  });
   const auth = deps.auth ?? TenantAuth.off();
   const log = deps.log ?? ((msg: string, fields?: Record<string, unknown>) => process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), msg, ...fields })}\n`));
 

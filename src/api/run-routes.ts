@@ -180,7 +180,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     if (!spec) throw new NotFoundError(`the spec of run ${id} is not stored (it was not submitted through this API, or it expired)`);
     const replayOf = spec.replayOf ?? id;
     // Admitted again: the server's policies and maxima may have changed since the run was submitted.
-    await admitSpec(spec, admission(deps, `the spec of run ${id}: `));
+    await admitSpec(spec, admission(deps, `the spec of run ${id}: `, req.tenant));
     await checkReplaySource(deps, replayOf);
     const newId = deps.newRunId();
     await createRun(deps, req.tenant, newId, { ...spec, replayOf });

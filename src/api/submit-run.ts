@@ -7,7 +7,7 @@
 import type { Queue } from 'bullmq';
 import type { Config } from '../config';
 import { CorralError, InvalidInputError } from '../domain/errors';
-import { admitSpec, type AdmissionContext } from '../domain/admit-spec';
+import { admitSpec, type AdmissionContext, type UploadLookup } from '../domain/admit-spec';
 import { RunSpec } from '../domain/run-spec';
 import { hashJson, type IdempotencyStore } from '../queue/idempotency';
 import { enqueueRun } from '../queue/run-queue';
@@ -26,6 +26,8 @@ export interface SubmitDeps {
   newRunId: () => string;
   clock: () => number;
   policyNames: readonly string[];
+  /** Uploaded workspaces: a spec naming workspace.id is checked against them. */
+  uploads?: UploadLookup;
 }
 
 export interface Submitted {
@@ -48,14 +50,17 @@ export async function checkReplaySource(deps: Pick<SubmitDeps, 'store'>, runId: 
 }
 
 /** What admitSpec checks against on this server; `label` goes before each message ("body: "). */
-export function admission(deps: Pick<SubmitDeps, 'config' | 'policyNames'>, label: string): AdmissionContext {
-  return { config: deps.config, policyNames: deps.policyNames, toolNames: toolsFor(deps.config).map((t) => t.name), label };
+export function admission(deps: Pick<SubmitDeps, 'config' | 'policyNames' | 'uploads'>, label: string, tenant: string): AdmissionContext {
+  return {
+    config: deps.config, policyNames: deps.policyNames, toolNames: toolsFor(deps.config).map((t) => t.name), label,
+    tenant, ...(deps.uploads ? { uploads: deps.uploads } : {}),
+  };
 }
 
 /** Parses and checks a body as a RunSpec of `tenant` (admitSpec, then its replayOf run); every failure is a 400 naming its field. */
 export async function checkSpec(deps: SubmitDeps, body: unknown, tenant: string): Promise<RunSpec> {
   const spec = parseInput(RunSpec, body, 'body');
-  await admitSpec(spec, admission(deps, 'body: '));
+  await admitSpec(spec, admission(deps, 'body: ', tenant));
   if (spec.replayOf) {
     if ((await deps.store.tenantOf(spec.replayOf)) !== tenant) throw new InvalidInputError(`body: replayOf: no run with id ${spec.replayOf}`, 'replayOf');
     await checkReplaySource(deps, spec.replayOf);

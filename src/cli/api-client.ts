@@ -6,7 +6,9 @@
  */
 import type { Config } from '../config';
 import type { LiveDelta, RunEvent } from '../domain/events';
+import { Readable } from 'node:stream';
 import { UsageError } from './cli-args';
+import type { UploadedWorkspace } from './submit-spec';
 
 export function apiUrl(config: Config): string {
   return (config.CORRAL_API_URL ?? `http://${config.CORRAL_API_HOST}:${config.CORRAL_API_PORT}`).replace(/\/$/, '');
@@ -131,6 +133,27 @@ export class ApiClient {
     } catch {
       throw new ApiError(`${method} ${path} answered with something other than JSON (is ${this.baseUrl} a corral API?)`, res.status, 'bad_response');
     }
+  }
+
+  /** Streams a workspace tar to PUT /v1/workspaces; its answer names the upload a spec's workspace.id can use. */
+  async uploadWorkspace(tarStream: Readable): Promise<UploadedWorkspace> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.baseUrl}/v1/workspaces`, {
+        method: 'PUT',
+        headers: this.headers({ accept: 'application/json', 'content-type': 'application/x-tar' }),
+        body: Readable.toWeb(tarStream) as ReadableStream<Uint8Array>,
+        duplex: 'half',
+      } as RequestInit & { duplex: 'half' });
+    } catch (err) {
+      const packing = (err as { cause?: unknown }).cause;
+      if (packing instanceof Error && packing.name === 'WorkspacePackError') throw packing;
+      throw new ApiUnreachableError(`cannot upload the workspace to ${this.baseUrl} (${reasonOf(err)}); is \`corral serve\` running? set CORRAL_API_URL or --api`, { cause: err });
+    } finally {
+      tarStream.destroy();
+    }
+    if (!res.ok) throw await this.errorOf(res);
+    return (await res.json()) as UploadedWorkspace;
   }
 
   submit(spec: unknown): Promise<{ id: string; status: string }> {

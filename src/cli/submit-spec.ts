@@ -8,7 +8,19 @@ import { readFile } from 'node:fs/promises';
 import type { BudgetName } from '../domain/events';
 import { EgressPattern, ROUTING_RULES, RunBudgets, type RoutingRule } from '../domain/run-spec';
 import { parseArgs, UsageError } from './cli-args';
-import { packWorkspace, type PackedWorkspace } from './workspace-tar';
+import type { Readable } from 'node:stream';
+import { INLINE_WORKSPACE_MAX_BYTES, packPlanned, planWorkspace, streamWorkspace, type PackedWorkspace } from './workspace-tar';
+
+/** What PUT /v1/workspaces answered. */
+export interface UploadedWorkspace {
+  id: string;
+  bytes: number;
+  files: number;
+  deduplicated: boolean;
+  expiresAt: string;
+}
+/** Sends a workspace tar to the API (ApiClient.uploadWorkspace). */
+export type UploadWorkspace = (tar: Readable) => Promise<UploadedWorkspace>;
 
 export const BUDGET_NAMES: readonly BudgetName[] = ['llmCalls', 'toolCalls', 'tokens', 'wallTimeS', 'costUsd'];
 
@@ -154,16 +166,31 @@ async function baseSpec(source: SubmitOptions['source']): Promise<Json> {
  * The RunSpec to POST. Packs --workspace (calling `note` with what was skipped and packed); throws
  * UsageError for unusable input and WorkspacePackError when the directory cannot be packed.
  */
-export async function buildSpec(o: SubmitOptions, note: (line: string) => void = () => undefined): Promise<{ spec: Json; packed?: PackedWorkspace }> {
+export async function buildSpec(
+  o: SubmitOptions,
+  note: (line: string) => void = () => undefined,
+  upload?: UploadWorkspace,
+): Promise<{ spec: Json; packed?: PackedWorkspace; uploaded?: UploadedWorkspace }> {
   const spec = await baseSpec(o.source);
   let packed: PackedWorkspace | undefined;
+  let uploaded: UploadedWorkspace | undefined;
   if (o.workspace !== undefined) {
     const ws = isObject(spec.workspace) ? spec.workspace : {};
-    if (ws.tarBase64 !== undefined) throw new UsageError('the spec already has workspace.tarBase64; drop it or --workspace');
-    packed = await packWorkspace(o.workspace, { exclude: o.exclude });
-    for (const s of packed.skipped) note(`skipped ${s.path}: ${s.why} (only regular files and directories are uploaded)`);
-    note(`packed ${o.workspace}: ${packed.files} file(s), ${packed.dirs} director${packed.dirs === 1 ? 'y' : 'ies'}, ${packed.tar.length} bytes of tar${packed.excluded.length ? `; excluded ${packed.excluded.length} path(s)` : ''}${packed.skipped.length ? `; skipped ${packed.skipped.length}` : ''}`);
-    spec.workspace = { ...ws, tarBase64: packed.tar.toString('base64') };
+    if (ws.tarBase64 !== undefined || ws.id !== undefined) throw new UsageError(`the spec already has workspace.${ws.id !== undefined ? 'id' : 'tarBase64'}; drop it or --workspace`);
+    const plan = await planWorkspace(o.workspace, { exclude: o.exclude });
+    for (const s of plan.skipped) note(`skipped ${s.path}: ${s.why} (only regular files and directories are uploaded)`);
+    const counts = `${plan.files} file(s), ${plan.dirs} director${plan.dirs === 1 ? 'y' : 'ies'}`;
+    const left = `${plan.excluded.length ? `; excluded ${plan.excluded.length} path(s)` : ''}${plan.skipped.length ? `; skipped ${plan.skipped.length}` : ''}`;
+    if (plan.estimate > INLINE_WORKSPACE_MAX_BYTES && upload) {
+      // Large: streamed to PUT /v1/workspaces, named by its id (never the whole tar in memory).
+      uploaded = await upload(streamWorkspace(plan));
+      note(`uploaded ${o.workspace}: ${counts}, ${plan.bytes} bytes of files as ${uploaded.id}${uploaded.deduplicated ? ' (already there)' : ''}, kept until ${uploaded.expiresAt}${left}`);
+      spec.workspace = { ...ws, id: uploaded.id };
+    } else {
+      packed = await packPlanned(plan);
+      note(`packed ${o.workspace}: ${counts}, ${packed.tar.length} bytes of tar${left}`);
+      spec.workspace = { ...ws, tarBase64: packed.tar.toString('base64') };
+    }
   }
   if (o.allowDomains.length) {
     const egress = isObject(spec.egress) ? spec.egress : {};
@@ -181,5 +208,5 @@ export async function buildSpec(o: SubmitOptions, note: (line: string) => void =
     delete spec.model;
   }
   if (Object.keys(o.budgets).length) spec.budgets = { ...(isObject(spec.budgets) ? spec.budgets : {}), ...o.budgets };
-  return packed ? { spec, packed } : { spec };
+  return { spec, ...(packed ? { packed } : {}), ...(uploaded ? { uploaded } : {}) };
 }

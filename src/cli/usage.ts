@@ -60,9 +60,10 @@ Options override what SPEC.json says. --template NAME runs one of the server's t
                        and --watch apply: the template sets the rest of the spec)
   --set K=V            a template parameter (repeatable)
 
-  --workspace DIR      upload DIR as the run's workspace (an uncompressed tar, at most 8 MiB):
-                       regular files and directories; symlinks and special files are skipped
-                       with a warning; .git is included unless excluded
+  --workspace DIR      DIR as the run's workspace: regular files and directories; symlinks and
+                       special files are skipped with a warning; .git is included unless excluded.
+                       Up to 2 MiB of tar it goes inline in the spec; larger, it is streamed to
+                       PUT /v1/workspaces (up to the server's CORRAL_MAX_WORKSPACE_MB) and named by id
   --exclude PATTERN    leave out matching paths (repeatable): a name or glob such as node_modules,
                        .git or *.log matches at any depth; a pattern with "/" (build/*.o) is
                        matched against the whole path from DIR

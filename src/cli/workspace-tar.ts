@@ -6,13 +6,17 @@
  * top-level entries so the user knows what to exclude.
  */
 import type { Dirent, Stats } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { lstat, readdir, readFile, readlink, stat } from 'node:fs/promises';
+import { Readable } from 'node:stream';
 import { join } from 'node:path';
 import * as tar from 'tar-stream';
 import { MAX_WORKSPACE_TAR_BYTES } from '../domain/run-spec';
 
-/** More entries than the worker's archive check accepts. */
-export const MAX_WORKSPACE_ENTRIES = 50_000;
+/** More entries than the API's upload check accepts by default (CORRAL_WORKSPACE_MAX_ENTRIES). */
+export const MAX_WORKSPACE_ENTRIES = 100_000;
+/** A workspace whose tar is larger than this is uploaded (PUT /v1/workspaces) and named by id; a smaller one travels inline. */
+export const INLINE_WORKSPACE_MAX_BYTES = 2 * 1024 * 1024;
 
 export interface PackOptions {
   /** Names or globs (see excludeMatcher). */
@@ -145,9 +149,22 @@ async function walk(root: string, isExcluded: (p: string) => boolean, maxEntries
   return { entries, skipped, excluded };
 }
 
-/** Packs `dir` into an uncompressed tar; throws WorkspacePackError when it cannot or the tar would be too big. */
-export async function packWorkspace(dir: string, opts: PackOptions = {}): Promise<PackedWorkspace> {
-  const maxBytes = opts.maxBytes ?? MAX_WORKSPACE_TAR_BYTES;
+/** A directory walked, not yet read: what would go into its tar, and about how big the tar is. */
+export interface WorkspacePlan {
+  dir: string;
+  entries: Entry[];
+  skipped: PackedWorkspace['skipped'];
+  excluded: string[];
+  /** Bytes of the tar, from the sizes lstat saw. */
+  estimate: number;
+  files: number;
+  dirs: number;
+  /** Bytes of file content. */
+  bytes: number;
+}
+
+/** Walks `dir` (lstat only); throws WorkspacePackError when it is not a readable directory or has too many entries. */
+export async function planWorkspace(dir: string, opts: Pick<PackOptions, 'exclude' | 'maxEntries'> = {}): Promise<WorkspacePlan> {
   let rootStat: Stats;
   try {
     rootStat = await stat(dir);
@@ -155,10 +172,47 @@ export async function packWorkspace(dir: string, opts: PackOptions = {}): Promis
     throw new WorkspacePackError(`the workspace ${dir} ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'does not exist' : `cannot be read (${(err as NodeJS.ErrnoException).code})`}`);
   }
   if (!rootStat.isDirectory()) throw new WorkspacePackError(`the workspace ${dir} is not a directory`);
-
   const { entries, skipped, excluded } = await walk(dir, excludeMatcher(opts.exclude ?? []), opts.maxEntries ?? MAX_WORKSPACE_ENTRIES);
-
   const estimate = 1024 + entries.reduce((n, e) => n + tarBytes(Buffer.byteLength(e.path) + (e.type === 'dir' ? 1 : 0), e.size), 0);
+  const files = entries.filter((e) => e.type === 'file');
+  return { dir, entries, skipped, excluded, estimate, files: files.length, dirs: entries.length - files.length, bytes: files.reduce((n, e) => n + e.size, 0) };
+}
+
+/**
+ * The tar of a planned directory as a stream, each file read as it is packed (never the whole tar in
+ * memory): the body of PUT /v1/workspaces. A file that changed size since the walk fails the stream.
+ */
+export function streamWorkspace(plan: WorkspacePlan): Readable {
+  const pack = tar.pack();
+  void (async () => {
+    for (const e of plan.entries) {
+      if (e.type === 'dir') {
+        pack.entry({ name: `${e.path}/`, type: 'directory', mode: 0o755, mtime: e.mtime });
+        continue;
+      }
+      await new Promise<void>((resolve, reject) => {
+        const sink = pack.entry({ name: e.path, type: 'file', mode: e.mode & 0o111 ? 0o755 : 0o644, mtime: e.mtime, size: e.size }, (err) => (err ? reject(err) : resolve()));
+        const source = createReadStream(e.abs);
+        source.once('error', reject);
+        source.pipe(sink);
+      }).catch((err: Error) => {
+        throw new WorkspacePackError(/size mismatch/i.test(err.message) ? `${e.abs} changed size while it was being uploaded` : fsMessage(err, e.abs));
+      });
+    }
+    pack.finalize();
+  })().catch((err: Error) => pack.destroy(err));
+  // tar-stream's pack is a streamx stream: a Node Readable over it is what fetch and pipeline expect.
+  return Readable.from(pack as AsyncIterable<Buffer>, { objectMode: false });
+}
+
+/** Packs `dir` into an uncompressed tar; throws WorkspacePackError when it cannot or the tar would be too big. */
+export async function packWorkspace(dir: string, opts: PackOptions = {}): Promise<PackedWorkspace> {
+  return packPlanned(await planWorkspace(dir, opts), opts.maxBytes ?? MAX_WORKSPACE_TAR_BYTES);
+}
+
+/** Packs a planned directory into an uncompressed tar in memory, refused past `maxBytes`. */
+export async function packPlanned(plan: WorkspacePlan, maxBytes: number = MAX_WORKSPACE_TAR_BYTES): Promise<PackedWorkspace> {
+  const { dir, entries, skipped, excluded, estimate } = plan;
   if (estimate > maxBytes) {
     const top = new Map<string, number>();
     for (const e of entries) {

@@ -10,7 +10,9 @@
  *   4. a policy this server has;
  *   5. the task contract (sections, allowed tools this server offers);
  *   6. an uploaded workspace tar, entry by entry: an archive the sandbox would take, with names that
- *      satisfy WorkspacePath like inline files' (the sandbox drops "." segments; the schema refuses them).
+ *      satisfy WorkspacePath like inline files' (the sandbox drops "." segments; the schema refuses them);
+ *   7. a workspace.id: an upload of this tenant that is still kept, whose content fits the run's
+ *      workspaceMb (its TTL counts again from this admission).
  * Every failure is an InvalidInputError naming its field; nothing here touches Redis, Docker or the
  * network. Checks that need run records (a replayOf run of the same tenant, with model turns) stay
  * with the API, which has them; the worker sees the replay fail with its reason.
@@ -32,12 +34,22 @@ export interface AdmissionContext {
   toolNames: readonly string[];
   /** Put before each message, e.g. "body: " at the API; "" in the worker. */
   label?: string;
+  /** Where uploads are kept (PUT /v1/workspaces), and whose run this is; without them a workspace.id is refused. */
+  uploads?: UploadLookup;
+  tenant?: string;
+}
+
+/** What admission needs of the upload store (workspaces/workspace-uploads.ts). */
+export interface UploadLookup {
+  find(tenant: string, id: string, o?: { touch?: boolean }): Promise<{ path: string; bytes: number; files: number; contentBytes: number } | null>;
 }
 
 export interface Admitted {
   spec: RunSpec;
   limits: ResolvedLimits;
   contract: TaskContract;
+  /** The upload a workspace.id names, on this host's disk. */
+  upload?: { path: string; bytes: number; files: number; contentBytes: number };
 }
 
 /** Checks a parsed spec for running here; throws InvalidInputError naming the field (its message after `label`). */
@@ -51,7 +63,8 @@ export async function admitSpec(spec: RunSpec, ctx: AdmissionContext): Promise<A
     }
     const contract = contractForSpec(spec, ctx.toolNames);
     if (spec.workspace.tarBase64 !== undefined) await checkTar(spec.workspace.tarBase64, limits.workspaceMb);
-    return { spec, limits, contract };
+    const upload = spec.workspace.id !== undefined ? await findUpload(spec.workspace.id, limits.workspaceMb, ctx) : undefined;
+    return { spec, limits, contract, ...(upload ? { upload } : {}) };
   } catch (err) {
     if (!ctx.label || !(err instanceof InvalidInputError)) throw err;
     const { field: _field, ...details } = err.details ?? {};
@@ -73,4 +86,17 @@ async function checkTar(b64: string, workspaceMb: number): Promise<void> {
     const r = WorkspacePath.safeParse(e.path);
     if (!r.success) throw new InvalidInputError(`${field}: entry ${JSON.stringify(e.path.slice(0, 200))}: ${r.error.issues.map((i) => i.message).join('; ')}`, field);
   }
+}
+
+async function findUpload(id: string, workspaceMb: number, ctx: AdmissionContext): Promise<NonNullable<Admitted['upload']>> {
+  const field = 'workspace.id';
+  if (!ctx.uploads || ctx.tenant === undefined) throw new InvalidInputError(`${field}: this server keeps no uploaded workspaces`, field);
+  const found = await ctx.uploads.find(ctx.tenant, id, { touch: true });
+  if (!found) {
+    throw new InvalidInputError(`${field}: no upload ${id} is kept for this tenant (never uploaded here, or expired after CORRAL_WORKSPACE_TTL_S=${ctx.config.CORRAL_WORKSPACE_TTL_S} s); PUT it to /v1/workspaces again`, field);
+  }
+  if (found.contentBytes > workspaceMb * 1024 * 1024) {
+    throw new InvalidInputError(`${field}: the upload holds ${found.contentBytes} bytes of files, more than this run's workspace of ${workspaceMb} MB (limits.workspaceMb)`, field);
+  }
+  return found;
 }

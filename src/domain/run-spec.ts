@@ -113,6 +113,8 @@ export const Routing = z
 export type Routing = z.infer<typeof Routing>;
 
 export const MAX_INLINE_WORKSPACE_BYTES = 4 * 1024 * 1024;
+/** An uploaded workspace's id (PUT /v1/workspaces): `ws_` and the SHA-256 of its clean tar. */
+export const WORKSPACE_ID = /^ws_[0-9a-f]{64}$/;
 export const MAX_WORKSPACE_TAR_BYTES = 8 * 1024 * 1024;
 
 export const RunSpec = z
@@ -141,13 +143,19 @@ export const RunSpec = z
           .max(Math.ceil((MAX_WORKSPACE_TAR_BYTES * 4) / 3) + 4, `the tar may be at most ${MAX_WORKSPACE_TAR_BYTES} bytes`)
           .regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64')
           .optional(),
+        /**
+         * A workspace uploaded before with PUT /v1/workspaces by the same tenant (any size up to the
+         * server's CORRAL_MAX_WORKSPACE_MB): extracted before `files`. Either this or `tarBase64`.
+         */
+        id: z.string().regex(WORKSPACE_ID, 'must be a workspace id from PUT /v1/workspaces (ws_ and 64 hex digits)').optional(),
       })
       .strict()
       .default({ files: {} })
       .refine(
         (w) => Object.values(w.files).reduce((n, c) => n + Buffer.byteLength(c), 0) <= MAX_INLINE_WORKSPACE_BYTES,
         `inline files may total at most ${MAX_INLINE_WORKSPACE_BYTES} bytes`,
-      ),
+      )
+      .refine((w) => !(w.id !== undefined && w.tarBase64 !== undefined), { message: 'give either `id` (an upload) or `tarBase64`, not both', path: ['id'] }),
     policy: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'must be a policy name such as "default"').default('default'),
     /** true: an "ask" decision waits for a human; false (unattended): every "ask" is a deny. */
     approvals: z.boolean().default(false),

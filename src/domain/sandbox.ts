@@ -155,10 +155,15 @@ export interface SandboxRequest {
   /** Optional uploaded seed: an uncompressed tar, checked entry by entry (files and dirs only), extracted before `files`. */
   seedTar?: Buffer;
   /**
+   * Optional large seed: a clean uncompressed tar on the worker's disk (an upload), streamed into the
+   * sandbox (checked entry by entry first) before `seedTar` and `files`; never held in memory.
+   */
+  seedFile?: string;
+  /**
    * What exportWorkspace()'s patch compares against, when it is not the seed: a run re-created from
    * a checkpoint of its own workspace (after waiting for sub-runs) still diffs against its first seed.
    */
-  baseline?: { files: Record<string, string>; seedTar?: Buffer };
+  baseline?: { files: Record<string, string>; seedTar?: Buffer; seedFile?: string };
   limits: { memoryMb: number; cpus: number; pids: number; workspaceMb: number; isolation?: IsolationClass };
   /** Allowed egress names; empty = no network at all. */
   egressAllow: string[];

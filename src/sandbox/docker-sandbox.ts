@@ -8,9 +8,11 @@
  * the proxy and deletes the socket directory. Every failure on the way out of acquire() cleans up what
  * it made.
  */
-import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import type { Config } from '../config';
 import { CancelledError, SandboxError } from '../domain/errors';
@@ -29,6 +31,7 @@ import { IsolationResolver } from './isolation';
 import { resolveLimits } from './limits';
 import { createInFreeSlot, type UidSlot } from './uid-slots';
 import { WarmPool } from './warm-pool';
+import { indexSeedFile, type SeedFileIndex } from './seed-file';
 import { sideOf, type FileSide } from './workspace-diff';
 import { ExportWriter, type ExportCaps } from './workspace-export';
 
@@ -118,13 +121,40 @@ export class DockerSandboxProvider implements SandboxProvider {
       const { entries } = await readCheckedTar(req.seedTar, seedCaps);
       seedEntries.unshift(...entries);
     }
-    let baseEntries = seedEntries;
-    if (req.baseline) {
-      baseEntries = entriesFromFiles(req.baseline.files);
-      if (req.baseline.seedTar) baseEntries.unshift(...(await readCheckedTar(req.baseline.seedTar, seedCaps)).entries);
+    const cleanup: Array<() => Promise<void>> = [];
+    // A large seed on disk: checked and indexed while streamed (its files' digests are the patch's
+    // baseline; their content waits in a spill file until a diff needs it).
+    const fileCaps = { maxBytes: req.limits.workspaceMb * 1024 * 1024, maxEntries: this.config.CORRAL_WORKSPACE_MAX_ENTRIES };
+    const indexed = new Map<string, Promise<SeedFileIndex>>();
+    const indexOf = (path: string) => {
+      let p = indexed.get(path);
+      if (!p) {
+        p = indexSeedFile(path, fileCaps);
+        indexed.set(path, p);
+        cleanup.push(async () => (await p!.catch(() => undefined))?.close());
+      }
+      return p;
+    };
+    const sidesOf = async (seedFile: string | undefined, entries: ArchiveEntry[]) => {
+      const sides = new Map(seedFile ? (await indexOf(seedFile)).sides : []);
+      // Later entries win, as they do when the seed is extracted (inline files after the tar).
+      for (const e of entries) if (e.type === 'file') sides.set(e.path, sideOf(e.data ?? Buffer.alloc(0), e.mode));
+      return sides;
+    };
+    let seedSides: Map<string, FileSide>;
+    try {
+      seedSides = req.baseline
+        ? await sidesOf(req.baseline.seedFile, [
+          ...(req.baseline.seedTar ? (await readCheckedTar(req.baseline.seedTar, seedCaps)).entries : []),
+          ...entriesFromFiles(req.baseline.files),
+        ])
+        : await sidesOf(req.seedFile, seedEntries);
+      if (req.seedFile) await indexOf(req.seedFile);
+    } catch (err) {
+      for (const fn of cleanup) await fn();
+      throw err;
     }
 
-    const cleanup: Array<() => Promise<void>> = [];
     // Best effort, in reverse order; what fails here (daemon down) is left to the reaper, and logged.
     const runCleanup = async () => {
       for (const fn of cleanup.reverse()) {
@@ -216,11 +246,11 @@ export class DockerSandboxProvider implements SandboxProvider {
           maxEntries: this.config.CORRAL_EXPORT_MAX_ENTRIES,
         },
         exportTimeoutMs: this.config.CORRAL_EXPORT_TIMEOUT_S * 1000,
-        // Later entries win, as they do when the seed is extracted (inline files after the tar).
-        seed: new Map(baseEntries.filter((e) => e.type === 'file').map((e) => [e.path, sideOf(e.data ?? Buffer.alloc(0), e.mode)])),
+        seed: seedSides,
         dispose: runCleanup,
         ...(proxy ? { noteToolCall: (id: string | null) => proxy.noteCall(id) } : {}),
       });
+      if (req.seedFile) await sandbox.extractFile(req.seedFile, req.signal);
       if (seedEntries.length > 0) await sandbox.extract(await packTar(seedEntries), req.signal);
       this.log('sandbox acquired', { runId: req.runId, container: container.id, name: slot.name, isolation, uid: slot.agentUid, ...(pooled ? { pooled: pooled.poolId } : {}) });
       return sandbox;
@@ -366,11 +396,23 @@ class DockerSandbox implements LeasedSandbox {
     return this.disposed;
   }
 
+  /** Extracts a checked, uncompressed tar file (streamed from disk, never read whole) into /workspace. */
+  async extractFile(path: string, signal?: AbortSignal): Promise<void> {
+    const { size } = await stat(path);
+    const source = createReadStream(path, { highWaterMark: 1024 * 1024 });
+    try {
+      // A minute, plus a second for every 20 MB (a loaded host writes a tmpfs at well over that).
+      await this.extract(source, signal, INTERNAL_TIMEOUT_MS + Math.ceil(size / (20 * 1024 * 1024)) * 1000);
+    } finally {
+      source.destroy();
+    }
+  }
+
   /** Extracts a checked, uncompressed tar into /workspace through `tar -x` in the sandbox. */
-  async extract(tarBuf: Buffer, signal?: AbortSignal): Promise<void> {
+  async extract(tarData: Buffer | Readable, signal?: AbortSignal, timeoutMs = INTERNAL_TIMEOUT_MS): Promise<void> {
     const o: ExecOutcome = await this.internal(
       ['tar', '-x', '-f', '-', '-C', WORKSPACE_DIR, '--no-same-owner', '--no-same-permissions', '--no-overwrite-dir'],
-      { stdin: tarBuf, maxOutputBytes: 8192, signal },
+      { stdin: tarData, maxOutputBytes: 8192, signal, timeoutMs },
     );
     if (o.exitCode !== 0) {
       const msg = o.stderr.text().trim();

@@ -41,7 +41,8 @@ export interface ExecOptions {
   maxOutputBytes: number;
   /** Keep only the head of each stream (for callers that parse the output, e.g. file reads). */
   headOnly?: boolean;
-  stdin?: string | Buffer;
+  /** Written to the command's stdin, then closed; a stream is piped with backpressure (a large seed). */
+  stdin?: string | Buffer | Readable;
   signal?: AbortSignal;
   workingDir?: string;
   /** Tells of the container's death (ContainerWatch): the call then ends at once. */
@@ -178,7 +179,7 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
  * Reads Docker's multiplexed stream (8-byte frame headers) into the two captures, without buffering
  * frames; stdout may be a sink instead, whose backpressure pauses the stream.
  */
-function pump(stream: Duplex | Readable, stdout: OutputCapture | ByteSink, stderr: OutputCapture, stdin: string | Buffer | undefined): Promise<void> {
+function pump(stream: Duplex | Readable, stdout: OutputCapture | ByteSink, stderr: OutputCapture, stdin: string | Buffer | Readable | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     let header = Buffer.alloc(0);
     let remaining = 0;
@@ -218,8 +219,18 @@ function pump(stream: Duplex | Readable, stdout: OutputCapture | ByteSink, stder
     stream.once('close', () => resolve());
     stream.once('error', (err: Error) => (stream.destroyed ? resolve() : reject(toSandboxError(err, 'exec stream'))));
     if (stdin !== undefined && 'write' in stream) {
-      (stream as Duplex).write(stdin);
-      (stream as Duplex).end();
+      const duplex = stream as Duplex;
+      if (typeof stdin === 'string' || Buffer.isBuffer(stdin)) {
+        duplex.write(stdin);
+        duplex.end();
+      } else {
+        // A source that fails (a file read error) ends the exec: the command must not see a cut-off input as whole.
+        stdin.once('error', (err) => {
+          duplex.destroy();
+          reject(toSandboxError(err, 'exec stdin'));
+        });
+        stdin.pipe(duplex, { end: true });
+      }
     }
   });
 }

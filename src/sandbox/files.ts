@@ -8,6 +8,7 @@
  * writes go to a fresh name in the same directory and are renamed over the target. The host never
  * touches the workspace's files.
  */
+import type { Readable } from 'node:stream';
 import { SandboxError } from '../domain/errors';
 import type { FileContent, FileEntry, WriteOptions } from '../domain/sandbox';
 import { normaliseWorkspacePath } from './archive';
@@ -16,7 +17,7 @@ import type { ExecOutcome } from './exec';
 /** Runs a corral-internal command in the sandbox (fixed user/env/cwd, head-only capture). */
 export type InternalExec = (
   argv: string[],
-  opts: { stdin?: string | Buffer; maxOutputBytes: number; signal?: AbortSignal },
+  opts: { stdin?: string | Buffer | Readable; maxOutputBytes: number; signal?: AbortSignal; timeoutMs?: number },
 ) => Promise<ExecOutcome>;
 
 export const CORRAL_FS = '/usr/local/bin/corral-fs';

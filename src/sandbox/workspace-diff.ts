@@ -22,6 +22,15 @@ export interface FileSide {
   sha256: string;
   size: number;
   mode: number;
+  /** Reads `data` back when it was not kept in memory (a large seed's index: seed-file.ts). */
+  load?: () => Promise<Buffer>;
+}
+
+/** The side with its data, read back through load() when the diff will need it (it changed, and is small enough). */
+export async function withData(side: FileSide | null, other: FileSide | null): Promise<FileSide | null> {
+  if (!side || side.data || !side.load || side.size > MAX_DIFF_BYTES) return side;
+  if (other && other.sha256 === side.sha256) return side;
+  return { ...side, data: await side.load() };
 }
 
 export function sideOf(data: Buffer, mode: number): FileSide {

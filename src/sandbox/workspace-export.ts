@@ -26,7 +26,7 @@ import { normaliseWorkspacePath } from './archive';
 import type { ByteSink } from './exec';
 import { comparePaths, isGitPath, nameProblem } from '../domain/export-names';
 import { reviewFlags } from './review-flags';
-import { diffFile, MAX_DIFF_BYTES, type DiffSection, type FileSide } from './workspace-diff';
+import { diffFile, MAX_DIFF_BYTES, withData, type DiffSection, type FileSide } from './workspace-diff';
 
 export const MANIFEST_ENTRY = '\u0001corral-export-manifest';
 export const TRAILER_ENTRY = '\u0001corral-export-trailer';
@@ -186,13 +186,13 @@ export class ExportWriter {
       this.pack.entry({ name: `${path}/`, type: 'directory', mode: 0o755, mtime: mtimeOf(h) });
       this.r.stats.dirs += 1;
       await drain(stream);
-      if (before) await this.record(diffFile(path, before, null));
+      if (before) await this.record(diffFile(path, await withData(before, null), null));
       return;
     }
     const after = await this.copy(h, path, stream);
     this.r.stats.files += 1;
     this.r.stats.bytes += size;
-    await this.record(diffFile(path, before, after));
+    await this.record(diffFile(path, await withData(before, after), after));
   }
 
   /** Streams one file into the clean tar, hashing it and keeping it when small enough to diff. */
@@ -247,7 +247,7 @@ export class ExportWriter {
   private async deletionsBefore(path: string | null): Promise<void> {
     while (this.seedAt < this.seedPaths.length && (path === null || comparePaths(this.seedPaths[this.seedAt]!, path) < 0)) {
       const p = this.seedPaths[this.seedAt++]!;
-      if (!this.skippedPaths.has(p)) await this.record(diffFile(p, this.o.seed.get(p)!, null));
+      if (!this.skippedPaths.has(p)) await this.record(diffFile(p, await withData(this.o.seed.get(p)!, null), null));
     }
   }
 

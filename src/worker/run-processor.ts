@@ -10,7 +10,7 @@
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config';
-import { admitSpec, type Admitted } from '../domain/admit-spec';
+import { admitSpec, type Admitted, type UploadLookup } from '../domain/admit-spec';
 import { CorralError, InvalidInputError, codeForOutcome, describeZodIssues, type ErrorCode } from '../domain/errors';
 import type { RunEvent, RunEventBody, RunOutcome, RunUsage } from '../domain/events';
 import type { Gate } from '../domain/gate';
@@ -61,6 +61,8 @@ export interface RunProcessorDeps {
   /** Sub-runs: parent/child records and suspensions (with a JobPort per job); absent: delegate is refused. */
   tree?: RunTree;
   newRunId?: () => string;
+  /** Uploaded workspaces (PUT /v1/workspaces) on this host: a run naming workspace.id starts from one. */
+  uploads?: UploadLookup;
 }
 
 export interface RunSummary {
@@ -169,9 +171,14 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   }
   // The admission the API applies, again: a producer may have written this job straight to the queue,
   // or the server's configuration changed since it was submitted. Refused: nothing runs, the record says why.
+  // The tenant the API recorded (memory and uploads are per tenant); a job written straight to the queue is the default tenant's.
+  const tenant = (await store.tenantOf(runId)) ?? DEFAULT_TENANT;
   let admitted: Admitted;
   try {
-    admitted = await admitSpec(spec, { config, policyNames: deps.policyNames, toolNames: toolsFor(config).map((t) => t.name) });
+    admitted = await admitSpec(spec, {
+      config, policyNames: deps.policyNames, toolNames: toolsFor(config).map((t) => t.name),
+      tenant, ...(deps.uploads ? { uploads: deps.uploads } : {}),
+    });
   } catch (err) {
     if (!(err instanceof InvalidInputError)) throw err;
     const reason = `not admitted: ${err.message}`;
@@ -255,7 +262,6 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     throw new CorralError('conflict', `run ${runId} was not claimed: another attempt holds its job, or it has ended`);
   }
   // Memory is per tenant: another tenant naming the same key gets its own notes.
-  const tenant = (await store.tenantOf(runId)) ?? DEFAULT_TENANT;
   const memorySpec = !parent && spec.memory ? { ...spec.memory, key: tenant === DEFAULT_TENANT ? spec.memory.key : `${tenant}/${spec.memory.key}` } : undefined;
   await update({ status: 'running', ...(resumeFrom ? {} : { startedAt: now().toISOString() }), workerId: deps.workerId, logPath, reportPath });
   // The run's first start: wall time counts from here across waits for sub-runs.
@@ -304,7 +310,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     checks = contract.doneMeans.filter((d) => d.kind === 'check').length;
     const depth = parent?.depth ?? 0;
     const specTar = spec.workspace.tarBase64 ? Buffer.from(spec.workspace.tarBase64, 'base64') : undefined;
-    let seed: { files: Record<string, string>; tar?: Buffer } = { files: spec.workspace.files, ...(specTar ? { tar: specTar } : {}) };
+    let seed: { files: Record<string, string>; tar?: Buffer; file?: string } = {
+      files: spec.workspace.files, ...(specTar ? { tar: specTar } : {}), ...(admitted.upload ? { file: admitted.upload.path } : {}),
+    };
     if (parent) {
       if (!tree) throw new InvalidInputError('parent: this worker does not run sub-runs', 'parent');
       if (budgets.wallTimeS < 1) throw new EarlyEnd('timed_out', `its parent run's wall time ran out before this sub-run could start`);
@@ -333,7 +341,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
           runId, workerId: deps.workerId,
           deadline: new Date(Math.max(clock(), t0 + budgets.wallTimeS * 1000) + 60_000),
           files: fromCheckpoint ? {} : seed.files,
-          ...(fromCheckpoint ? { seedTar: fromCheckpoint, baseline: { files: seed.files, ...(seed.tar ? { seedTar: seed.tar } : {}) } } : seed.tar ? { seedTar: seed.tar } : {}),
+          ...(fromCheckpoint
+            ? { seedTar: fromCheckpoint, baseline: { files: seed.files, ...(seed.tar ? { seedTar: seed.tar } : {}), ...(seed.file ? { seedFile: seed.file } : {}) } }
+            : { ...(seed.tar ? { seedTar: seed.tar } : {}), ...(seed.file ? { seedFile: seed.file } : {}) }),
           limits,
           egressAllow: spec.egress.allow,
           onEgress: (a) => emit({ ...a, type: 'egress', callId: a.callId !== undefined ? a.callId : currentCall }),

@@ -10,17 +10,17 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, readdir, rename, rm, stat, utimes } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import * as tar from 'tar-stream';
+import { z } from 'zod';
 import { InvalidInputError, SandboxError } from '../domain/errors';
+import { WORKSPACE_ID, WorkspacePath } from '../domain/run-spec';
 import { checkSeedEntry } from '../sandbox/archive';
 
-/** `ws_` and 64 hex digits: the SHA-256 of the clean tar. */
-export const WORKSPACE_ID = /^ws_[0-9a-f]{64}$/;
 /** Tenant names become directory names: only these. */
 const TENANT_DIR = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -29,6 +29,19 @@ export interface UploadCaps {
   maxBytes: number;
   maxEntries: number;
 }
+
+/** What an upload holds, kept beside its tar (`ws_….json`) so admission need not read the tar. */
+const UploadMeta = z.object({ files: z.number().int().min(0), dirs: z.number().int().min(0), contentBytes: z.number().int().min(0) }).strict();
+type UploadMeta = z.infer<typeof UploadMeta>;
+
+export interface FoundWorkspace extends UploadMeta {
+  /** The clean tar on this host's disk. */
+  path: string;
+  /** Bytes of the clean tar. */
+  bytes: number;
+}
+
+const metaPathOf = (tarPath: string) => tarPath.replace(/\.tar$/, '.json');
 
 export interface StoredWorkspace {
   id: string;
@@ -62,16 +75,28 @@ export class WorkspaceUploads {
     return join(this.dir(tenant), `${id}.tar`);
   }
 
-  /** The upload's clean tar and size while it exists and has not expired; null otherwise. */
-  async find(tenant: string, id: string): Promise<{ path: string; bytes: number } | null> {
+  /**
+   * The upload's clean tar and what it holds while it exists and has not expired; null otherwise.
+   * `touch`: its TTL counts again from now (a run was submitted naming it).
+   */
+  async find(tenant: string, id: string, o: { touch?: boolean } = {}): Promise<FoundWorkspace | null> {
     const path = this.pathOf(tenant, id);
+    const meta = metaPathOf(path);
     const st = await stat(path).catch(() => null);
     if (!st) return null;
     if (st.mtimeMs + this.ttlS * 1000 <= this.clock()) {
       await rm(path, { force: true });
+      await rm(meta, { force: true });
       return null;
     }
-    return { path, bytes: st.size };
+    const m = UploadMeta.safeParse(await readFile(meta, 'utf8').then(JSON.parse, () => null));
+    if (!m.success) return null; // an upload whose description is missing or corrupt: as if it were not there
+    if (o.touch) {
+      const now = this.clock() / 1000;
+      await utimes(path, now, now).catch(() => undefined);
+      await utimes(meta, now, now).catch(() => undefined);
+    }
+    return { path, bytes: st.size, ...m.data };
   }
 
   /** Removes expired uploads (and abandoned temporary files); returns how many. */
@@ -154,6 +179,9 @@ export class WorkspaceUploads {
           entry.resume();
           continue;
         }
+        // The names inline files may have (no control, C1 or bidi characters): they reach reports and terminals.
+        const named = WorkspacePath.safeParse(path);
+        if (!named.success) throw refuse(`entry ${JSON.stringify(path.slice(0, 200))}: ${named.error.issues.map((i) => i.message).join('; ')}`);
         if (h.type === 'directory') {
           dirs++;
           pack.entry({ name: `${path}/`, type: 'directory', mode: 0o755, mtime });
@@ -193,9 +221,15 @@ export class WorkspaceUploads {
     const final = join(dir, `${id}.tar`);
     const now = this.clock();
     const existing = await stat(final).catch(() => null);
+    const meta: UploadMeta = { files, dirs, contentBytes: content };
+    // The description first: a tar is never there without one (find() treats that as absent).
+    await writeFile(`${tmp}.json`, JSON.stringify(meta), { mode: 0o600 });
+    await rename(`${tmp}.json`, metaPathOf(final));
     if (existing) await rm(tmp, { force: true });
     else await rename(tmp, final);
-    await utimes(final, now / 1000, now / 1000); // the TTL counts from the last upload
+    // The TTL counts from the last upload.
+    await utimes(metaPathOf(final), now / 1000, now / 1000);
+    await utimes(final, now / 1000, now / 1000);
     return { id, bytes, files, dirs, deduplicated: existing !== null, expiresAt: new Date(now + this.ttlS * 1000).toISOString() };
   }
 }

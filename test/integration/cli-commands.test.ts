@@ -5,6 +5,7 @@
  * cancel of a running run; report; watch of a finished run; --help and one-line errors.
  */
 import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -50,6 +51,9 @@ const agent = scriptedAgent({
   'CLI-APPROVE': (body, turn) => (turn === 0
     ? toolCallTurn([{ name: 'bash', id: 'call_rm', args: { command: 'rm -r notes.txt && echo removed' } }])
     : finalTurn(`the tool said: ${toolMessages(body).at(-1) ?? '(nothing)'}`)),
+  'CLI-LARGE': (body, turn) => (turn === 0
+    ? toolCallTurn([{ name: 'bash', args: { command: 'sha256sum big.bin && find . -type f | wc -l' } }])
+    : finalTurn(`saw: ${toolMessages(body).at(-1) ?? '(nothing)'}`)),
   'CLI-CANCEL': () => toolCallTurn([{ name: 'bash', args: { command: 'sleep 60' } }]),
   'CLI-ESCAPES': (body, turn) => (turn === 0
     ? toolCallTurn([{ name: 'bash', args: { command: "printf 'out \\033[31mred\\033]0;retitled\\007\\n'" } }])
@@ -60,7 +64,7 @@ let h: Harness;
 let work: string;
 
 beforeAll(async () => {
-  h = await startHarness('cli', { chat: agent });
+  h = await startHarness('cli', { chat: agent }, { CORRAL_WORKSPACE_MAX_ENTRIES: '3000' });
   work = mkdtempSync(join(tmpdir(), 'corral-cli-'));
 });
 afterAll(async () => {
@@ -125,6 +129,34 @@ test('submit TASK.md --workspace DIR --watch: the uploaded files, each step with
   expect(again.code).toBe(0);
   expect(again.stdout).toContain('  step 1  bash  cat sub/data.txt && ls -A');
   expect(again.stdout.trimEnd().endsWith('data.txt says forty-two; nothing installed.')).toBe(true);
+});
+
+test('submit --workspace DIR of a large directory streams it to PUT /v1/workspaces and names it by id; again: already there; past the server\'s cap: one line, exit 1', async () => {
+  const ws = join(work, 'large');
+  mkdirSync(join(ws, 'src'), { recursive: true });
+  const big = randomBytes(3 * 1024 * 1024);
+  writeFileSync(join(ws, 'big.bin'), big);
+  for (let i = 0; i < 10; i++) writeFileSync(join(ws, 'src', `m${i}.py`), `x = ${i}\n`);
+  const args = ['submit', '--task', 'CLI-LARGE: look at big.bin', '--workspace', ws, '--api', h.url];
+  const r = await corral(args);
+  expect(r.code).toBe(0);
+  expect(r.stderr).toMatch(new RegExp(`^corral submit: uploaded .*large: 11 file\\(s\\), 1 directory, ${3 * 1024 * 1024 + 60} bytes of files as ws_[0-9a-f]{64}, kept until \\S+\n$`));
+  const id = r.stdout.trim();
+  const run = await h.waitFor(id);
+  expect(run).toMatchObject({ status: 'succeeded', finalAnswer: expect.stringContaining(`${createHash('sha256').update(big).digest('hex')}  big.bin`) });
+  expect(run.finalAnswer).toMatch(/\b11\b/);
+
+  const again = await corral([...args, '--dry-run']);
+  expect(again.code).toBe(0);
+  expect(again.stderr).toMatch(/as ws_[0-9a-f]{64} \(already there\)/);
+
+  // 3500 entries against this server's CORRAL_WORKSPACE_MAX_ENTRIES=3000: refused while streaming.
+  const many = join(work, 'many');
+  mkdirSync(many);
+  for (let i = 0; i < 3500; i++) writeFileSync(join(many, `f${i}.txt`), 'y'.repeat(700));
+  const refused = await corral(['submit', '--task', 'CLI-LARGE: too many', '--workspace', many, '--api', h.url]);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toMatch(/^corral: workspace tar refused: more than 3000 entries \(at "f\d+\.txt"\) \(HTTP 400 invalid_input from http:\S+\)\n$/);
 });
 
 test('corral report shows what a task, a command or a model wrote as escapes, never as terminal controls; -o keeps the bytes (issue 14, defect 8)', async () => {

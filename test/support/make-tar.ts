@@ -1,7 +1,7 @@
 /** An uncompressed tar built in memory from header fields and bodies, for tests of archive handling. */
 import * as tar from 'tar-stream';
 
-export type TarEntry = Partial<tar.Header> & { name: string; body?: string };
+export type TarEntry = Partial<tar.Header> & { name: string; body?: string | Buffer };
 
 export async function makeTar(entries: TarEntry[]): Promise<Buffer> {
   const pack = tar.pack();

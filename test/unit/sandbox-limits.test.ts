@@ -11,8 +11,8 @@ test('defaults fill missing limits', () => {
 });
 
 test('requested values within the maxima are kept', () => {
-  expect(resolveLimits({ memoryMb: 4096, cpus: 2, pids: 1024, workspaceMb: 2048, execTimeoutS: 1800 }, config)).toEqual({
-    memoryMb: 4096, cpus: 2, pids: 1024, workspaceMb: 2048, execTimeoutS: 1800,
+  expect(resolveLimits({ memoryMb: 4096, cpus: 2, pids: 1024, workspaceMb: 512, execTimeoutS: 1800 }, config)).toEqual({
+    memoryMb: 4096, cpus: 2, pids: 1024, workspaceMb: 512, execTimeoutS: 1800,
   });
 });
 
@@ -20,7 +20,7 @@ test.each([
   ['memoryMb', { memoryMb: 4097 }],
   ['cpus', { cpus: 2.5 }],
   ['pids', { pids: 1025 }],
-  ['workspaceMb', { workspaceMb: 4096 }],
+  ['workspaceMb', { workspaceMb: 513 }],
   ['execTimeoutS', { execTimeoutS: 1801 }],
 ])('%s above the maximum is an InvalidInputError naming the field', (field, req) => {
   let err: unknown;

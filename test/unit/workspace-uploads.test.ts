@@ -4,14 +4,17 @@
  * workspace, links and devices, headers that lie about sizes, caps passed mid-stream (content, entry
  * count, a gzip bomb), gzip sent as plain — is refused with a 400 naming the entry, and nothing stays.
  */
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { readFile } from 'node:fs/promises';
 import { readCheckedTar } from '../../src/sandbox/archive';
-import { WORKSPACE_ID, WorkspaceUploads, type UploadCaps } from '../../src/workspaces/workspace-uploads';
+import { loadConfig } from '../../src/config';
+import { admitSpec } from '../../src/domain/admit-spec';
+import { RunSpec, WORKSPACE_ID } from '../../src/domain/run-spec';
+import { WorkspaceUploads, type UploadCaps } from '../../src/workspaces/workspace-uploads';
 import { makeTar, type TarEntry } from '../support/make-tar';
 
 const CAPS: UploadCaps = { maxBytes: 1024 * 1024, maxEntries: 100 };
@@ -46,7 +49,7 @@ test('a good tar is stored under the hash of its clean re-pack; the same tar (or
   expect(a).toMatchObject({ files: 2, dirs: 1, deduplicated: false, expiresAt: new Date(clock.now + 3600_000).toISOString() });
   expect(a.id).toMatch(WORKSPACE_ID);
   const found = await store.find('acme', a.id);
-  expect(found).toEqual({ path: join(root, 'acme', `${a.id}.tar`), bytes: a.bytes });
+  expect(found).toEqual({ path: join(root, 'acme', `${a.id}.tar`), bytes: a.bytes, files: 2, dirs: 1, contentBytes: 12 + 18 });
   const { entries } = await readCheckedTar(await readFile(found!.path));
   expect(entries.map((e) => [e.path, e.type, e.mode, e.data?.toString()])).toEqual([
     ['src', 'dir', 0o755, undefined], ['src/app.py', 'file', 0o644, 'print("hi")\n'], ['run.sh', 'file', 0o755, '#!/bin/sh\necho ok\n'],
@@ -54,7 +57,7 @@ test('a good tar is stored under the hash of its clean re-pack; the same tar (or
   clock.now += 1000;
   expect(await put(tarBuf)).toMatchObject({ id: a.id, deduplicated: true, expiresAt: new Date(clock.now + 3600_000).toISOString() });
   expect(await put(gzipSync(tarBuf), { gzip: true })).toMatchObject({ id: a.id, deduplicated: true });
-  expect(left()).toEqual([`${a.id}.tar`]);
+  expect(left().sort()).toEqual([`${a.id}.json`, `${a.id}.tar`]);
 });
 
 test('uploads are per tenant; they expire after their TTL and the sweep removes them', async () => {
@@ -68,7 +71,7 @@ test('uploads are per tenant; they expire after their TTL and the sweep removes 
   expect(left()).toEqual([]);
   expect(await store.sweep()).toBe(0); // globex's is 1 ms old
   clock.now += 3600_000;
-  expect(await store.sweep()).toBe(1);
+  expect(await store.sweep()).toBe(2); // its tar and its description
   expect(left('globex')).toEqual([]);
   await expect(store.find('acme', 'ws_../../etc')).rejects.toMatchObject({ code: 'invalid_input' });
   await expect(store.ingest('../x', Readable.from([Buffer.alloc(0)]), { gzip: false, caps: CAPS })).rejects.toMatchObject({ code: 'invalid_input' });
@@ -95,6 +98,11 @@ describe('refused with the entry named, nothing kept', () => {
     ['a hard link', [{ name: 'a.txt', body: 'a' }, { name: 'h', type: 'link', linkname: 'a.txt' }], /"h" is a link to "a\.txt"/],
     ['a character device', [{ name: 'null', type: 'character-device', devmajor: 1, devminor: 3 }], /"null" is a character-device/],
     ['a FIFO', [{ name: 'pipe', type: 'fifo' }], /"pipe" is a fifo/],
+    // Names that would garble a report or a terminal, or read as something else: the rules of inline files.
+    ['a newline in a name', [{ name: 'ok.txt', body: 'x' }, { name: 'a\nb.txt', body: 'x' }], /entry "a\\nb\.txt": must not contain control characters/],
+    ['an escape sequence in a name', [{ name: 'x\u001b[31m.txt', body: 'x' }], /must not contain control characters/],
+    ['a bidi override in a name', [{ name: 'invoice\u202etxt.exe', body: 'x' }], /must not contain C1 control characters or bidirectional overrides/],
+    ['a C1 control in a directory name', [{ name: 'd\u0085/f.txt', body: 'x' }], /must not contain C1 control characters/],
   ] as Array<[string, TarEntry[], RegExp]>)('%s', async (_what, entries, message) => {
     await expect(put(await makeTar(entries))).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(message) });
     expect(left()).toEqual([]);
@@ -132,5 +140,45 @@ describe('refused with the entry named, nothing kept', () => {
     await expect(put(Buffer.from('definitely not gzip'), { gzip: true })).rejects.toMatchObject({ message: expect.stringMatching(/not valid gzip data/) });
     await expect(put(Buffer.from('hello world, this is not a tar'.repeat(40)))).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(/workspace tar refused/) });
     expect(left()).toEqual([]);
+  });
+});
+
+describe('a RunSpec naming an upload (admission)', () => {
+  const config = loadConfig({});
+  const ctx = (tenant: string) => ({ config, policyNames: ['default'], toolNames: ['bash'], tenant, uploads: store });
+  const spec = (id: string, limits = {}) => RunSpec.parse({ task: 't', workspace: { id }, limits });
+
+  test('is admitted for its own tenant only, while kept, when it fits the run; admission refreshes its TTL', async () => {
+    const a = await put(await makeTar([{ name: 'f.bin', body: 'x'.repeat(300_000) }]));
+    const admitted = await admitSpec(spec(a.id), ctx('acme'));
+    expect(admitted.upload).toMatchObject({ path: join(root, 'acme', `${a.id}.tar`), files: 1, contentBytes: 300_000 });
+    // Another tenant with the same id (it knows it: the hash of a public tar) gets nothing.
+    await expect(admitSpec(spec(a.id), ctx('globex'))).rejects.toMatchObject({ field: 'workspace.id', message: expect.stringMatching(/^workspace\.id: no upload ws_[0-9a-f]{64} is kept for this tenant/) });
+    await expect(admitSpec(spec(a.id), { ...ctx('acme'), uploads: undefined })).rejects.toMatchObject({ message: 'workspace.id: this server keeps no uploaded workspaces' });
+    clock.now += 3000_000;
+    await admitSpec(spec(a.id), ctx('acme')); // touched: counts from now
+    clock.now += 3000_000;
+    expect(await store.find('acme', a.id)).not.toBeNull();
+    clock.now += 600_001;
+    await expect(admitSpec(spec(a.id), ctx('acme'))).rejects.toMatchObject({ message: expect.stringMatching(/expired after CORRAL_WORKSPACE_TTL_S/) });
+  });
+
+  test('an upload whose content passes the run\'s workspaceMb, or whose description is missing or forged, is not admitted', async () => {
+    const a = await put(await makeTar([{ name: 'f.bin', body: 'x'.repeat(1024 * 1024 + 1) }]), { caps: { maxBytes: 4 * 1024 * 1024, maxEntries: 10 } });
+    await expect(admitSpec(spec(a.id, { workspaceMb: 1 }), ctx('acme'))).rejects.toMatchObject({ message: expect.stringMatching(/holds 1048577 bytes of files, more than this run's workspace of 1 MB/) });
+    expect((await admitSpec(spec(a.id, { workspaceMb: 2 }), ctx('acme'))).upload).toBeDefined();
+    writeFileSync(join(root, 'acme', `${a.id}.json`), '{"files":1,"dirs":0,"contentBytes":-5}');
+    await expect(admitSpec(spec(a.id), ctx('acme'))).rejects.toMatchObject({ field: 'workspace.id' });
+    rmSync(join(root, 'acme', `${a.id}.json`));
+    await expect(admitSpec(spec(a.id), ctx('acme'))).rejects.toMatchObject({ field: 'workspace.id' });
+  });
+
+  test('the schema: an id of another shape, or an id with tarBase64, is refused naming workspace.id', () => {
+    for (const id of ['ws_abc', `WS_${'a'.repeat(64)}`, `ws_${'g'.repeat(64)}`, `ws_${'a'.repeat(64)}.tar`, `../ws_${'a'.repeat(64)}`]) {
+      const r = RunSpec.safeParse({ task: 't', workspace: { id } });
+      expect(r.success ? null : r.error.issues[0]?.path.join('.')).toBe('workspace.id');
+    }
+    const both = RunSpec.safeParse({ task: 't', workspace: { id: `ws_${'a'.repeat(64)}`, tarBase64: '' } });
+    expect(both.success ? null : both.error.issues[0]).toMatchObject({ path: ['workspace', 'id'], message: expect.stringMatching(/either `id`/) });
   });
 });
