@@ -9,6 +9,7 @@ import type { LiveDelta, RunEvent } from '../domain/events';
 import { Readable } from 'node:stream';
 import { UsageError } from './cli-args';
 import type { UploadedWorkspace } from './submit-spec';
+import { WorkspacePackError } from './workspace-tar';
 
 export function apiUrl(config: Config): string {
   return (config.CORRAL_API_URL ?? `http://${config.CORRAL_API_HOST}:${config.CORRAL_API_PORT}`).replace(/\/$/, '');
@@ -138,6 +139,10 @@ export class ApiClient {
   /** Streams a workspace tar to PUT /v1/workspaces; its answer names the upload a spec's workspace.id can use. */
   async uploadWorkspace(tarStream: Readable): Promise<UploadedWorkspace> {
     let res: Response;
+    // The tar stream's own failure (a file vanished or changed size while it was read) is the reason
+    // when there is one, not the network error fetch reports for it.
+    let packing: unknown;
+    tarStream.once('error', (err) => (packing = err));
     try {
       res = await fetch(`${this.baseUrl}/v1/workspaces`, {
         method: 'PUT',
@@ -146,8 +151,7 @@ export class ApiClient {
         duplex: 'half',
       } as RequestInit & { duplex: 'half' });
     } catch (err) {
-      const packing = (err as { cause?: unknown }).cause;
-      if (packing instanceof Error && packing.name === 'WorkspacePackError') throw packing;
+      if (packing instanceof WorkspacePackError) throw packing;
       throw new ApiUnreachableError(`cannot upload the workspace to ${this.baseUrl} (${reasonOf(err)}); is \`corral serve\` running? set CORRAL_API_URL or --api`, { cause: err });
     } finally {
       tarStream.destroy();

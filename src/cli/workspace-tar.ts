@@ -184,25 +184,41 @@ export async function planWorkspace(dir: string, opts: Pick<PackOptions, 'exclud
  */
 export function streamWorkspace(plan: WorkspacePlan): Readable {
   const pack = tar.pack();
+  let current: Entry | undefined;
+  // What went wrong with the entry being packed, said for the user (tar-stream itself says only "Size mismatch").
+  const packError = (err: Error, e: Entry | undefined) =>
+    err instanceof WorkspacePackError ? err
+      : !e ? new WorkspacePackError(`packing the workspace ${plan.dir} failed (${err.message})`)
+        : /size mismatch/i.test(err.message) ? new WorkspacePackError(`${e.abs} changed size while it was being uploaded`)
+          : new WorkspacePackError(fsMessage(err, e.abs));
   void (async () => {
     for (const e of plan.entries) {
+      current = e;
       if (e.type === 'dir') {
         pack.entry({ name: `${e.path}/`, type: 'directory', mode: 0o755, mtime: e.mtime });
         continue;
       }
       await new Promise<void>((resolve, reject) => {
         const sink = pack.entry({ name: e.path, type: 'file', mode: e.mode & 0o111 ? 0o755 : 0o644, mtime: e.mtime, size: e.size }, (err) => (err ? reject(err) : resolve()));
+        // Both ends report errors here: the sink too, or its error when the pack is destroyed would go unhandled.
+        sink.on('error', reject);
         const source = createReadStream(e.abs);
         source.once('error', reject);
         source.pipe(sink);
-      }).catch((err: Error) => {
-        throw new WorkspacePackError(/size mismatch/i.test(err.message) ? `${e.abs} changed size while it was being uploaded` : fsMessage(err, e.abs));
       });
     }
+    current = undefined;
     pack.finalize();
-  })().catch((err: Error) => pack.destroy(err));
-  // tar-stream's pack is a streamx stream: a Node Readable over it is what fetch and pipeline expect.
-  return Readable.from(pack as AsyncIterable<Buffer>, { objectMode: false });
+  })().catch((err: Error) => pack.destroy(packError(err, current)));
+  // tar-stream's pack is a streamx stream: a Node Readable over it is what fetch and pipeline expect,
+  // failing with a WorkspacePackError that names the file.
+  return Readable.from((async function* () {
+    try {
+      for await (const chunk of pack as AsyncIterable<Buffer>) yield chunk;
+    } catch (err) {
+      throw packError(err as Error, current);
+    }
+  })(), { objectMode: false });
 }
 
 /** Packs `dir` into an uncompressed tar; throws WorkspacePackError when it cannot or the tar would be too big. */

@@ -39,9 +39,17 @@ export interface AdmissionContext {
   tenant?: string;
 }
 
+/** An upload as admission sees it: its clean tar on this host's disk, its size and what it holds. */
+export interface FoundUpload {
+  path: string;
+  bytes: number;
+  files: number;
+  contentBytes: number;
+}
+
 /** What admission needs of the upload store (workspaces/workspace-uploads.ts). */
 export interface UploadLookup {
-  find(tenant: string, id: string, o?: { touch?: boolean }): Promise<{ path: string; bytes: number; files: number; contentBytes: number } | null>;
+  find(tenant: string, id: string, o?: { touch?: boolean }): Promise<FoundUpload | null>;
 }
 
 export interface Admitted {
@@ -49,7 +57,7 @@ export interface Admitted {
   limits: ResolvedLimits;
   contract: TaskContract;
   /** The upload a workspace.id names, on this host's disk. */
-  upload?: { path: string; bytes: number; files: number; contentBytes: number };
+  upload?: FoundUpload;
 }
 
 /** Checks a parsed spec for running here; throws InvalidInputError naming the field (its message after `label`). */
@@ -88,7 +96,7 @@ async function checkTar(b64: string, workspaceMb: number): Promise<void> {
   }
 }
 
-async function findUpload(id: string, workspaceMb: number, ctx: AdmissionContext): Promise<NonNullable<Admitted['upload']>> {
+async function findUpload(id: string, workspaceMb: number, ctx: AdmissionContext): Promise<FoundUpload> {
   const field = 'workspace.id';
   if (!ctx.uploads || ctx.tenant === undefined) throw new InvalidInputError(`${field}: this server keeps no uploaded workspaces`, field);
   const found = await ctx.uploads.find(ctx.tenant, id, { touch: true });

@@ -122,6 +122,14 @@ export class DockerSandboxProvider implements SandboxProvider {
       seedEntries.unshift(...entries);
     }
     const cleanup: Array<() => Promise<void>> = [];
+    // Best effort, in reverse order; what fails here (daemon down) is left to the reaper, and logged.
+    const runCleanup = async () => {
+      for (const fn of cleanup.reverse()) {
+        await fn().catch((err: { statusCode?: number; message?: string }) => {
+          if (err.statusCode !== 404) this.log('sandbox cleanup failed; the reaper will retry', { runId: req.runId, error: err.message });
+        });
+      }
+    };
     // A large seed on disk: checked and indexed while streamed (its files' digests are the patch's
     // baseline; their content waits in a spill file until a diff needs it).
     const fileCaps = { maxBytes: req.limits.workspaceMb * 1024 * 1024, maxEntries: this.config.CORRAL_WORKSPACE_MAX_ENTRIES };
@@ -151,18 +159,10 @@ export class DockerSandboxProvider implements SandboxProvider {
         : await sidesOf(req.seedFile, seedEntries);
       if (req.seedFile) await indexOf(req.seedFile);
     } catch (err) {
-      for (const fn of cleanup) await fn();
+      await runCleanup();
       throw err;
     }
 
-    // Best effort, in reverse order; what fails here (daemon down) is left to the reaper, and logged.
-    const runCleanup = async () => {
-      for (const fn of cleanup.reverse()) {
-        await fn().catch((err: { statusCode?: number; message?: string }) => {
-          if (err.statusCode !== 404) this.log('sandbox cleanup failed; the reaper will retry', { runId: req.runId, error: err.message });
-        });
-      }
-    };
     try {
       let egressDir: string | undefined;
       let proxyStarting: Promise<EgressProxyHandle> | undefined;

@@ -99,7 +99,7 @@ export class WorkspaceUploads {
     return { path, bytes: st.size, ...m.data };
   }
 
-  /** Removes expired uploads (and abandoned temporary files); returns how many. */
+  /** Removes expired uploads with their descriptions (and abandoned temporary files); returns how many, a description not counted apart. */
   async sweep(): Promise<number> {
     let n = 0;
     for (const t of await readdir(this.root).catch(() => [] as string[])) {
@@ -108,7 +108,7 @@ export class WorkspaceUploads {
         const st = await stat(join(dir, f)).catch(() => null);
         if (st && st.mtimeMs + this.ttlS * 1000 <= this.clock()) {
           await rm(join(dir, f), { force: true });
-          n++;
+          if (!(f.endsWith('.json') && WORKSPACE_ID.test(f.slice(0, -5)))) n++;
         }
       }
     }
