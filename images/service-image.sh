@@ -89,7 +89,7 @@ fi
 
 # ---- 2. service: the application on the runtime -------------------------------------------------
 APP_FILES=(package.json package-lock.json tsconfig.json images/service/entrypoint)
-APP_DIRS=(bin src policies examples)
+APP_DIRS=(bin src policies environments examples)
 app_h=$({
   docker image inspect -f '{{.Id}}' "$RUNTIME"
   cat images/service.Dockerfile .dockerignore

@@ -5,7 +5,7 @@
 # so there is no compile step. Runs as the unprivileged user corral (uid 10100).
 ARG RUNTIME_IMAGE=corral/service-runtime:latest
 FROM ${RUNTIME_IMAGE}
-ENV NODE_ENV=production LANG=C.UTF-8 CORRAL_API_HOST=0.0.0.0 CORRAL_POLICY_DIR=/app/policies
+ENV NODE_ENV=production LANG=C.UTF-8 CORRAL_API_HOST=0.0.0.0 CORRAL_POLICY_DIR=/app/policies CORRAL_ENVIRONMENT_DIR=/app/environments
 WORKDIR /app
 USER 10100:10100
 EXPOSE 8080
@@ -15,5 +15,6 @@ COPY images/service/entrypoint /usr/local/bin/corral-entrypoint
 COPY package.json package-lock.json tsconfig.json /app/
 COPY bin /app/bin
 COPY policies /app/policies
+COPY environments /app/environments
 COPY examples /app/examples
 COPY src /app/src

@@ -130,6 +130,13 @@ export const ConfigSchema = z.object({
   /** Sandbox. */
   DOCKER_HOST: z.string().optional(),
   CORRAL_SANDBOX_IMAGE: z.string().default('corral/sandbox:latest'),
+  /** Further images environments may name (comma-separated); the docker gate lets the worker create containers of these only. */
+  CORRAL_SANDBOX_IMAGES: z
+    .string()
+    .default('corral/sandbox-node:latest')
+    .transform((s) => [...new Set(s.split(',').map((x) => x.trim()).filter(Boolean))]),
+  /** Disk kept for cached setup results (environments with `cache`), per worker host; least recently used go first. */
+  CORRAL_SETUP_CACHE_MB: z.coerce.number().int().min(0).default(2048),
   /**
    * The isolation class of runs that do not ask for one (limits.isolation): `runc` (namespaces and
    * corral's seccomp profile on the host kernel), `gvisor` (gVisor's runsc: a user-space kernel between
@@ -249,6 +256,8 @@ export const ConfigSchema = z.object({
   CORRAL_POLICY_DIR: z.string().default('./policies'),
   /** Run templates (NAME.md with front matter and {{param}} placeholders); a missing directory is an empty library. */
   CORRAL_TEMPLATES_DIR: z.string().default('./templates'),
+  /** The environment catalogue (NAME.yaml); `default` exists without a file. */
+  CORRAL_ENVIRONMENT_DIR: z.string().default('./environments'),
   CORRAL_CLASSIFIER: bool(true),
   CORRAL_CLASSIFIER_TIMEOUT_MS: int(20_000),
   CORRAL_RISK_DENY_AT: z.coerce.number().min(0).max(3).default(2.5),

@@ -21,6 +21,9 @@ import { OpenAIModel } from './llm/openai-model';
 import { ReplayModel, loadReplay, replayFromEvents } from './llm/replay-model';
 import { readJsonl } from './report/jsonl-sink';
 import { Classifier } from './policy/classifier';
+import { loadEnvironments } from './environments/load-environments';
+import { SetupCache } from './environments/setup-cache';
+import type { EgressTestHooks } from './sandbox/egress-test-hooks';
 import { loadPolicies } from './policy/load-policy';
 import type { ApiDeps } from './api/api-deps';
 import { loadTemplates } from './api/load-templates';
@@ -147,7 +150,13 @@ async function quitRedis(r: Redis): Promise<void> {
   r.disconnect();
 }
 
-export async function startCorral(config: Config, roles: CorralRoles, log: WorkerLog = jsonLog('corral')): Promise<StartedCorral> {
+/** What only tests pass in (never set from configuration). */
+export interface CorralExtras {
+  /** Egress overrides: test DNS servers, exempt loopback addresses (sandbox/egress-test-hooks.ts). */
+  egressTestHooks?: EgressTestHooks;
+}
+
+export async function startCorral(config: Config, roles: CorralRoles, log: WorkerLog = jsonLog('corral'), extras: CorralExtras = {}): Promise<StartedCorral> {
   const workerId = config.CORRAL_WORKER_ID ?? `${hostname()}-${process.pid}`;
   // Shutdown steps run in reverse order of start, each bounded: a step that hangs (a Redis that is
   // paused, a Docker engine that does not answer) is logged and left behind, and the next one runs.
@@ -169,6 +178,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     await closeGroup('base', steps);
   };
   const policies = loadPolicies(config.CORRAL_POLICY_DIR);
+  const environments = loadEnvironments(config.CORRAL_ENVIRONMENT_DIR, config);
   const templates = roles.api ? loadTemplates(config.CORRAL_TEMPLATES_DIR) : [];
   const auth = loadTenantAuth(config); // before anything starts: a bad token list fails fast
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, lazyConnect: true });
@@ -206,7 +216,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         : undefined;
       if (!classifier) log('risk classifier off: calls the policy does not settle go to approval, or are refused when the run is unattended');
       const docker = createDockerClient(config);
-      const sandboxes = createSandboxProvider(config, { docker, log });
+      const sandboxes = createSandboxProvider(config, { docker, log, ...(extras.egressTestHooks ? { egressTestHooks: extras.egressTestHooks } : {}) });
       dockerPing = () => docker.ping();
       const subscriber = redis.duplicate();
       onClose('redis subscriber', () => quitRedis(subscriber));
@@ -219,7 +229,8 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const worker = await startWorker({
         config, sandboxes, store, metrics, workerId, clock: Date.now, log,
         modelFor: withReplays(config, models.modelFor),
-        policyNames: [...policies.keys()],
+        policyNames: [...policies.keys()], environments,
+        setupCache: new SetupCache(resolve(config.CORRAL_DATA_DIR), config.CORRAL_SETUP_CACHE_MB * 1024 * 1024),
         gateFor: (approvals) => new PolicyGate({ policies, approvals, ...(classifier ? { classifier } : {}) }),
         queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,
         sandboxReady: () => sandboxes.ping(), dockerRetries: config.CORRAL_DOCKER_RETRIES, dockerBackoffMs: config.CORRAL_DOCKER_BACKOFF_MS,
@@ -298,7 +309,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       sweepUploads();
       onClose('upload sweeper', async () => clearInterval(uploadSweeper));
       const apiDeps: ApiDeps = {
-        config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], templates, schedules,
+        config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], environments, templates, schedules,
         quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis), uploads,
         log: (msg, fields) => log(msg, fields), operatorTenants: config.CORRAL_OPERATOR_TENANTS,
         readyChecks: dockerPing ? { docker: dockerPing, ...gateReadyCheck(config.DOCKER_HOST) } : {},

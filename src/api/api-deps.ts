@@ -1,6 +1,7 @@
 /** What buildApp needs: ports and stores made by the composition root (main.ts), never clients it makes itself. */
 import type { Queue } from 'bullmq';
 import type { Config } from '../config';
+import type { Environment } from '../domain/environment';
 import type { IdempotencyStore } from '../queue/idempotency';
 import type { RunMetrics } from '../queue/run-metrics';
 import type { RunStore } from '../queue/run-store';
@@ -24,6 +25,8 @@ export interface ApiDeps {
   clock: () => number;
   /** Names of the loaded policies; a run naming another is refused with 400. */
   policyNames: readonly string[];
+  /** The environment catalogue (CORRAL_ENVIRONMENT_DIR); absent: only the built-in `default`. */
+  environments?: ReadonlyMap<string, Environment>;
   /** The run templates (CORRAL_TEMPLATES_DIR); each one's examples are admitted when the app becomes ready. */
   templates?: readonly RunTemplate[];
   /** Uploaded workspaces (PUT /v1/workspaces); absent: that route is not served. */

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import type { Config } from '../config';
+import { builtInDefault, type Environment } from '../domain/environment';
 import type { RunSpec } from '../domain/run-spec';
 import { contractForSpec } from '../domain/task-contract';
 import { resolveLimits } from '../sandbox/limits';
@@ -19,7 +20,13 @@ export const RunPlan = z.object({
   cannotDo: z.array(z.string()),
   doneChecks: z.array(z.string()).meta({ description: 'commands run in the sandbox when the model says it is done' }),
   doneCriteria: z.array(z.string()),
-  egress: z.array(z.string()).meta({ description: 'names the sandbox may reach (empty: no network)' }),
+  egress: z.array(z.string()).meta({ description: 'names the agent may reach (empty: no network): the run\'s own allowlist, else its environment\'s default' }),
+  environment: z.object({
+    name: z.string(), image: z.string(),
+    setup: z.array(z.string()).meta({ description: 'the setup phase\'s commands, run before the first model call' }),
+    setupEgress: z.array(z.string()).meta({ description: 'where the setup phase may connect; closed before the agent starts' }),
+    cached: z.boolean().meta({ description: 'whether setup\'s result is cached (keyed by the tenant, the environment and its lockfiles)' }),
+  }),
   limits: z.object({ memoryMb: z.number(), cpus: z.number(), pids: z.number(), workspaceMb: z.number(), execTimeoutS: z.number(), isolation: z.string() }),
   budgets: z.record(z.string(), z.number()),
   policy: z.string(),
@@ -31,10 +38,11 @@ export const RunPlan = z.object({
 export type RunPlan = z.infer<typeof RunPlan>;
 
 /** The plan of an admitted spec (the caller has already run every submission check on it). */
-export function planRun(spec: RunSpec, config: Config): RunPlan {
+export function planRun(spec: RunSpec, config: Config, environments?: ReadonlyMap<string, Environment>): RunPlan {
   const tools = toolsFor(config).map((t) => t.name);
   const contract = contractForSpec(spec, tools);
-  const limits = resolveLimits(spec.limits, config);
+  const env = environments?.get(spec.environment) ?? builtInDefault(config);
+  const limits = resolveLimits({ ...env.limits, ...spec.limits }, config);
   return {
     dryRun: true,
     accepted: true,
@@ -43,7 +51,8 @@ export function planRun(spec: RunSpec, config: Config): RunPlan {
     cannotDo: contract.cannotDo,
     doneChecks: contract.doneMeans.flatMap((d) => (d.kind === 'check' ? [d.command] : [])),
     doneCriteria: contract.doneMeans.flatMap((d) => (d.kind === 'criterion' ? [d.text] : [])),
-    egress: spec.egress.allow,
+    egress: spec.egress ? spec.egress.allow : env.egress,
+    environment: { name: env.name, image: env.image, setup: env.setup.commands, setupEgress: env.setup.egress, cached: env.cache !== false },
     limits: { ...limits, isolation: limits.isolation ?? `server default (${config.CORRAL_SANDBOX_RUNTIME})` },
     budgets: { ...spec.budgets },
     policy: spec.policy,

@@ -54,7 +54,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     },
   }, async (req, reply) => {
     const spec = await checkSpec(deps, req.body, req.tenant);
-    if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') return reply.status(200).send(planRun(spec, deps.config));
+    if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') return reply.status(200).send(planRun(spec, deps.config, deps.environments));
     const rawKey = req.headers[idemHeader];
     const key = rawKey === undefined ? undefined : parseInput(IdempotencyKeyHeader, Array.isArray(rawKey) ? rawKey.join(',') : rawKey, 'header Idempotency-Key');
     const r = await submitRun(deps, req.tenant, spec, key);

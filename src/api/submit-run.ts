@@ -6,6 +6,7 @@
  */
 import type { Queue } from 'bullmq';
 import type { Config } from '../config';
+import type { Environment } from '../domain/environment';
 import { CorralError, InvalidInputError } from '../domain/errors';
 import { admitSpec, type AdmissionContext, type UploadLookup } from '../domain/admit-spec';
 import { RunSpec } from '../domain/run-spec';
@@ -26,6 +27,7 @@ export interface SubmitDeps {
   newRunId: () => string;
   clock: () => number;
   policyNames: readonly string[];
+  environments?: ReadonlyMap<string, Environment>;
   /** Uploaded workspaces: a spec naming workspace.id is checked against them. */
   uploads?: UploadLookup;
 }
@@ -50,10 +52,10 @@ export async function checkReplaySource(deps: Pick<SubmitDeps, 'store'>, runId: 
 }
 
 /** What admitSpec checks against on this server; `label` goes before each message ("body: "). */
-export function admission(deps: Pick<SubmitDeps, 'config' | 'policyNames' | 'uploads'>, label: string, tenant: string): AdmissionContext {
+export function admission(deps: Pick<SubmitDeps, 'config' | 'policyNames' | 'uploads' | 'environments'>, label: string, tenant: string): AdmissionContext {
   return {
     config: deps.config, policyNames: deps.policyNames, toolNames: toolsFor(deps.config).map((t) => t.name), label,
-    tenant, ...(deps.uploads ? { uploads: deps.uploads } : {}),
+    tenant, ...(deps.uploads ? { uploads: deps.uploads } : {}), ...(deps.environments ? { environments: deps.environments } : {}),
   };
 }
 

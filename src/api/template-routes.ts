@@ -74,7 +74,7 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: ApiDeps, docs
     const body = parseInput(TemplateRunBody, req.body, 'body');
     const rendered = renderTemplate(t, body.params);
     const spec = await checkSpec(deps, body.workspace === undefined ? rendered : { ...rendered, workspace: body.workspace }, req.tenant);
-    if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') return reply.status(200).send(planRun(spec, deps.config));
+    if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') return reply.status(200).send(planRun(spec, deps.config, deps.environments));
     const rawKey = req.headers['idempotency-key'];
     const key = rawKey === undefined ? undefined : parseInput(IdempotencyKeyHeader, Array.isArray(rawKey) ? rawKey.join(',') : rawKey, 'header Idempotency-Key');
     const r = await submitRun(deps, req.tenant, spec, key);

@@ -46,7 +46,17 @@ export function renderEvent(e: RunEvent): string | null {
     case 'run.started':
       return `▶ ${e.runId} started on ${e.workerId} — model: ${e.model}; policy: ${e.policy}; approvals: ${e.approvals ? 'on' : 'off (unattended)'}`;
     case 'sandbox.ready':
-      return `  sandbox ${e.containerId.slice(0, 12)} ready in ${e.ms} ms (${e.isolation === 'gvisor' ? 'gVisor, ' : ''}${e.egressAllow.length ? `egress: ${e.egressAllow.join(', ')}` : 'no network'})`;
+      return `  sandbox ${e.containerId.slice(0, 12)} ready in ${e.ms} ms (${e.environment ? `environment ${e.environment}, ` : ''}${e.isolation === 'gvisor' ? 'gVisor, ' : ''}${e.egressAllow.length ? `egress: ${e.egressAllow.join(', ')}` : 'no network'})`;
+    case 'setup.started':
+      return `  setup of ${e.environment}: ${e.cache === 'hit' ? 'cached result restored, commands skipped' : `${e.commands} command(s)`}${e.egressAllow.length && e.cache !== 'hit' ? ` (egress: ${e.egressAllow.join(', ')})` : ''}`;
+    case 'setup.command':
+      return `    setup ${e.index}: ${clip(e.command, 100)} → ${e.timedOut ? 'TIMED OUT' : e.exitCode === 0 ? 'ok' : `FAILED (exit ${e.exitCode ?? 'none'})`} in ${(e.ms / 1000).toFixed(1)} s`;
+    case 'setup.finished':
+      return e.ok
+        ? `  setup done in ${(e.ms / 1000).toFixed(1)} s${e.baselineFiles !== undefined ? ` (${e.baselineFiles} file(s) in the baseline${e.cached ? `, ${e.cached}` : ''})` : ''}${e.note ? ` — ${clip(e.note, 160)}` : ''}`
+        : `  SETUP FAILED: ${clip(e.reason ?? '', 300)}`;
+    case 'egress.narrowed':
+      return `  egress for the agent: ${e.allow.length ? e.allow.join(', ') : 'none'} (${e.connectionsClosed} open connection(s) closed)`;
     case 'model.response': {
       const say = e.content ? ` “${clip(e.content, 90)}”` : '';
       return `  model turn ${e.turn}${say}${e.toolCalls.length ? '' : ' (final answer)'}`;

@@ -15,7 +15,7 @@ export { Refusal, checkCreate, checkExec, type GatePolicy } from './rules';
 
 export function policyFromConfig(config: Config, o: { images?: string[]; key?: Buffer; egressRoot?: string } = {}): GatePolicy {
   return {
-    images: o.images ?? [config.CORRAL_SANDBOX_IMAGE],
+    images: o.images ?? [...new Set([config.CORRAL_SANDBOX_IMAGE, ...config.CORRAL_SANDBOX_IMAGES])],
     runtimes: ['runc', config.CORRAL_GVISOR_RUNTIME],
     queue: config.CORRAL_QUEUE,
     egressRoot: o.egressRoot ?? config.CORRAL_EGRESS_DIR ?? defaultEgressRoot(),

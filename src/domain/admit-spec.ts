@@ -7,7 +7,8 @@
  *   1. resource limits and the isolation class within the server's maxima (CORRAL_MAX_*);
  *   2. budgets within the operator's ceiling (CORRAL_MAX_BUDGET_*);
  *   3. the egress allowlist under the server's rules (wildcards on or off);
- *   4. a policy this server has;
+ *   4. a policy this server has, and an environment it has (whose limits are the run's defaults, and
+ *      whose default egress is the agent's when the run names none);
  *   5. the task contract (sections, allowed tools this server offers);
  *   6. an uploaded workspace tar, entry by entry: an archive the sandbox would take, with names that
  *      satisfy WorkspacePath like inline files' (the sandbox drops "." segments; the schema refuses them);
@@ -22,6 +23,7 @@ import { checkBudgets } from '../run/budget-limits';
 import { readCheckedTar } from '../sandbox/archive';
 import { checkEgressAllow } from '../sandbox/egress-allowlist';
 import { resolveLimits, type ResolvedLimits } from '../sandbox/limits';
+import { builtInDefault, type Environment } from './environment';
 import { CorralError, InvalidInputError } from './errors';
 import { WorkspacePath, type RunSpec } from './run-spec';
 import { contractForSpec, type TaskContract } from './task-contract';
@@ -32,6 +34,8 @@ export interface AdmissionContext {
   policyNames: readonly string[];
   /** The tools this server offers. */
   toolNames: readonly string[];
+  /** The environment catalogue (environments/*.yaml); absent: only the built-in `default`. */
+  environments?: ReadonlyMap<string, Environment>;
   /** Put before each message, e.g. "body: " at the API; "" in the worker. */
   label?: string;
   /** Where uploads are kept (PUT /v1/workspaces), and whose run this is; without them a workspace.id is refused. */
@@ -56,6 +60,9 @@ export interface Admitted {
   spec: RunSpec;
   limits: ResolvedLimits;
   contract: TaskContract;
+  environment: Environment;
+  /** The agent phase's egress allowlist: the run's own, else its environment's default. */
+  egress: string[];
   /** The upload a workspace.id names, on this host's disk. */
   upload?: FoundUpload;
 }
@@ -63,16 +70,22 @@ export interface Admitted {
 /** Checks a parsed spec for running here; throws InvalidInputError naming the field (its message after `label`). */
 export async function admitSpec(spec: RunSpec, ctx: AdmissionContext): Promise<Admitted> {
   try {
-    const limits = resolveLimits(spec.limits, ctx.config);
+    const environments = ctx.environments ?? new Map([['default', builtInDefault(ctx.config)]]);
+    const environment = environments.get(spec.environment);
+    if (!environment) {
+      throw new InvalidInputError(`environment: unknown environment "${spec.environment}" (this server has: ${[...environments.keys()].join(', ')})`, 'environment');
+    }
+    const limits = resolveLimits({ ...environment.limits, ...spec.limits }, ctx.config);
     checkBudgets(spec.budgets, ctx.config);
-    checkEgressAllow(spec.egress.allow, ctx.config);
+    if (spec.egress) checkEgressAllow(spec.egress.allow, ctx.config);
+    const egress = spec.egress ? spec.egress.allow : environment.egress;
     if (!ctx.policyNames.includes(spec.policy)) {
       throw new InvalidInputError(`policy: unknown policy "${spec.policy}" (this server has: ${ctx.policyNames.join(', ')})`, 'policy');
     }
     const contract = contractForSpec(spec, ctx.toolNames);
     if (spec.workspace.tarBase64 !== undefined) await checkTar(spec.workspace.tarBase64, limits.workspaceMb);
     const upload = spec.workspace.id !== undefined ? await findUpload(spec.workspace.id, limits.workspaceMb, ctx) : undefined;
-    return { spec, limits, contract, ...(upload ? { upload } : {}) };
+    return { spec, limits, contract, environment, egress, ...(upload ? { upload } : {}) };
   } catch (err) {
     if (!ctx.label || !(err instanceof InvalidInputError)) throw err;
     const { field: _field, ...details } = err.details ?? {};

@@ -19,6 +19,7 @@ export const ERROR_CODES = [
   'policy_invalid',
   'policy_refused',
   'run_failed',
+  'setup_failed',
   'worker_lost',
   'cancelled',
   'internal',
@@ -83,6 +84,7 @@ export function codeForOutcome(outcome: string, errorCode?: ErrorCode): ErrorCod
     case 'timed_out': return 'limit_exceeded';
     case 'policy_aborted': return 'policy_refused';
     case 'failed': return 'run_failed';
+    case 'setup_failed': return 'setup_failed';
     default: return errorCode ?? 'internal';
   }
 }

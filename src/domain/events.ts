@@ -12,10 +12,11 @@ import type { SubRunNode } from './subrun';
  * How a run ended, one typed set: `succeeded`; `failed` (its done checks did not pass); `budget_exhausted`
  * (LLM calls, tool calls, tokens or cost ran out); `timed_out` (the wall-time budget); `policy_aborted`
  * (the model kept asking for blocked calls); `cancelled`; `error` (infrastructure, a malformed job, or a
- * model that keeps sending malformed calls). Every end carries a reason.
+ * model that keeps sending malformed calls); `setup_failed` (a command of the environment's setup phase
+ * failed: the agent never started). Every end carries a reason.
  */
-export type RunOutcome = 'succeeded' | 'failed' | 'budget_exhausted' | 'policy_aborted' | 'cancelled' | 'timed_out' | 'error';
-export const RUN_OUTCOMES: readonly RunOutcome[] = ['succeeded', 'failed', 'budget_exhausted', 'policy_aborted', 'cancelled', 'timed_out', 'error'];
+export type RunOutcome = 'succeeded' | 'failed' | 'budget_exhausted' | 'policy_aborted' | 'cancelled' | 'timed_out' | 'setup_failed' | 'error';
+export const RUN_OUTCOMES: readonly RunOutcome[] = ['succeeded', 'failed', 'budget_exhausted', 'policy_aborted', 'cancelled', 'timed_out', 'setup_failed', 'error'];
 
 /** `awaiting_children`: the run delegated to sub-runs and waits for them without a worker slot or a sandbox. */
 export type RunStatus = 'queued' | 'running' | 'awaiting_approval' | 'awaiting_children' | RunOutcome;
@@ -31,7 +32,17 @@ export type RunEventBody =
     /** Set for a sub-run: the run and the delegate call it answers, and its depth (1 = child of a top-level run). */
     parent?: { runId: string; callId: string; depth: number };
   }
-  | { type: 'sandbox.ready'; containerId: string; image: string; ms: number; egressAllow: string[]; isolation?: 'runc' | 'gvisor' }
+  | { type: 'sandbox.ready'; containerId: string; image: string; ms: number; egressAllow: string[]; isolation?: 'runc' | 'gvisor'; environment?: string }
+  /** The environment's setup phase (environments/setup-phase.ts): `cache` hit skips the commands. */
+  | { type: 'setup.started'; environment: string; commands: number; egressAllow: string[]; cache: 'hit' | 'miss' | 'off'; key?: string }
+  | { type: 'setup.command'; index: number; command: string; exitCode: number | null; timedOut: boolean; ms: number; output: string; truncated: boolean }
+  | {
+    type: 'setup.finished'; ok: boolean; ms: number; reason?: string;
+    /** What setup wrote (or the cache restored): files added to the patch's baseline, and the capture's size. */
+    baselineFiles?: number; bytes?: number; cached?: 'stored' | 'restored' | 'not stored'; note?: string;
+  }
+  /** The egress allowlist changed for the agent phase: connections open then were closed. */
+  | { type: 'egress.narrowed'; allow: string[]; connectionsClosed: number; proxyKilled: boolean }
   | {
     type: 'model.response'; turn: number; content: string | null; toolCalls: ModelToolCall[]; usage: ModelUsage; costUsd: number; ms: number; model: string; finishReason: string;
     /** With model routing: the model asked for, its tier, the rule that chose the strong one, and what the turn would have cost on the strong model. */

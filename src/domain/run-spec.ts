@@ -116,6 +116,8 @@ export const MAX_INLINE_WORKSPACE_BYTES = 4 * 1024 * 1024;
 /** An uploaded workspace's id (PUT /v1/workspaces): `ws_` and the SHA-256 of its clean tar. */
 export const WORKSPACE_ID = /^ws_[0-9a-f]{64}$/;
 export const MAX_WORKSPACE_TAR_BYTES = 8 * 1024 * 1024;
+/** An environment's name (environments/NAME.yaml). */
+export const ENVIRONMENT_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
 export const RunSpec = z
   .object({
@@ -159,7 +161,13 @@ export const RunSpec = z
     policy: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'must be a policy name such as "default"').default('default'),
     /** true: an "ask" decision waits for a human; false (unattended): every "ask" is a deny. */
     approvals: z.boolean().default(false),
-    egress: z.object({ allow: z.array(EgressPattern).max(100).default([]) }).strict().default({ allow: [] }),
+    /**
+     * Where the agent may connect (through the run's proxy). Absent: its environment's default egress
+     * (none for `default`); `{ allow: [] }`: none, whatever the environment says.
+     */
+    egress: z.object({ allow: z.array(EgressPattern).max(100).default([]) }).strict().optional(),
+    /** The environment the sandbox starts from (image, setup phase, cache): a name from GET /v1/environments. */
+    environment: z.string().regex(ENVIRONMENT_NAME, 'must be an environment name such as "node"').default('default'),
     limits: RunLimits.default({}),
     budgets: RunBudgets.default({ llmCalls: 30, toolCalls: 50, tokens: 2_000_000, wallTimeS: 600, costUsd: 1 }),
     /**

@@ -143,6 +143,29 @@ export interface LeasedSandbox extends Sandbox {
   dispose(): Promise<void>;
   /** Tells the egress proxy which tool call runs now (null: none), so connections are attributed to it. */
   noteToolCall?(callId: string | null): void;
+  /** What an environment's setup phase needs (environments/setup-phase.ts); absent in fakes without one. */
+  setup?: SetupFacet;
+}
+
+/** The steps of a setup phase that only the sandbox adapter can take. */
+export interface SetupFacet {
+  /**
+   * Ends the setup phase: every process of the agent's uid is killed (nothing setup started outlives
+   * it), then the egress proxy's allowlist becomes `allow` and every connection open now is closed.
+   */
+  endSetup(allow: string[]): Promise<{ connectionsClosed: number; proxyKilled: boolean }>;
+  /** The sandbox's clock (seconds since the epoch, as `date +%s.%N` prints it): what capture() compares ctimes with. */
+  clock(): Promise<string>;
+  /**
+   * Streams to `dest` an uncompressed tar (names relative to /: `workspace/…`, `home/agent/…`) of
+   * every entry under /workspace and the agent's home whose inode changed after `since` — what setup
+   * wrote. SandboxError(limit_exceeded) past `maxBytes`.
+   */
+  capture(since: string, dest: string, maxBytes: number, signal?: AbortSignal): Promise<{ bytes: number }>;
+  /** Extracts a capture (from this tenant's cache) into the sandbox, as the agent's user. */
+  restore(path: string, signal?: AbortSignal): Promise<void>;
+  /** Adds a capture's workspace files to the patch's baseline: what setup wrote is not the agent's change. */
+  rebaseline(path: string): Promise<{ files: number }>;
 }
 
 export interface SandboxRequest {
@@ -165,8 +188,17 @@ export interface SandboxRequest {
    */
   baseline?: { files: Record<string, string>; seedTar?: Buffer; seedFile?: string };
   limits: { memoryMb: number; cpus: number; pids: number; workspaceMb: number; isolation?: IsolationClass };
-  /** Allowed egress names; empty = no network at all. */
+  /** The sandbox image (an environment's); absent: the server's CORRAL_SANDBOX_IMAGE. */
+  image?: string;
+  /** Extra variables in every process of the sandbox (an environment's `env`). */
+  env?: Record<string, string>;
+  /** Allowed egress names; empty = no network at all (unless egressProxy). */
   egressAllow: string[];
+  /**
+   * Start the egress proxy even with an empty allowlist: a setup phase's allowlist is replaced by the
+   * agent's when it ends (SetupFacet.endSetup), and the agent's may be the wider one.
+   */
+  egressProxy?: boolean;
   /** Receives egress attempts one by one (the first few of each kind; repeats arrive as aggregates). */
   onEgress?: (attempt: EgressAttempt) => void;
   /** Receives aggregated repeats, the proxy's start, failure and stop, and the run's egress totals. */

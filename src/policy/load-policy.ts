@@ -7,7 +7,8 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
+import { LineCounter, parseDocument, type Document } from 'yaml';
+import { lineOf } from '../domain/yaml-lines';
 import { globToRegExp } from './path-glob';
 import { pathRuleMatches } from './path-check';
 import { PolicyError } from './policy-error';
@@ -15,13 +16,6 @@ import { PolicyFileSchema, type Policy } from './policy-schema';
 import { commandRuleFiresOn, effectFiresOn, envRuleFiresOn, evaluateStatic } from './evaluate-static';
 import { absRuleGlob } from './path-check';
 
-function lineOf(doc: Document, lc: LineCounter, path: ReadonlyArray<PropertyKey>): number | undefined {
-  for (let n = path.length; n >= 0; n--) {
-    const node = doc.getIn(path.slice(0, n) as unknown[], true);
-    if (isNode(node) && node.range) return lc.linePos(node.range[0]).line;
-  }
-  return undefined;
-}
 
 function where(file: string, line: number | undefined, rule?: string): string {
   return `${file}${line ? `:${line}` : ''}${rule ? ` rule "${rule}"` : ''}`;

@@ -15,7 +15,7 @@ import { blockquote, codeSpan, escapeInline, fenced } from './markdown-escape';
 import { modelsSection, subRunSection } from './subrun-section';
 import { summarizeRun, type RunSummary, type Tally } from './summarize-run';
 import { approvalsSection, deniedCallsSection, toolCallsSection, toolsUsedSection } from './tool-sections';
-import { artifactsSection, doneChecksSection, egressSection, filesChangedSection, needsReviewSection, notExportedSection } from './workspace-sections';
+import { artifactsSection, doneChecksSection, egressSection, filesChangedSection, needsReviewSection, notExportedSection, setupSection } from './workspace-sections';
 
 /** One distinct mark per outcome. */
 export const OUTCOME_MARKS: Readonly<Record<RunOutcome, string>> = {
@@ -24,6 +24,7 @@ export const OUTCOME_MARKS: Readonly<Record<RunOutcome, string>> = {
   budget_exhausted: '🪫',
   timed_out: '⏱',
   policy_aborted: '⛔',
+  setup_failed: '🧱',
   cancelled: '⏹',
   error: '💥',
 };
@@ -32,6 +33,7 @@ const SECTIONS: Array<[string, (s: RunSummary) => string]> = [
   ['Summary', header],
   ['Task', taskSection],
   ['Needs review', needsReviewSection],
+  ['Setup', setupSection],
   ['Budgets', budgetSection],
   ['Sub-runs', subRunSection],
   ['Models', modelsSection],
@@ -115,7 +117,9 @@ function status(s: RunSummary): string {
   const f = s.finished;
   if (!f) return `**run did not finish (log ends at seq ${s.lastSeq ?? 0})**`;
   const mark = OUTCOME_MARKS[f.outcome] ?? '❓';
-  return `${mark} **${escapeInline(String(f.outcome))}** — ${escapeInline(f.reason ?? '')}`;
+  // A reason of several lines (a failed setup's output) shows its first here; the section has the rest.
+  const [first = '', ...more] = (f.reason ?? '').split('\n');
+  return `${mark} **${escapeInline(String(f.outcome))}** — ${escapeInline(first)}${more.length ? ' …' : ''}`;
 }
 
 function reportedModels(s: RunSummary): string {

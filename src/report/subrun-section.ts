@@ -16,7 +16,7 @@ import { codeSpan, escapeInline, fenced, markdownTable } from './markdown-escape
 import type { RunSummary } from './summarize-run';
 
 /** The report's outcome marks (report-markdown.ts keeps the same set; not imported, to avoid a cycle). */
-const OUTCOME_MARKS: Readonly<Record<RunOutcome, string>> = { succeeded: '✅', failed: '❌', budget_exhausted: '🪫', timed_out: '⏱', policy_aborted: '⛔', cancelled: '⏹', error: '💥' };
+const OUTCOME_MARKS: Readonly<Record<RunOutcome, string>> = { succeeded: '✅', failed: '❌', budget_exhausted: '🪫', timed_out: '⏱', policy_aborted: '⛔', setup_failed: '🧱', cancelled: '⏹', error: '💥' };
 
 function use(u: RunUsage, b: Record<BudgetName, number>): string {
   return [

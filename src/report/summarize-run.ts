@@ -54,6 +54,8 @@ export interface RunSummary {
   context?: EventOf<'context.loaded'>;
   compactions: EventOf<'context.compacted'>[];
   doneChecks: EventOf<'done.check'>[];
+  /** The environment's setup phase, when it had one. */
+  setup: { started?: EventOf<'setup.started'>; commands: EventOf<'setup.command'>[]; finished?: EventOf<'setup.finished'>; narrowed?: EventOf<'egress.narrowed'> };
   memoryProposals: EventOf<'memory.proposed'>[];
   /** The last workspace.changes event (the final state of the workspace). */
   workspaceChanges?: EventOf<'workspace.changes'>;
@@ -107,6 +109,7 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
     finishReasons: [],
     compactions: [],
     doneChecks: [],
+    setup: { commands: [] },
     memoryProposals: [],
     calls: [],
     egress: [],
@@ -175,6 +178,10 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
       case 'context.loaded': s.context ??= e; break;
       case 'context.compacted': s.compactions.push(e); break;
       case 'done.check': s.doneChecks.push(e); break;
+      case 'setup.started': s.setup.started = e; break;
+      case 'setup.command': s.setup.commands.push(e); break;
+      case 'setup.finished': s.setup.finished = e; break;
+      case 'egress.narrowed': s.setup.narrowed = e; break;
       case 'memory.proposed': s.memoryProposals.push(e); break;
       case 'workspace.changes': s.workspaceChanges = e; break;
       case 'artifact': s.artifacts.push(e); break;

@@ -9,7 +9,7 @@
  */
 import type { NotExportedCode } from '../domain/sandbox';
 import { showName } from '../domain/export-names';
-import { codeSpan, escapeInline, markdownTable } from './markdown-escape';
+import { codeSpan, escapeInline, fenced, markdownTable } from './markdown-escape';
 import type { RunSummary } from './summarize-run';
 
 const name = (p: string) => codeSpan(showName(p));
@@ -159,4 +159,29 @@ export function artifactsSection(s: RunSummary): string {
   if (!s.artifacts.length) return '## Artifacts\n\nNo artifacts recorded.';
   const rows = s.artifacts.map((a) => [escapeInline(a.name), codeSpan(a.path), a.bytes.toLocaleString('en-US')]);
   return ['## Artifacts', '', markdownTable(['Name', 'Path', 'Bytes'], ['l', 'l', 'r'], rows)].join('\n');
+}
+
+/** The environment's setup phase: each command, its exit and (when it failed) its output's tail; the egress change. */
+export function setupSection(s: RunSummary): string {
+  const { started, commands, finished, narrowed } = s.setup;
+  if (!started) return '';
+  const parts: string[] = ['## Setup'];
+  const cache = started.cache === 'hit' ? 'a cached result was restored; the commands did not run' : started.cache === 'miss' ? 'nothing cached for this key yet' : 'not cached';
+  parts.push(`Environment ${codeSpan(started.environment)}: ${started.commands} command${started.commands === 1 ? '' : 's'}; ${cache}. Setup egress: ${started.egressAllow.length ? started.egressAllow.map(codeSpan).join(', ') : 'none'}.`);
+  if (commands.length) {
+    parts.push(markdownTable(['#', 'Command', 'Result', 'Time'], ['r', 'l', 'l', 'r'], commands.map((c) => [
+      String(c.index), codeSpan(c.command.trim().replace(/\s*\n\s*/g, ' ⏎ ')), c.timedOut ? '⏱ **timed out**' : c.exitCode === 0 ? '✅ exit 0' : `❌ **exit ${c.exitCode ?? 'none'}**`, `${(c.ms / 1000).toFixed(1)} s`,
+    ])));
+    const bad = commands.find((c) => c.timedOut || c.exitCode !== 0);
+    if (bad?.output) parts.push(`Output of command ${bad.index} (its end):`, fenced(bad.output));
+  }
+  if (finished) {
+    const baseline = finished.baselineFiles !== undefined ? ` ${finished.baselineFiles} file${finished.baselineFiles === 1 ? '' : 's'} setup wrote are the patch's baseline (not the agent's change).` : '';
+    const cached = finished.cached ? ` Cache: ${finished.cached}.` : '';
+    parts.push(finished.ok ? `Setup finished in ${(finished.ms / 1000).toFixed(1)} s.${baseline}${cached}${finished.note ? ` ${escapeInline(finished.note)}` : ''}` : '**Setup failed**: the agent never started.');
+  }
+  if (narrowed) {
+    parts.push(`Before the agent's first call, egress became ${narrowed.allow.length ? narrowed.allow.map(codeSpan).join(', ') : 'none'}; ${narrowed.connectionsClosed} connection${narrowed.connectionsClosed === 1 ? '' : 's'} open then ${narrowed.connectionsClosed === 1 ? 'was' : 'were'} closed${narrowed.proxyKilled ? ' (the proxy did not confirm and was stopped)' : ''}.`);
+  }
+  return parts.join('\n\n');
 }

@@ -83,6 +83,8 @@ export interface ContainerSpecInput {
   /** Host directory holding the run's egress socket; absent = no egress at all. */
   egressDir?: string;
   image: string;
+  /** An environment's variables, after corral's own. */
+  extraEnv?: Record<string, string> | undefined;
   isolation: IsolationClass;
   /** The engine's runtime name for gVisor (CORRAL_GVISOR_RUNTIME). */
   gvisorRuntime: string;
@@ -183,7 +185,7 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     Entrypoint: [],
     User: `${input.slot.initUid}:${input.slot.initUid}`,
     WorkingDir: WORKSPACE_DIR,
-    Env: sandboxEnv(egress),
+    Env: [...sandboxEnv(egress), ...Object.entries(input.extraEnv ?? {}).map(([k, v]) => `${k}=${v}`)],
     Hostname: 'sandbox',
     Labels: labels,
     NetworkDisabled: false,

@@ -8,7 +8,7 @@
  * the proxy and deletes the socket directory. Every failure on the way out of acquire() cleans up what
  * it made.
  */
-import { createReadStream } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,10 +17,11 @@ import type Docker from 'dockerode';
 import type { Config } from '../config';
 import { CancelledError, SandboxError } from '../domain/errors';
 import type {
-  ExecRequest, ExecResult, ExportTarget, FileContent, FileEntry, LeasedSandbox, SandboxProvider, SandboxRequest, WorkspaceExport, WriteOptions,
+  ExecRequest, ExecResult, ExportTarget, FileContent, FileEntry, LeasedSandbox, SandboxProvider, SandboxRequest, SetupFacet, WorkspaceExport, WriteOptions,
 } from '../domain/sandbox';
+import { killCall } from './call-kill';
 import { entriesFromFiles, packTar, readCheckedTar, type ArchiveEntry } from './archive';
-import { agentUser, containerSpec, sandboxEnv, WORKSPACE_DIR } from './container-spec';
+import { agentUser, containerSpec, HOME_DIR, sandboxEnv, WORKSPACE_DIR } from './container-spec';
 import { ContainerWatch, describeDeath } from './container-watch';
 import { toSandboxError } from './docker-error';
 import { startEgressProxy, type EgressProxyHandle } from './egress-proxy-host';
@@ -166,7 +167,7 @@ export class DockerSandboxProvider implements SandboxProvider {
     try {
       let egressDir: string | undefined;
       let proxyStarting: Promise<EgressProxyHandle> | undefined;
-      if (req.egressAllow.length > 0) {
+      if (req.egressAllow.length > 0 || req.egressProxy) {
         await mkdir(this.egressRoot, { recursive: true, mode: 0o711 });
         egressDir = await mkdtemp(join(this.egressRoot, 'r-'));
         const dir = egressDir;
@@ -191,6 +192,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         cleanup.push(async () => (await starting.catch(() => undefined))?.stop());
       }
 
+      const image = req.image ?? this.config.CORRAL_SANDBOX_IMAGE;
       const specFor = (slot: UidSlot) => containerSpec({
         runId: req.runId,
         workerId: req.workerId,
@@ -199,14 +201,17 @@ export class DockerSandboxProvider implements SandboxProvider {
         now: this.now(),
         limits,
         egressDir,
-        image: this.config.CORRAL_SANDBOX_IMAGE,
+        image,
+        extraEnv: req.env,
         isolation,
         gvisorRuntime: this.config.CORRAL_GVISOR_RUNTIME,
         slot,
       });
       let container: Docker.Container;
       let slot: UidSlot;
-      const pooled = egressDir === undefined ? (this.pool?.take(limits, false, req.deadline) ?? null) : null;
+      // The pool holds the default image only, with no extra variables.
+      const poolable = egressDir === undefined && image === this.config.CORRAL_SANDBOX_IMAGE && Object.keys(req.env ?? {}).length === 0;
+      const pooled = poolable ? (this.pool?.take(limits, false, req.deadline) ?? null) : null;
       if (pooled) {
         // A started sandbox of the default class, used by this run only and removed after it. It keeps
         // its name: the name is its uid slot's lease.
@@ -238,7 +243,9 @@ export class DockerSandboxProvider implements SandboxProvider {
         isolation,
         user: agentUser(slot),
         watch,
-        env: sandboxEnv(egressDir !== undefined),
+        env: [...sandboxEnv(egressDir !== undefined), ...Object.entries(req.env ?? {}).map(([k, v]) => `${k}=${v}`)],
+        seedCaps: fileCaps,
+        ...(proxy ? { proxy } : {}),
         maxOutputBytes: this.config.CORRAL_MAX_OUTPUT_BYTES,
         exportCaps: {
           maxFileBytes: this.config.CORRAL_EXPORT_MAX_FILE_MB * mb,
@@ -278,6 +285,10 @@ interface DockerSandboxOptions {
   seed: Map<string, FileSide>;
   dispose: () => Promise<void>;
   noteToolCall?: (callId: string | null) => void;
+  /** The run's egress proxy (setup narrows it). */
+  proxy?: EgressProxyHandle;
+  /** Caps of a capture's index (rebaseline): the workspace's own. */
+  seedCaps: { maxBytes: number; maxEntries: number };
 }
 
 class DockerSandbox implements LeasedSandbox {
@@ -286,6 +297,9 @@ class DockerSandbox implements LeasedSandbox {
   private disposed: Promise<void> | undefined;
   private oomKills = 0;
   private readonly internal: InternalExec;
+  /** Indexes of setup captures added to the baseline; closed at dispose. */
+  private readonly captures: SeedFileIndex[] = [];
+  readonly setup: SetupFacet;
 
   constructor(
     private readonly container: Docker.Container,
@@ -295,6 +309,83 @@ class DockerSandbox implements LeasedSandbox {
     this.isolation = o.isolation;
     this.internal = (argv, opts) =>
       runExec(this.container, { argv, env: this.o.env, user: this.o.user, died: this.o.watch, timeoutMs: INTERNAL_TIMEOUT_MS, headOnly: true, ...opts });
+    this.setup = {
+      endSetup: (allow) => this.endSetup(allow),
+      clock: () => this.clock(),
+      capture: (since, dest, maxBytes, signal) => this.capture(since, dest, maxBytes, signal),
+      restore: (path, signal) => this.extractFile(path, signal, '/'),
+      rebaseline: (path) => this.rebaseline(path),
+    };
+  }
+
+  /** Kills every process of the agent's uid (what setup left running), then narrows the proxy. */
+  private async endSetup(allow: string[]): Promise<{ connectionsClosed: number; proxyKilled: boolean }> {
+    this.assertLive();
+    // Age: ten years — every process the agent's uid has is younger.
+    if (!(await killCall(this.container, this.o.user, 10 * 365 * 86_400_000))) {
+      throw new SandboxError('sandbox_failed', 'ending the setup phase: the processes it started could not be stopped');
+    }
+    if (!this.o.proxy) return { connectionsClosed: 0, proxyKilled: false };
+    const r = await this.o.proxy.narrow(allow);
+    return { connectionsClosed: r.closed, proxyKilled: r.killed };
+  }
+
+  private async clock(): Promise<string> {
+    const o = await this.internal(['date', '+%s.%N'], { maxOutputBytes: 256 });
+    const t = o.stdout.headBuffer().toString('utf8').trim();
+    if (o.exitCode !== 0 || !/^\d+\.\d+$/.test(t)) throw new SandboxError('sandbox_failed', `the sandbox's clock: ${JSON.stringify(t.slice(0, 100))}`);
+    return t;
+  }
+
+  /**
+   * A tar of what changed under /workspace and the agent's home since `since` (inode change time, so
+   * a file setup rewrote counts, and one it merely read does not), streamed to `dest`.
+   */
+  private async capture(since: string, dest: string, maxBytes: number, signal?: AbortSignal): Promise<{ bytes: number }> {
+    this.assertLive();
+    if (!/^\d+\.\d+$/.test(since)) throw new SandboxError('sandbox_failed', `capture: bad time ${JSON.stringify(since)}`);
+    const out = createWriteStream(dest, { flags: 'wx', mode: 0o600 });
+    const finished = new Promise<void>((res, rej) => { out.once('finish', res); out.once('error', rej); });
+    const stop = new AbortController();
+    const all = signal ? AbortSignal.any([signal, stop.signal]) : stop.signal;
+    let bytes = 0;
+    let over = false;
+    const sink = {
+      write: (chunk: Buffer) => {
+        bytes += chunk.length;
+        if (bytes > maxBytes) {
+          if (!over) stop.abort();
+          over = true;
+          return true;
+        }
+        return out.write(chunk);
+      },
+      end: () => out.end(),
+      once: (event: 'drain', fn: () => void) => out.once(event, fn),
+    };
+    const dirs = [WORKSPACE_DIR, HOME_DIR].map((d) => d.replace(/^\//, ''));
+    const script = 'cd / && find "$@" -newerct "@$T" -print0 | tar --null --no-recursion -T - -cf - --format=pax';
+    const o = await runExec(this.container, {
+      argv: ['bash', '-c', `T=${since}; ${script}`, 'corral-capture', ...dirs],
+      env: this.o.env, user: this.o.user, died: this.o.watch, timeoutMs: 10 * INTERNAL_TIMEOUT_MS, headOnly: true, maxOutputBytes: 8192,
+      stdoutSink: sink, signal: all,
+    }).catch((err: unknown) => {
+      out.destroy();
+      throw err;
+    });
+    await finished.catch(() => undefined);
+    if (over) throw new SandboxError('limit_exceeded', `what setup wrote is larger than the cache's limit (${Math.round(maxBytes / 1048576)} MiB)`);
+    if (signal?.aborted) throw new CancelledError('the capture was cancelled');
+    if (o.exitCode !== 0 || o.timedOut) throw new SandboxError('sandbox_failed', `capturing what setup wrote failed (exit ${o.exitCode ?? 'none'}): ${o.stderr.text().trim().slice(0, 500)}`);
+    return { bytes };
+  }
+
+  /** Adds a capture's workspace files to the patch's baseline. */
+  private async rebaseline(path: string): Promise<{ files: number }> {
+    const index = await indexSeedFile(path, this.o.seedCaps, tmpdir(), { under: WORKSPACE_DIR.replace(/^\//, '') });
+    this.captures.push(index);
+    for (const [name, side] of index.sides) this.o.seed.set(name, side);
+    return { files: index.sides.size };
   }
 
   noteToolCall(callId: string | null): void {
@@ -392,26 +483,26 @@ class DockerSandbox implements LeasedSandbox {
 
   /** Removes the container and whatever the run had beside it; never rejects (a failed step is logged and left to the reaper). */
   dispose(): Promise<void> {
-    this.disposed ??= this.o.dispose();
+    this.disposed ??= this.o.dispose().finally(() => Promise.all(this.captures.map((c) => c.close().catch(() => undefined))));
     return this.disposed;
   }
 
   /** Extracts a checked, uncompressed tar file (streamed from disk, never read whole) into /workspace. */
-  async extractFile(path: string, signal?: AbortSignal): Promise<void> {
+  async extractFile(path: string, signal?: AbortSignal, dir = WORKSPACE_DIR): Promise<void> {
     const { size } = await stat(path);
     const source = createReadStream(path, { highWaterMark: 1024 * 1024 });
     try {
       // A minute, plus a second for every 20 MB (a loaded host writes a tmpfs at well over that).
-      await this.extract(source, signal, INTERNAL_TIMEOUT_MS + Math.ceil(size / (20 * 1024 * 1024)) * 1000);
+      await this.extract(source, signal, INTERNAL_TIMEOUT_MS + Math.ceil(size / (20 * 1024 * 1024)) * 1000, dir);
     } finally {
       source.destroy();
     }
   }
 
   /** Extracts a checked, uncompressed tar into /workspace through `tar -x` in the sandbox. */
-  async extract(tarData: Buffer | Readable, signal?: AbortSignal, timeoutMs = INTERNAL_TIMEOUT_MS): Promise<void> {
+  async extract(tarData: Buffer | Readable, signal?: AbortSignal, timeoutMs = INTERNAL_TIMEOUT_MS, dir = WORKSPACE_DIR): Promise<void> {
     const o: ExecOutcome = await this.internal(
-      ['tar', '-x', '-f', '-', '-C', WORKSPACE_DIR, '--no-same-owner', '--no-same-permissions', '--no-overwrite-dir'],
+      ['tar', '-x', '-f', '-', '-C', dir, '--no-same-owner', '--no-same-permissions', '--no-overwrite-dir'],
       { stdin: tarData, maxOutputBytes: 8192, signal, timeoutMs },
     );
     if (o.exitCode !== 0) {

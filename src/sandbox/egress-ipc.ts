@@ -43,6 +43,8 @@ export const ToProxy = z.discriminatedUnion('t', [
     flushMs: z.number().int().positive(),
   }).strict(),
   z.object({ t: z.literal('call'), callId: CallId }).strict(),
+  /** A setup phase ended: the agent's allowlist from now on; every open connection is closed. */
+  z.object({ t: z.literal('narrow'), allow: z.array(Str(300)).max(100) }).strict(),
   z.object({ t: z.literal('stop') }).strict(),
 ]);
 export type ToProxy = z.infer<typeof ToProxy>;
@@ -67,6 +69,7 @@ export const FromProxy = z.discriminatedUnion('t', [
     sample: Str(400), reason: Str(1000),
   }).strict(),
   z.object({ t: z.literal('stats'), stats: StatsSchema }).strict(),
+  z.object({ t: z.literal('narrowed'), closed: Count }).strict(),
 ]);
 export type FromProxy = z.infer<typeof FromProxy>;
 

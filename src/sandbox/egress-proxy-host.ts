@@ -43,6 +43,12 @@ export interface EgressProxyHandle {
   readonly socketPath: string;
   readonly pid: number;
   noteCall(callId: string | null): void;
+  /**
+   * Replaces the proxy's allowlist and closes every connection open now (a setup phase ended);
+   * resolves with how many were closed. A proxy that does not answer in time is killed: the run then
+   * has no egress at all, which is narrower still.
+   */
+  narrow(allow: string[]): Promise<{ closed: number; killed: boolean }>;
   /** Asks the proxy to stop (final totals arrive first), then kills it if it does not. */
   stop(): Promise<void>;
 }
@@ -50,6 +56,7 @@ export interface EgressProxyHandle {
 const FLUSH_MS = 1000;
 const READY_TIMEOUT_MS = 15_000;
 const STDERR_KEEP = 4096;
+const NARROW_TIMEOUT_MS = 5000;
 
 export function capsFromConfig(config: Config): EgressCaps {
   return {
@@ -111,6 +118,7 @@ export async function startEgressProxy(o: EgressProxyHostOptions): Promise<Egres
   let stopping = false;
   let failed = false;
   let stats: Extract<FromProxy, { t: 'stats' }>['stats'] | undefined;
+  let narrowed: ((closed: number) => void) | undefined;
   const send = (m: ToProxy) => {
     if (!pipe.destroyed && pipe.writable) pipe.write(encode(m));
   };
@@ -137,6 +145,7 @@ export async function startEgressProxy(o: EgressProxyHostOptions): Promise<Egres
       const { t: _t, ...rest } = m;
       o.onSummary({ ...rest, kind: 'aggregate', callId: call(m.callId) });
     }
+    else if (m.t === 'narrowed') narrowed?.(m.closed);
     else stats = m.stats;
   }, (reason) => {
     notReady(new Error(`protocol violation: ${reason}`));
@@ -185,6 +194,20 @@ export async function startEgressProxy(o: EgressProxyHostOptions): Promise<Egres
         callIds.add(callId);
       }
       send({ t: 'call', callId });
+    },
+    async narrow(allow) {
+      if (failed || stopping || pipe.destroyed) return { closed: 0, killed: false };
+      const answer = new Promise<number | null>((res) => {
+        narrowed = res;
+        exited.then(() => res(null), () => res(null));
+        setTimeout(() => res(null), NARROW_TIMEOUT_MS).unref();
+      });
+      send({ t: 'narrow', allow });
+      const closed = await answer;
+      narrowed = undefined;
+      if (closed !== null) return { closed, killed: false };
+      fail(`the egress proxy did not confirm the narrowed allowlist within ${NARROW_TIMEOUT_MS / 1000} s`);
+      return { closed: 0, killed: true };
     },
     async stop() {
       if (stopping) return;

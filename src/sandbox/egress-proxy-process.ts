@@ -92,9 +92,25 @@ async function start(init: Extract<ToProxy, { t: 'init' }>): Promise<void> {
 /** The worker is trusted; this only refuses what is not a message at all (the worker sends from the ToProxy schema). */
 function parseToProxy(v: unknown): Parsed<ToProxy> {
   const t = (v as { t?: unknown } | null)?.t;
+  if (t === 'narrow' && Array.isArray((v as { allow?: unknown }).allow)) return { ok: true, value: v as ToProxy };
   if (t === 'stop' || (t === 'call' && ['string', 'object'].includes(typeof (v as { callId?: unknown }).callId))) return { ok: true, value: v as ToProxy };
   if (t === 'init' && typeof (v as { socketPath?: unknown }).socketPath === 'string' && Array.isArray((v as { allow?: unknown }).allow)) return { ok: true, value: v as ToProxy };
-  return { ok: false, reason: 'a message that is not init, call or stop' };
+  return { ok: false, reason: 'a message that is not init, call, narrow or stop' };
+}
+
+/** Replaces the allowlist; an entry that does not parse (the worker checked them) narrows to nothing at all. */
+function narrow(list: string[]): void {
+  const allow: EgressEntry[] = [];
+  for (const a of list) {
+    const e = parseEgressEntry(a);
+    if (typeof e === 'string') {
+      allow.length = 0;
+      break;
+    }
+    allow.push(e);
+  }
+  const closed = proxy ? proxy.narrow(allow) : 0;
+  send({ t: 'narrowed', closed });
 }
 
 let started = false;
@@ -107,6 +123,7 @@ readMessages(pipe, parseToProxy, (m) => {
       process.exit(2);
     });
   } else if (m.t === 'call') proxy?.setCall(m.callId);
+  else if (m.t === 'narrow') narrow(m.allow);
   else stop(0);
 }, (reason) => {
   process.stderr.write(`egress proxy: the worker sent ${reason}\n`);

@@ -69,9 +69,15 @@ export class EgressProxy {
   /** Upstream connections open now (a client may pipeline requests; each gets its own upstream). */
   private upstreams = 0;
   private callId: string | null = null;
+  /** The allowlist now (narrowed once a setup phase ends), and how many times it changed. */
+  private allow: EgressEntry[];
+  private epoch = 0;
+  /** Bytes counted before the last narrowing: each phase's caps start from zero (the totals keep counting). */
+  private base = { out: 0, in: 0 };
 
   constructor(private readonly o: EgressProxyOptions) {
     this.now = o.now ?? Date.now;
+    this.allow = o.allow;
     const { caps } = o;
     this.connBucket = new TokenBucket(caps.connectionsPerS, caps.connectionsPerS * 4, this.now);
     this.reqBucket = new TokenBucket(caps.requestsPerS, caps.requestsPerS * 4, this.now);
@@ -97,6 +103,23 @@ export class EgressProxy {
     this.callId = callId;
   }
 
+  /**
+   * Replaces the allowlist (a setup phase ended): every connection open now is closed — tunnels,
+   * keep-alive clients, upstreams — and a decision still waiting for its name's resolution is taken
+   * again under the new list. Names seen under wildcards and the byte caps start again. Returns how
+   * many connections were closed.
+   */
+  narrow(allow: EgressEntry[]): number {
+    this.tally.flush();
+    this.allow = allow;
+    this.epoch += 1;
+    this.wildcardSeen.clear();
+    this.base = { out: this.tally.stats.bytesOut, in: this.tally.stats.bytesIn };
+    const open = [...this.sockets];
+    for (const s of open) s.destroy();
+    return open.length;
+  }
+
   listen(path: string): Promise<void> {
     return new Promise((resolve, reject) => {
       this.server.once('error', reject);
@@ -112,9 +135,16 @@ export class EgressProxy {
 
   /** The decision for one target, with the caps on wildcard names; resolves the name only when it is allowed. */
   async decide(host: string, port: number, kind: 'connect' | 'http'): Promise<Decision> {
+    const epoch = this.epoch;
+    const d = await this.decideOnce(host, port, kind);
+    // The allowlist changed while the name was resolved: decide again under the new one.
+    return this.epoch === epoch ? d : this.decide(host, port, kind);
+  }
+
+  private async decideOnce(host: string, port: number, kind: 'connect' | 'http'): Promise<Decision> {
     const problem = nameProblem(host);
     if (problem) return deny(403, ipLiteral(host) !== undefined ? 'ip_literal' : 'invalid_name', `${shown(host)} ${problem}`);
-    const entries = this.o.allow.filter((e) => nameMatches(host, e));
+    const entries = this.allow.filter((e) => nameMatches(host, e));
     if (entries.length === 0) return deny(403, 'not_allowed', `${host} is not on the run's egress allowlist`);
     const fitting = entries.filter((e) => portMatches(port, e, kind));
     if (fitting.length === 0) {
@@ -357,19 +387,19 @@ export class EgressProxy {
 
   private countOut(n: number): boolean {
     this.tally.stats.bytesOut += n;
-    return this.tally.stats.bytesOut <= this.o.caps.maxBytesOut;
+    return this.tally.stats.bytesOut - this.base.out <= this.o.caps.maxBytesOut;
   }
 
   private countIn(n: number): boolean {
     this.tally.stats.bytesIn += n;
-    return this.tally.stats.bytesIn <= this.o.caps.maxBytesIn;
+    return this.tally.stats.bytesIn - this.base.in <= this.o.caps.maxBytesIn;
   }
 
   private byteCapReached(): { code: EgressCode; reason: string } | null {
     const { stats } = this.tally;
     const { maxBytesOut, maxBytesIn } = this.o.caps;
-    if (stats.bytesOut > maxBytesOut) return { code: 'cap_bytes_out', reason: `the run sent more than ${maxBytesOut} bytes through its egress proxy (CORRAL_EGRESS_MAX_BYTES_OUT)` };
-    if (stats.bytesIn > maxBytesIn) return { code: 'cap_bytes_in', reason: `the run received more than ${maxBytesIn} bytes through its egress proxy (CORRAL_EGRESS_MAX_BYTES_IN)` };
+    if (stats.bytesOut - this.base.out > maxBytesOut) return { code: 'cap_bytes_out', reason: `the run sent more than ${maxBytesOut} bytes through its egress proxy (CORRAL_EGRESS_MAX_BYTES_OUT)` };
+    if (stats.bytesIn - this.base.in > maxBytesIn) return { code: 'cap_bytes_in', reason: `the run received more than ${maxBytesIn} bytes through its egress proxy (CORRAL_EGRESS_MAX_BYTES_IN)` };
     return null;
   }
 }

@@ -29,8 +29,14 @@ export interface SeedFileIndex {
   close(): Promise<void>;
 }
 
-/** Reads the clean tar at `path`; SandboxError (path_refused, limit_exceeded) for what the seed rules refuse. */
-export async function indexSeedFile(path: string, caps: ArchiveCaps, spillRoot = tmpdir()): Promise<SeedFileIndex> {
+/**
+ * Reads the clean tar at `path`; SandboxError (path_refused, limit_exceeded) for what the seed rules refuse.
+ * With `under` (a setup phase's capture, written by the sandbox: see environments/setup-phase.ts) only
+ * entries below that directory are indexed, under their names below it, and an entry the seed rules
+ * or the name rules refuse (a symlink in node_modules/.bin) is skipped instead: the index is a patch's
+ * baseline, and the sandbox keeps such entries as they are. The caps hold either way.
+ */
+export async function indexSeedFile(path: string, caps: ArchiveCaps, spillRoot = tmpdir(), o: { under?: string } = {}): Promise<SeedFileIndex> {
   const dir = await mkdtemp(join(spillRoot, 'corral-seed-'));
   let spill: FileHandle;
   try {
@@ -51,13 +57,32 @@ export async function indexSeedFile(path: string, caps: ArchiveCaps, spillRoot =
       for await (const entry of extract) {
         const h = entry.header;
         if (files + dirs >= caps.maxEntries) throw new SandboxError('limit_exceeded', `workspace refused: more than ${caps.maxEntries} entries`);
-        const name = checkSeedEntry(h);
-        if (name === '') {
-          entry.resume();
-          continue;
+        let name: string;
+        if (o.under !== undefined) {
+          const prefix = `${o.under}/`;
+          const raw = h.name.replace(/^\.\//, '');
+          let checked: string | null = null;
+          if (raw.startsWith(prefix) && raw.length > prefix.length) {
+            try {
+              checked = checkSeedEntry({ ...h, name: raw.slice(prefix.length) });
+            } catch {
+              checked = null;
+            }
+          }
+          if (!checked || !WorkspacePath.safeParse(checked).success) {
+            entry.resume();
+            continue;
+          }
+          name = checked;
+        } else {
+          name = checkSeedEntry(h);
+          if (name === '') {
+            entry.resume();
+            continue;
+          }
+          const named = WorkspacePath.safeParse(name);
+          if (!named.success) throw new SandboxError('path_refused', `workspace refused: entry ${JSON.stringify(name.slice(0, 200))}: ${named.error.issues[0]?.message}`);
         }
-        const named = WorkspacePath.safeParse(name);
-        if (!named.success) throw new SandboxError('path_refused', `workspace refused: entry ${JSON.stringify(name.slice(0, 200))}: ${named.error.issues[0]?.message}`);
         if (h.type === 'directory') {
           dirs++;
           entry.resume();

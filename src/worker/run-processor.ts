@@ -13,6 +13,9 @@ import type { Config } from '../config';
 import { admitSpec, type Admitted, type UploadLookup } from '../domain/admit-spec';
 import { CorralError, InvalidInputError, codeForOutcome, describeZodIssues, type ErrorCode } from '../domain/errors';
 import type { RunEvent, RunEventBody, RunOutcome, RunUsage } from '../domain/events';
+import type { Environment } from '../domain/environment';
+import { hasSetup, runSetup } from '../environments/setup-phase';
+import type { SetupCache } from '../environments/setup-cache';
 import type { Gate } from '../domain/gate';
 import type { Model } from '../domain/model';
 import { isRunId } from '../domain/run-id';
@@ -51,6 +54,10 @@ export interface RunProcessorDeps {
   modelFor: (spec: RunSpec) => Model;
   /** The policies this worker's gates have: a job naming another is refused before it runs. */
   policyNames: readonly string[];
+  /** The environment catalogue; absent: only the built-in `default`. */
+  environments?: ReadonlyMap<string, Environment>;
+  /** This host's cache of setup phases' results; absent: setup runs every time. */
+  setupCache?: SetupCache;
   /** A gate for one run, asking humans through the given approval port. */
   gateFor: (approvals: ApprovalPort) => Gate;
   workerId: string;
@@ -177,7 +184,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   try {
     admitted = await admitSpec(spec, {
       config, policyNames: deps.policyNames, toolNames: toolsFor(config).map((t) => t.name),
-      tenant, ...(deps.uploads ? { uploads: deps.uploads } : {}),
+      tenant, ...(deps.uploads ? { uploads: deps.uploads } : {}), ...(deps.environments ? { environments: deps.environments } : {}),
     });
   } catch (err) {
     if (!(err instanceof InvalidInputError)) throw err;
@@ -337,6 +344,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       if (!sandbox) {
         const fromCheckpoint = checkpointSeed ? readCheckpoint(runDir, checkpointSeed, limits.workspaceMb) : undefined;
         const a0 = clock();
+        // A first start (not a resumed run, a checkpoint's leg or a sub-run) runs the environment's setup phase.
+        const setup = leg === 0 && !resumeFrom && !parent && !fromCheckpoint && hasSetup(admitted.environment);
+        const env = admitted.environment;
         sandbox = await deps.sandboxes.acquire({
           runId, workerId: deps.workerId,
           deadline: new Date(Math.max(clock(), t0 + budgets.wallTimeS * 1000) + 60_000),
@@ -345,14 +355,28 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
             ? { seedTar: fromCheckpoint, baseline: { files: seed.files, ...(seed.tar ? { seedTar: seed.tar } : {}), ...(seed.file ? { seedFile: seed.file } : {}) } }
             : { ...(seed.tar ? { seedTar: seed.tar } : {}), ...(seed.file ? { seedFile: seed.file } : {}) }),
           limits,
-          egressAllow: spec.egress.allow,
+          ...(env.image !== config.CORRAL_SANDBOX_IMAGE ? { image: env.image } : {}),
+          ...(Object.keys(env.env).length > 0 ? { env: env.env } : {}),
+          egressAllow: setup ? env.setup.egress : admitted.egress,
+          ...(setup && admitted.egress.length > 0 ? { egressProxy: true } : {}),
           onEgress: (a) => emit({ ...a, type: 'egress', callId: a.callId !== undefined ? a.callId : currentCall }),
           onEgressSummary: (s) => emit(egressEvent(s)),
           // Not runSignal: a run cancelled while it waited still gets a sandbox, so its workspace is exported.
           signal,
         });
-        emit({ type: 'sandbox.ready', containerId: sandbox.id, image: config.CORRAL_SANDBOX_IMAGE, ms: clock() - a0, egressAllow: spec.egress.allow, ...(sandbox.isolation ? { isolation: sandbox.isolation } : {}) });
+        emit({
+          type: 'sandbox.ready', containerId: sandbox.id, image: env.image, ms: clock() - a0, egressAllow: admitted.egress,
+          ...(sandbox.isolation ? { isolation: sandbox.isolation } : {}), ...(env.name !== 'default' ? { environment: env.name } : {}),
+        });
         await update({ containerId: sandbox.id });
+        if (setup) {
+          const r = await runSetup({
+            sandbox, emit, clock, tenant, scratchDir: runDir, signal: runSignal, log,
+            maxCaptureBytes: Math.min(config.CORRAL_SETUP_CACHE_MB, limits.workspaceMb + 64) * 1024 * 1024,
+            ...(deps.setupCache ? { cache: deps.setupCache } : {}),
+          }, env, admitted.egress);
+          if (!r.ok) throw new EarlyEnd('setup_failed', r.reason);
+        }
       }
       if (toCollect) {
         const results = await collectSubRunResults({ store, job: job!, emit, clock, workerId: deps.workerId }, toCollect);

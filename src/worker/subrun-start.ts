@@ -76,7 +76,9 @@ export function childSpec(p: ParentRun, d: RunLoopSuspended['delegations'][numbe
     },
     policy: p.spec.policy,
     approvals: p.spec.approvals,
-    egress: p.spec.egress,
+    ...(p.spec.egress ? { egress: p.spec.egress } : {}),
+    // The same image; a sub-run starts from its parent's workspace, so it has no setup phase of its own.
+    environment: p.spec.environment,
     limits: p.spec.limits,
     budgets: d.budgets,
     ...(p.spec.model ? { model: p.spec.model } : {}),

@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 import Docker from 'dockerode';
 import { loadConfig, type Config } from '../../src/config';
 import { engineSocketPath, policyFromConfig, startGate, type DockerGate } from '../../src/docker-gate';
-import { startCorral, type StartedCorral } from '../../src/main';
+import { startCorral, type CorralExtras, type StartedCorral } from '../../src/main';
 import { apiRequest } from './api-request';
 import { startFakeDecisionsServer, type FakeServer, type Handler } from './fake-decisions-server';
 import { sandboxTestEnv } from './sandbox-env';
@@ -30,7 +30,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(name: string, handlers: { chat: Handler; decisions?: Handler }, env: Record<string, string> = {}): Promise<Harness> {
+export async function startHarness(name: string, handlers: { chat: Handler; decisions?: Handler }, env: Record<string, string> = {}, extras: CorralExtras = {}): Promise<Harness> {
   if (!process.env.REDIS_URL) throw new Error('REDIS_URL is not set: the integration global setup did not run');
   const fake = await startFakeDecisionsServer(handlers);
   const suffix = `${name}-${process.pid}-${Date.now().toString(36)}`;
@@ -67,7 +67,7 @@ export async function startHarness(name: string, handlers: { chat: Handler; deci
     });
     config = { ...base, DOCKER_HOST: `unix://${listen}` };
   }
-  const corral = await startCorral(config, { api: true, worker: true }, (msg, fields) => logs.push({ msg, fields }));
+  const corral = await startCorral(config, { api: true, worker: true }, (msg, fields) => logs.push({ msg, fields }), extras);
   const url = corral.url!;
   const api: Harness['api'] = (method, path, body) => apiRequest(url, method, path, body);
   const waitFor: Harness['waitFor'] = async (id, until = (r) => !!r.finishedAt, timeoutMs = 60_000) => {

@@ -311,3 +311,63 @@ describe('names and addresses', () => {
     }
   });
 });
+
+describe('narrowing (a setup phase ends)', () => {
+  const entries = (list: string[]) => list.map((a) => parseEgressEntry(a) as EgressEntry);
+
+  test('an open tunnel, a keep-alive client and an idle connection are closed; later attempts get the new list', async () => {
+    const p = await startProxy({ allow: [`allowed.test:${up.port}`] });
+    try {
+      // A tunnel opened during setup, held for later use.
+      const tunnel = connect(p.sock);
+      let tunnelGot = '';
+      tunnel.on('data', (c) => (tunnelGot += c.toString('latin1')));
+      tunnel.on('error', () => undefined);
+      const tunnelClosed = new Promise((r) => tunnel.on('close', r));
+      tunnel.write(`CONNECT allowed.test:${up.port} HTTP/1.1\r\nHost: allowed.test:${up.port}\r\n\r\n`);
+      // A client that has sent nothing yet (it would send its request after the narrowing).
+      const idle = connect(p.sock);
+      idle.on('error', () => undefined);
+      const idleClosed = new Promise((r) => idle.on('close', r));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(tunnelGot).toMatch(/^HTTP\/1\.1 200/);
+      up.reset();
+      expect(p.proxy.narrow([])).toBeGreaterThanOrEqual(2);
+      await Promise.all([tunnelClosed, idleClosed]);
+      expect(tunnel.destroyed || tunnel.writableEnded).toBe(true);
+      // The same target now: refused by the new (empty) list, and the upstream never hears of it.
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 300)).toMatch(/^HTTP\/1\.1 403[\s\S]*not on the run's egress allowlist/);
+      expect(await raw(p.sock, `GET http://allowed.test:${up.port}/x HTTP/1.1\r\nHost: allowed.test:${up.port}\r\n\r\n`, 300)).toMatch(/^HTTP\/1\.1 403/);
+      expect(up.raw).toEqual([]);
+    } finally {
+      await p.proxy.close();
+    }
+  });
+
+  test('a decision still resolving its name when the list narrows is taken again under the new list', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const p = await startProxy({ allow: [`allowed.test:${up.port}`], resolve: async () => { await gate; return ['127.0.0.1']; } });
+    up.reset();
+    try {
+      const pending = p.proxy.decide('allowed.test', up.port, 'connect');
+      p.proxy.narrow(entries([`other.allowed.test:${up.port}`]));
+      release();
+      expect(await pending).toMatchObject({ ok: false, code: 'not_allowed' });
+      expect(up.raw).toEqual([]);
+    } finally {
+      await p.proxy.close();
+    }
+  });
+
+  test('narrowing can also widen to the agent\'s own list (setup had none): the new entries work at once', async () => {
+    const p = await startProxy({ allow: [] });
+    try {
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 300)).toMatch(/^HTTP\/1\.1 403/);
+      p.proxy.narrow(entries([`allowed.test:${up.port}`]));
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 300)).toMatch(/^HTTP\/1\.1 200/);
+    } finally {
+      await p.proxy.close();
+    }
+  });
+});
