@@ -18,7 +18,9 @@
  *   9. docker gate              exec and create+start through `corral docker-gate` beside the engine directly (bench/docker-gate.ts;
  *                               BENCH_GATE_EXECS, BENCH_GATE_ACQUIRES)
  *  10. workspace-upload         a 200 MB tar through PUT /v1/workspaces, plain and gzip: MB/s and the API's peak RSS (bench/workspace-upload.ts)
- * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate, =workspace-upload) runs stage 5 (or 6, 7, 8, 9, 10) alone and merges its result into bench/results.json.
+ *  11. setup-cache              a run's start in an environment with a setup phase (npm install from a loopback registry),
+ *                               first and cached, beside the default environment (bench/setup-cache.ts)
+ * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate, =workspace-upload, =setup-cache) runs stage 5 (or 6, 7, 8, 9, 10, 11) alone and merges its result into bench/results.json.
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
  *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_ISOLATION_EXECS (30)  BENCH_ISOLATION_ACQUIRES (8)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
@@ -35,6 +37,7 @@ import { startRssSampler } from '../test/support/load-rss';
 import { startLoadStack } from '../test/support/load-stack';
 import { benchArtifacts } from './artifacts';
 import { benchWorkspaceUpload } from './workspace-upload';
+import { benchSetupCache } from './setup-cache';
 import { benchBareBullmq, benchCorralEnqueue } from './enqueue-to-start';
 import { benchDockerGate, type GateBench } from './docker-gate';
 import { benchEgress, type EgressBench } from './egress';
@@ -150,7 +153,18 @@ async function uploadOnly(): Promise<void> {
   process.stdout.write(`${JSON.stringify({ workspace_upload }, null, 2)}\n`);
 }
 
+/** Stage 11 alone (BENCH_STAGES=setup-cache): its result merged into bench/results.json. */
+async function setupOnly(): Promise<void> {
+  note('stage 11: setup cache — a run\'s start in an environment with setup, first and cached, beside the default');
+  const setup_cache = await benchSetupCache();
+  const file = join(__dirname, 'results.json');
+  const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
+  writeFileSync(file, `${JSON.stringify({ ...prev, setup_cache, setup_cache_measured_at: new Date().toISOString() }, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify({ setup_cache }, null, 2)}\n`);
+}
+
 async function main(): Promise<void> {
+  if (process.env.BENCH_STAGES === 'setup-cache') return setupOnly();
   if (process.env.BENCH_STAGES === 'workspace-upload') return uploadOnly();
   if (process.env.BENCH_STAGES === 'docker-gate') return gateOnly();
   if (process.env.BENCH_STAGES === 'streaming') return streamingOnly();
@@ -225,6 +239,8 @@ async function main(): Promise<void> {
     const docker_gate = await benchDockerGate({ execs: envInt('BENCH_GATE_EXECS', 60), acquires: envInt('BENCH_GATE_ACQUIRES', 10) });
     note('stage 10: workspace upload — a 200 MB tar through PUT /v1/workspaces');
     const workspace_upload = await benchWorkspaceUpload();
+    note('stage 11: setup cache — first and cached start beside the default environment');
+    const setup_cache = await benchSetupCache();
 
     const enq = corralEnqueue!;
     const rssPeak = Math.max(...Object.values(rssByConcurrency));
@@ -274,6 +290,7 @@ async function main(): Promise<void> {
       streaming,
       docker_gate,
       workspace_upload,
+      setup_cache,
       targets,
       notes: {
         isolation: 'the same provider per class (CORRAL_SANDBOX_RUNTIME=runc / gvisor); exec_ms.python = `python3 -c pass`; gVisor on the ptrace platform, as .ci/bootstrap registers it',

@@ -31,6 +31,7 @@ import { registerRunRoutes } from './run-routes';
 import { checkSpec } from './submit-run';
 import { registerScheduleRoutes } from './schedule-routes';
 import { registerTemplateRoutes } from './template-routes';
+import { registerEnvironmentRoutes } from './environment-routes';
 import { registerWorkspaceRoutes, TAR_TYPES } from './workspace-routes';
 import { checkTemplateExamples } from './load-templates';
 
@@ -137,6 +138,7 @@ export function buildApp(deps: ApiDeps): CorralApp {
   registerRunRoutes(app, deps, docs);
   registerRunFileRoutes(app, deps, docs);
   registerTemplateRoutes(app, deps, docs);
+  registerEnvironmentRoutes(app, deps, docs);
   registerScheduleRoutes(app, deps, docs);
   registerWorkspaceRoutes(app, deps, docs);
   registerOpsRoutes(app, deps, docs);

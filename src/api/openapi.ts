@@ -25,7 +25,7 @@ export interface RouteDoc {
   url: string;
   summary: string;
   description?: string;
-  tag: 'runs' | 'artifacts' | 'workspaces' | 'templates' | 'schedules' | 'operations';
+  tag: 'runs' | 'artifacts' | 'workspaces' | 'environments' | 'templates' | 'schedules' | 'operations';
   /** No bearer token needed, even when auth is on. */
   public?: boolean;
   params?: z.ZodObject;
@@ -151,6 +151,7 @@ export function openApiDocument(docs: readonly RouteDoc[], info: { version: stri
       { name: 'runs', description: 'submit, list, follow, answer and cancel runs' },
       { name: 'artifacts', description: 'what a run left: report, log, workspace' },
       { name: 'workspaces', description: 'upload a large workspace once (a tar), name it in runs' },
+      { name: 'environments', description: 'what a run\'s sandbox starts from: image, setup phase, cache' },
       { name: 'templates', description: 'run templates: a library of tasks with parameters' },
       { name: 'schedules', description: 'template runs on a cron pattern, unattended' },
       { name: 'operations', description: 'health, readiness, metrics, this document' },

@@ -183,6 +183,10 @@ export class ApiClient {
     return this.json('GET', '/v1/templates');
   }
 
+  environments(): Promise<{ environments: Array<{ name: string; description: string; image: string; setup: { commands: string[]; egress: string[]; timeoutS: number }; cache: false | { files: string[] }; egress: string[] }> }> {
+    return this.json('GET', '/v1/environments');
+  }
+
   replay(id: string): Promise<{ id: string; status: string; replayOf: string }> {
     return this.json('POST', `/v1/runs/${encodeURIComponent(id)}/replay`);
   }

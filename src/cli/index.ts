@@ -24,6 +24,7 @@ const COMMANDS: Record<string, Loader> = {
   sandbox: () => import('./sandbox-exec'),
   policy: () => import('./policy'),
   templates: () => import('./templates'),
+  environments: () => import('./environments'),
   schedules: () => import('./schedules'),
   'docker-gate': () => import('./docker-gate'),
 };

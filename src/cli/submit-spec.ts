@@ -6,7 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { BudgetName } from '../domain/events';
-import { EgressPattern, ROUTING_RULES, RunBudgets, type RoutingRule } from '../domain/run-spec';
+import { EgressPattern, ENVIRONMENT_NAME, ROUTING_RULES, RunBudgets, type RoutingRule } from '../domain/run-spec';
 import { parseArgs, UsageError } from './cli-args';
 import type { Readable } from 'node:stream';
 import { INLINE_WORKSPACE_MAX_BYTES, packPlanned, planWorkspace, streamWorkspace, type PackedWorkspace } from './workspace-tar';
@@ -34,6 +34,8 @@ export interface SubmitOptions {
   allowDomains: string[];
   approvals: boolean;
   policy?: string;
+  /** spec.environment: a name from GET /v1/environments. */
+  environment?: string;
   budgets: Partial<Record<BudgetName, number>>;
   /** One model for every turn (spec.model). */
   model?: string;
@@ -79,7 +81,7 @@ export function parseRoute(value: string): NonNullable<SubmitOptions['routing']>
 
 export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
   const { opts, positionals } = parseArgs(argv, {
-    task: 'string', workspace: 'string', exclude: 'list', 'allow-domain': 'list', approvals: 'flag', policy: 'string',
+    task: 'string', workspace: 'string', exclude: 'list', 'allow-domain': 'list', approvals: 'flag', policy: 'string', environment: 'string',
     budget: 'list', model: 'string', route: 'string', watch: 'flag', 'dry-run': 'flag', template: 'string', set: 'list', 'no-watch': 'flag', 'no-follow': 'flag', plain: 'flag', api: 'string', token: 'string',
   });
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}" (give one TASK.md or SPEC.json)`);
@@ -89,7 +91,8 @@ export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
   if (sources === 0) throw new UsageError('missing the task: give TASK.md, SPEC.json, --task TEXT or --template NAME');
   if (opts.set.length && opts.template === undefined) throw new UsageError('--set only applies with --template NAME');
   if (opts.template !== undefined) {
-    const other = (['allow-domain', 'budget'] as const).find((k) => opts[k].length) ?? (opts.approvals ? 'approvals' : opts.policy !== undefined ? 'policy' : undefined);
+    const other = (['allow-domain', 'budget'] as const).find((k) => opts[k].length)
+      ?? (opts.approvals ? 'approvals' : opts.policy !== undefined ? 'policy' : opts.environment !== undefined ? 'environment' : undefined);
     if (other) throw new UsageError(`--${other} does not apply with --template: the template sets the run's spec (only --set, --workspace and --dry-run do)`);
   }
   if (opts.task !== undefined && !opts.task.trim()) throw new UsageError('--task is empty');
@@ -97,6 +100,9 @@ export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
   if (opts.exclude.length && opts.workspace === undefined) throw new UsageError('--exclude only applies with --workspace DIR');
   if (opts.model !== undefined && opts.route !== undefined) throw new UsageError('give either --model (one model for every turn) or --route (a strong and a cheap one), not both');
   if (opts.model !== undefined && !opts.model.trim()) throw new UsageError('--model is empty');
+  if (opts.environment !== undefined && !ENVIRONMENT_NAME.test(opts.environment)) {
+    throw new UsageError(`--environment ${opts.environment}: not an environment name (lower case letters, digits, - and _; corral environments lists them)`);
+  }
   const allowDomains = opts['allow-domain'].map((d) => {
     const r = EgressPattern.safeParse(d);
     if (!r.success) throw new UsageError(`--allow-domain ${d}: ${r.error.issues.map((i) => i.message).join('; ')}`);
@@ -110,6 +116,7 @@ export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
     allowDomains,
     approvals: opts.approvals,
     ...(opts.policy !== undefined ? { policy: opts.policy } : {}),
+    ...(opts.environment !== undefined ? { environment: opts.environment } : {}),
     budgets: parseBudgets(opts.budget),
     ...(opts.model !== undefined ? { model: opts.model.trim() } : {}),
     ...(opts.route !== undefined ? { routing: parseRoute(opts.route) } : {}),
@@ -199,6 +206,7 @@ export async function buildSpec(
   }
   if (o.approvals) spec.approvals = true;
   if (o.policy !== undefined) spec.policy = o.policy;
+  if (o.environment !== undefined) spec.environment = o.environment;
   if (o.model !== undefined) {
     spec.model = o.model;
     delete spec.routing;

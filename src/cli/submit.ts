@@ -1,6 +1,6 @@
 /**
  * `corral submit (TASK.md | SPEC.json | --task TEXT | --template NAME [--set K=V]...) [--workspace DIR]
- * [--allow-domain D]... [--approvals] [--policy NAME] [--budget K=V,...] [--dry-run] [--watch|--no-watch]
+ * [--allow-domain D]... [--approvals] [--policy NAME] [--environment NAME] [--budget K=V,...] [--dry-run] [--watch|--no-watch]
  * [--api URL] [--token T]`: builds the RunSpec (submit-spec.ts) — or, with --template, the template's
  * parameters — posts it, prints the run id; with --watch follows the run (watch.ts); with --dry-run
  * prints the plan the server resolved instead (nothing is queued). Notes about packing go to stderr so

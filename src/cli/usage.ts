@@ -70,6 +70,8 @@ Options override what SPEC.json says. --template NAME runs one of the server's t
   --allow-domain D     let the sandbox reach host D (repeatable; "*.example.org" for subdomains)
   --approvals          calls the policy cannot settle wait for \`corral approve\` (default: refused)
   --policy NAME        the server's policy to use (default: default)
+  --environment NAME   the sandbox's environment (image, setup phase, cache) from the server's
+                       catalogue (GET /v1/environments), e.g. node (default: default)
   --budget K=V,...     budgets: llmCalls, toolCalls, tokens, wallTimeS, costUsd (repeatable)
   --model NAME         one model for every turn (default: the server's CORRAL_MODEL or routing)
   --route S,C[,on=R+R] model routing: turns go to the strong model S when a rule holds (default
@@ -179,6 +181,15 @@ when it died during the command (out of memory under gVisor), the JSON says so (
 Lists the run templates the server loaded (its CORRAL_TEMPLATES_DIR): each one's description, its
 parameters with their defaults, and an example \`corral submit --template\` line. --json prints the
 API's answer (GET /v1/templates) as it is.
+`,
+  },
+  environments: {
+    summary: 'list the server\'s environments (image, setup phase, cache) a run may name',
+    usage: `usage: corral environments [--json] [--api URL] [--token T]
+
+Lists the environments the server loaded (its CORRAL_ENVIRONMENT_DIR, plus the built-in default):
+each one's image, setup commands, where setup may connect, what keys its cache and the agent's
+default egress. Name one with \`corral submit --environment NAME\`. --json prints GET /v1/environments.
 `,
   },
   schedules: {

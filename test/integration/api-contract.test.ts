@@ -15,6 +15,7 @@ import { Queue } from 'bullmq';
 import { TenantAuth } from '../../src/api/auth';
 import { buildApp, type ApiDeps } from '../../src/api/build-app';
 import { loadTemplates } from '../../src/api/load-templates';
+import { loadEnvironments } from '../../src/environments/load-environments';
 import { IdempotencyStore } from '../../src/queue/idempotency';
 import { RunSpec } from '../../src/domain/run-spec';
 import { newRunId } from '../../src/queue/run-queue';
@@ -117,7 +118,7 @@ function depsFor(redis: Redis, fx: ApiFixture, queue: Queue): ApiDeps {
   conns.push(conn);
   return {
     config: fx.config, store: new RedisRunStore(redis, fx.prefix), queue, metrics: new RunMetrics(redis, fx.prefix), newRunId, clock: () => fx.clock.now,
-    policyNames: ['default'], templates, schedules: new ScheduleStore(redis, fx.config.CORRAL_QUEUE, conn, fx.prefix),
+    policyNames: ['default'], templates, environments: loadEnvironments(join(__dirname, '..', '..', 'environments'), fx.config), schedules: new ScheduleStore(redis, fx.config.CORRAL_QUEUE, conn, fx.prefix),
     quota: new TenantQuota(redis, queue, fx.prefix), idempotency: new IdempotencyStore(redis, fx.prefix),
     auth: TenantAuth.fromSources({ tokens: TOKEN_LIST }), operatorTenants: ['acme'], log: () => undefined,
     uploads: new WorkspaceUploads(join(fx.config.CORRAL_DATA_DIR, 'workspaces'), 3600),
@@ -203,7 +204,10 @@ test('every route, every documented status: each answer is documented for its ro
   const globexDone = newRunId();
   await finished(globexDone, 'globex');
   await call(app, 'POST', `/v1/runs/${globexDone}/replay`, { token: TOKENS.globex }); // 429: globex is at its active runs
-  // templates and schedules
+  // environments, templates and schedules
+  await call(app, 'GET', '/v1/environments');
+  await call(app, 'POST', '/v1/runs?dryRun=true', { body: { task: 'in node', environment: 'node' } });
+  await call(app, 'POST', '/v1/runs', { body: { task: 'x', environment: 'no-such-env' } });
   await call(app, 'GET', '/v1/templates');
   await call(app, 'GET', `/v1/templates/${templates[0]!.name}`);
   await call(app, 'GET', '/v1/templates/no-such-template');
