@@ -130,6 +130,16 @@ export const ConfigSchema = z.object({
   /** Sandbox. */
   DOCKER_HOST: z.string().optional(),
   CORRAL_SANDBOX_IMAGE: z.string().default('corral/sandbox:latest'),
+  /**
+   * Git workspaces (workspace.git): the remotes a run may clone from, as URL prefixes
+   * (comma-separated, e.g. "https://github.com/acme/,ssh://git@git.example.com/"); none: git
+   * workspaces are refused. The worker clones; the sandbox never sees a credential.
+   */
+  CORRAL_GIT_REMOTES: z.string().default('').transform((s) => [...new Set(s.split(',').map((x) => x.trim()).filter(Boolean))]),
+  /** Per-tenant git credentials (a JSON file: tenant → [{url, username, password} | {url, sshKeyFile, knownHostsFile}]). */
+  CORRAL_GIT_CREDENTIALS_FILE: z.string().optional(),
+  /** A clone's whole time (seconds). */
+  CORRAL_GIT_TIMEOUT_S: int(300),
   /** Further images environments may name (comma-separated); the docker gate lets the worker create containers of these only. */
   CORRAL_SANDBOX_IMAGES: z
     .string()

@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from './config';
-import { InvalidInputError, StoreUnavailableError } from './domain/errors';
+import { CorralError, InvalidInputError, StoreUnavailableError } from './domain/errors';
 import type { Model } from './domain/model';
 import type { RunSpec } from './domain/run-spec';
 import { loadTenantAuth } from './api/auth';
@@ -23,6 +23,7 @@ import { readJsonl } from './report/jsonl-sink';
 import { Classifier } from './policy/classifier';
 import { loadEnvironments } from './environments/load-environments';
 import { SetupCache } from './environments/setup-cache';
+import { loadGitCredentials, parseGitUrl } from './git/git-remote';
 import type { EgressTestHooks } from './sandbox/egress-test-hooks';
 import { loadPolicies } from './policy/load-policy';
 import type { ApiDeps } from './api/api-deps';
@@ -179,6 +180,12 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
   };
   const policies = loadPolicies(config.CORRAL_POLICY_DIR);
   const environments = loadEnvironments(config.CORRAL_ENVIRONMENT_DIR, config);
+  // Read by the worker only (its clones); a bad file stops start-up before anything runs.
+  const gitCredentials = roles.worker ? loadGitCredentials(config.CORRAL_GIT_CREDENTIALS_FILE) : new Map();
+  for (const r of config.CORRAL_GIT_REMOTES) {
+    const p = parseGitUrl(r, { prefix: true });
+    if ('error' in p) throw new CorralError('invalid_input', `CORRAL_GIT_REMOTES: ${r}: ${p.error}`);
+  }
   const templates = roles.api ? loadTemplates(config.CORRAL_TEMPLATES_DIR) : [];
   const auth = loadTenantAuth(config); // before anything starts: a bad token list fails fast
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, lazyConnect: true });
@@ -230,6 +237,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         config, sandboxes, store, metrics, workerId, clock: Date.now, log,
         modelFor: withReplays(config, models.modelFor),
         policyNames: [...policies.keys()], environments,
+        gitCredentials,
         setupCache: new SetupCache(resolve(config.CORRAL_DATA_DIR), config.CORRAL_SETUP_CACHE_MB * 1024 * 1024),
         gateFor: (approvals) => new PolicyGate({ policies, approvals, ...(classifier ? { classifier } : {}) }),
         queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,

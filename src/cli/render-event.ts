@@ -47,6 +47,10 @@ export function renderEvent(e: RunEvent): string | null {
       return `▶ ${e.runId} started on ${e.workerId} — model: ${e.model}; policy: ${e.policy}; approvals: ${e.approvals ? 'on' : 'off (unattended)'}`;
     case 'sandbox.ready':
       return `  sandbox ${e.containerId.slice(0, 12)} ready in ${e.ms} ms (${e.environment ? `environment ${e.environment}, ` : ''}${e.isolation === 'gvisor' ? 'gVisor, ' : ''}${e.egressAllow.length ? `egress: ${e.egressAllow.join(', ')}` : 'no network'})`;
+    case 'workspace.cloned':
+      return `  cloned ${e.url}${e.ref ? ` ${e.ref}` : ''} at ${e.commit.slice(0, 12)}: ${e.files} file(s), ${(e.bytes / 1048576).toFixed(1)} MiB in ${(e.ms / 1000).toFixed(1)} s`;
+    case 'git.bundle':
+      return e.path ? `  git bundle: ${e.commits} commit(s) on ${e.branch} (${e.bytes} bytes)` : `  no git bundle: ${e.note ?? ''}`;
     case 'setup.started':
       return `  setup of ${e.environment}: ${e.cache === 'hit' ? 'cached result restored, commands skipped' : `${e.commands} command(s)`}${e.egressAllow.length && e.cache !== 'hit' ? ` (egress: ${e.egressAllow.join(', ')})` : ''}`;
     case 'setup.command':

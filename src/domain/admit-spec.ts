@@ -24,6 +24,7 @@ import { readCheckedTar } from '../sandbox/archive';
 import { checkEgressAllow } from '../sandbox/egress-allowlist';
 import { resolveLimits, type ResolvedLimits } from '../sandbox/limits';
 import { builtInDefault, type Environment } from './environment';
+import { admitGitRemote, type GitRemote } from '../git/git-remote';
 import { CorralError, InvalidInputError } from './errors';
 import { WorkspacePath, type RunSpec } from './run-spec';
 import { contractForSpec, type TaskContract } from './task-contract';
@@ -65,6 +66,8 @@ export interface Admitted {
   egress: string[];
   /** The upload a workspace.id names, on this host's disk. */
   upload?: FoundUpload;
+  /** workspace.git's remote, in its normal form, on the server's CORRAL_GIT_REMOTES. */
+  git?: GitRemote;
 }
 
 /** Checks a parsed spec for running here; throws InvalidInputError naming the field (its message after `label`). */
@@ -85,7 +88,8 @@ export async function admitSpec(spec: RunSpec, ctx: AdmissionContext): Promise<A
     const contract = contractForSpec(spec, ctx.toolNames);
     if (spec.workspace.tarBase64 !== undefined) await checkTar(spec.workspace.tarBase64, limits.workspaceMb);
     const upload = spec.workspace.id !== undefined ? await findUpload(spec.workspace.id, limits.workspaceMb, ctx) : undefined;
-    return { spec, limits, contract, environment, egress, ...(upload ? { upload } : {}) };
+    const git = spec.workspace.git ? admitGitRemote(spec.workspace.git.url, ctx.config.CORRAL_GIT_REMOTES) : undefined;
+    return { spec, limits, contract, environment, egress, ...(upload ? { upload } : {}), ...(git ? { git } : {}) };
   } catch (err) {
     if (!ctx.label || !(err instanceof InvalidInputError)) throw err;
     const { field: _field, ...details } = err.details ?? {};

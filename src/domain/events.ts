@@ -33,6 +33,10 @@ export type RunEventBody =
     parent?: { runId: string; callId: string; depth: number };
   }
   | { type: 'sandbox.ready'; containerId: string; image: string; ms: number; egressAllow: string[]; isolation?: 'runc' | 'gvisor'; environment?: string }
+  /** workspace.git: what the worker cloned (the URL as given to git: never a credential). */
+  | { type: 'workspace.cloned'; url: string; ref: string | null; commit: string; depth: number; files: number; bytes: number; ms: number; credential: boolean }
+  /** workspace.git.bundle: the agent's commits since the clone, as a bundle of branch `branch` (path null: none to bundle, `note` says why). */
+  | { type: 'git.bundle'; branch: string; commits: number; path: string | null; bytes: number; note?: string }
   /** The environment's setup phase (environments/setup-phase.ts): `cache` hit skips the commands. */
   | { type: 'setup.started'; environment: string; commands: number; egressAllow: string[]; cache: 'hit' | 'miss' | 'off'; key?: string }
   | { type: 'setup.command'; index: number; command: string; exitCode: number | null; timedOut: boolean; ms: number; output: string; truncated: boolean }

@@ -116,6 +116,21 @@ export const MAX_INLINE_WORKSPACE_BYTES = 4 * 1024 * 1024;
 /** An uploaded workspace's id (PUT /v1/workspaces): `ws_` and the SHA-256 of its clean tar. */
 export const WORKSPACE_ID = /^ws_[0-9a-f]{64}$/;
 export const MAX_WORKSPACE_TAR_BYTES = 8 * 1024 * 1024;
+/** A git ref a run may name: a branch or tag name (no option-like or `..` forms), or a full commit id. */
+export const GIT_REF = /^(?!-)(?!.*\.\.)(?!.*\/\/)(?!.*\.lock$)(?!.*\/$)[A-Za-z0-9._/-]{1,200}$/;
+
+export const GitWorkspace = z.strictObject({
+  /** https://, http://, git:// or ssh:// (or scp-like user@host:path); never with a password in it. */
+  url: z.string().min(1).max(2000),
+  /** A branch, a tag or a commit id; default: the remote's HEAD. */
+  ref: z.string().regex(GIT_REF, 'must be a branch, a tag or a commit id (letters, digits, . _ / -; no "..")').optional(),
+  /** History fetched (commits); default 1. */
+  depth: z.number().int().min(1).max(100_000).default(1),
+  /** Also return the agent's commits as a git bundle (artifact agent.bundle), beside the patch. */
+  bundle: z.boolean().default(false),
+});
+export type GitWorkspace = z.infer<typeof GitWorkspace>;
+
 /** An environment's name (environments/NAME.yaml). */
 export const ENVIRONMENT_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
@@ -150,6 +165,11 @@ export const RunSpec = z
          * server's CORRAL_MAX_WORKSPACE_MB): extracted before `files`. Either this or `tarBase64`.
          */
         id: z.string().regex(WORKSPACE_ID, 'must be a workspace id from PUT /v1/workspaces (ws_ and 64 hex digits)').optional(),
+        /**
+         * A git remote the worker clones (on one of the server's CORRAL_GIT_REMOTES, with the tenant's
+         * credentials from the operator's configuration): the checkout, with its .git, is the workspace.
+         */
+        git: GitWorkspace.optional(),
       })
       .strict()
       .default({ files: {} })
@@ -157,7 +177,8 @@ export const RunSpec = z
         (w) => Object.values(w.files).reduce((n, c) => n + Buffer.byteLength(c), 0) <= MAX_INLINE_WORKSPACE_BYTES,
         `inline files may total at most ${MAX_INLINE_WORKSPACE_BYTES} bytes`,
       )
-      .refine((w) => !(w.id !== undefined && w.tarBase64 !== undefined), { message: 'give either `id` (an upload) or `tarBase64`, not both', path: ['id'] }),
+      .refine((w) => !(w.id !== undefined && w.tarBase64 !== undefined), { message: 'give either `id` (an upload) or `tarBase64`, not both', path: ['id'] })
+      .refine((w) => !(w.git !== undefined && (w.id !== undefined || w.tarBase64 !== undefined)), { message: 'give either `git` or an upload (`id`, `tarBase64`), not both', path: ['git'] }),
     policy: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'must be a policy name such as "default"').default('default'),
     /** true: an "ask" decision waits for a human; false (unattended): every "ask" is a deny. */
     approvals: z.boolean().default(false),

@@ -106,6 +106,14 @@ function header(s: RunSummary): string {
   if (sb) {
     const removed = s.sandboxRemoved ? 'removed' : '**not recorded as removed**';
     lines.push(`- **Sandbox:** container ${codeSpan(sb.containerId)} · image ${codeSpan(sb.image)}${sb.isolation ? ` · ${sb.isolation === 'gvisor' ? 'gVisor' : 'runc'}` : ''} · ready in ${sb.ms} ms · ${removed}${s.sandboxCount > 1 ? ` · ${s.sandboxCount - 1} more, each re-created from a copy of the workspace after waiting for sub-runs` : ''}`);
+    if (s.cloned) {
+      const c = s.cloned;
+      lines.push(`- **Workspace:** cloned ${codeSpan(c.url)}${c.ref ? ` ${codeSpan(c.ref)}` : ''} at ${codeSpan(c.commit.slice(0, 12))} (depth ${c.depth}; ${c.files} files, ${(c.bytes / 1048576).toFixed(1)} MiB; ${c.credential ? 'with the tenant\'s credential, which never entered the sandbox' : 'no credential'})`);
+    }
+    if (s.bundle) {
+      const b = s.bundle;
+      lines.push(`- **Git bundle:** ${b.path ? `${b.commits} commit${b.commits === 1 ? '' : 's'} of the agent on ${codeSpan(b.branch)} in \`agent.bundle\` (\`git fetch agent.bundle ${b.branch}\`)` : `none — ${escapeInline(b.note ?? '')}`}`);
+    }
     lines.push(`- **Egress allowlist:** ${sb.egressAllow.length ? sb.egressAllow.map(codeSpan).join(', ') : 'none (no network)'}`);
   } else {
     lines.push('- **Sandbox:** _not recorded (no sandbox.ready)_');

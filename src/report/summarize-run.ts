@@ -54,6 +54,9 @@ export interface RunSummary {
   context?: EventOf<'context.loaded'>;
   compactions: EventOf<'context.compacted'>[];
   doneChecks: EventOf<'done.check'>[];
+  /** workspace.git: the clone the run started from, and the bundle of the agent's commits. */
+  cloned?: EventOf<'workspace.cloned'>;
+  bundle?: EventOf<'git.bundle'>;
   /** The environment's setup phase, when it had one. */
   setup: { started?: EventOf<'setup.started'>; commands: EventOf<'setup.command'>[]; finished?: EventOf<'setup.finished'>; narrowed?: EventOf<'egress.narrowed'> };
   memoryProposals: EventOf<'memory.proposed'>[];
@@ -178,6 +181,8 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
       case 'context.loaded': s.context ??= e; break;
       case 'context.compacted': s.compactions.push(e); break;
       case 'done.check': s.doneChecks.push(e); break;
+      case 'workspace.cloned': s.cloned = e; break;
+      case 'git.bundle': s.bundle = e; break;
       case 'setup.started': s.setup.started = e; break;
       case 'setup.command': s.setup.commands.push(e); break;
       case 'setup.finished': s.setup.finished = e; break;

@@ -15,7 +15,10 @@ import { CorralError, InvalidInputError, codeForOutcome, describeZodIssues, type
 import type { RunEvent, RunEventBody, RunOutcome, RunUsage } from '../domain/events';
 import type { Environment } from '../domain/environment';
 import { hasSetup, runSetup } from '../environments/setup-phase';
+import { exportBundle } from '../git/bundle';
 import type { SetupCache } from '../environments/setup-cache';
+import { cloneWorkspace } from '../git/clone';
+import { credentialFor, type GitCredential } from '../git/git-remote';
 import type { Gate } from '../domain/gate';
 import type { Model } from '../domain/model';
 import { isRunId } from '../domain/run-id';
@@ -56,6 +59,8 @@ export interface RunProcessorDeps {
   policyNames: readonly string[];
   /** The environment catalogue; absent: only the built-in `default`. */
   environments?: ReadonlyMap<string, Environment>;
+  /** Per-tenant git credentials (CORRAL_GIT_CREDENTIALS_FILE), used by the worker's clone only. */
+  gitCredentials?: ReadonlyMap<string, GitCredential[]>;
   /** This host's cache of setup phases' results; absent: setup runs every time. */
   setupCache?: SetupCache;
   /** A gate for one run, asking humans through the given approval port. */
@@ -301,6 +306,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   // A cancel that came while no worker held the run (it waited for sub-runs, or was still queued).
   const cancelled = new AbortController();
   const runSignal = AbortSignal.any([signal, cancelled.signal]);
+  /** workspace.git: the worker's clone (removed at the end), and the commit the run started from. */
+  let cloneDir: string | undefined;
+  let gitBase: string | undefined;
   const disposeSandbox = async () => {
     const s = sandbox;
     sandbox = undefined;
@@ -320,6 +328,22 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     let seed: { files: Record<string, string>; tar?: Buffer; file?: string } = {
       files: spec.workspace.files, ...(specTar ? { tar: specTar } : {}), ...(admitted.upload ? { file: admitted.upload.path } : {}),
     };
+    const git = spec.workspace.git;
+    if (git && admitted.git && !parent) {
+      // The worker clones (credentials stay here); the checkout seeds the sandbox like an upload.
+      const dir = join(runDir, `clone-${attempt.attempt}`);
+      rmSync(dir, { recursive: true, force: true });
+      cloneDir = dir;
+      const credential = deps.gitCredentials ? credentialFor(deps.gitCredentials, tenant, admitted.git) : undefined;
+      const c = await cloneWorkspace({
+        remote: admitted.git, ...(git.ref ? { ref: git.ref } : {}), depth: git.depth, ...(credential ? { credential } : {}),
+        dir, maxBytes: limits.workspaceMb * 1024 * 1024, maxEntries: config.CORRAL_WORKSPACE_MAX_ENTRIES,
+        timeoutMs: config.CORRAL_GIT_TIMEOUT_S * 1000, signal: runSignal,
+      });
+      gitBase = c.commit;
+      emit({ type: 'workspace.cloned', url: admitted.git.url, ref: git.ref ?? null, commit: c.commit, depth: git.depth, files: c.files, bytes: c.bytes, ms: c.ms, credential: credential !== undefined });
+      seed = { ...seed, file: c.tarPath };
+    }
     if (parent) {
       if (!tree) throw new InvalidInputError('parent: this worker does not run sub-runs', 'parent');
       if (budgets.wallTimeS < 1) throw new EarlyEnd('timed_out', `its parent run's wall time ran out before this sub-run could start`);
@@ -446,6 +470,14 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       }
       emit({ type: 'workspace.changes', ...workspaceChanges(exported) });
       exportSummary = runWorkspace(exported);
+      if (spec.workspace.git?.bundle && gitBase && cloneDir) {
+        const b = await exportBundle({ sandbox: sandbox!, base: gitBase, runId, repo: join(cloneDir, 'repo'), dest: join(runDir, 'agent.bundle'), signal: runSignal });
+        emit({ type: 'git.bundle', ...b });
+        if (b.path) {
+          artifacts.push({ name: 'agent.bundle', path: b.path, bytes: b.bytes });
+          emit({ type: 'artifact', name: 'agent.bundle', path: b.path, bytes: b.bytes });
+        }
+      }
     } catch (err) {
       log('could not export the workspace', { runId, error: (err as Error).message });
       reason += ` (the workspace could not be exported: ${(err as Error).message})`;
@@ -471,6 +503,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   } finally {
     deltas?.close();
     await disposeSandbox();
+    if (cloneDir) rmSync(cloneDir, { recursive: true, force: true });
   }
 
   emit({ type: 'run.finished', outcome, finalAnswer, reason, usage });
