@@ -28,4 +28,18 @@ export default tseslint.config(
     rules: { 'no-restricted-imports': ['error', { paths: ['dockerode', 'openai', 'bullmq', 'ioredis'] }] },
   },
   { files: ['src/main.ts', 'src/cli/**/*.ts', 'bench/**/*.ts', 'test/**/*.ts'], rules: { 'no-restricted-properties': 'off' } },
+  {
+    // The web console's script runs in the browser: its globals, and never markup from strings.
+    files: ['src/console/assets/**/*.js'],
+    languageOptions: {
+      sourceType: 'script',
+      globals: Object.fromEntries(['window', 'document', 'location', 'sessionStorage', 'fetch', 'setTimeout', 'setInterval', 'clearInterval', 'AbortController', 'TextDecoderStream', 'URL'].map((g) => [g, 'readonly'])),
+    },
+    rules: {
+      'no-restricted-properties': ['error',
+        { property: 'innerHTML', message: 'text only: use textContent' }, { property: 'outerHTML', message: 'text only' },
+        { property: 'insertAdjacentHTML', message: 'text only' }, { object: 'document', property: 'write', message: 'text only' }],
+      'no-restricted-globals': ['error', 'eval', 'localStorage'],
+    },
+  },
 );

@@ -32,6 +32,7 @@ import { checkSpec } from './submit-run';
 import { registerScheduleRoutes } from './schedule-routes';
 import { registerTemplateRoutes } from './template-routes';
 import { registerEnvironmentRoutes } from './environment-routes';
+import { registerConsoleRoutes } from '../console/console-routes';
 import { registerWorkspaceRoutes, TAR_TYPES } from './workspace-routes';
 import { checkTemplateExamples } from './load-templates';
 
@@ -142,6 +143,7 @@ export function buildApp(deps: ApiDeps): CorralApp {
   registerScheduleRoutes(app, deps, docs);
   registerWorkspaceRoutes(app, deps, docs);
   registerOpsRoutes(app, deps, docs);
+  registerConsoleRoutes(app, docs);
   // A template whose examples would be refused stops start-up (listen() and inject() both wait for ready).
   app.addHook('onReady', async () => checkTemplateExamples(deps.templates ?? [], (body) => checkSpec(deps, body, 'default')));
   return Object.assign(app, { routeDocs: docs, registeredRoutes: registered });

@@ -207,6 +207,7 @@ test('every route, every documented status: each answer is documented for its ro
   await call(app, 'POST', `/v1/runs/${globexDone}/replay`, { token: TOKENS.globex }); // 429: globex is at its active runs
   // environments, templates and schedules
   await call(app, 'GET', '/v1/environments');
+  for (const p of ['/ui', '/ui/console.js', '/ui/console.css', '/ui/icon.svg']) await call(app, 'GET', p);
   await call(app, 'POST', '/v1/runs?dryRun=true', { body: { task: 'in node', environment: 'node' } });
   await call(app, 'POST', '/v1/runs', { body: { task: 'x', environment: 'no-such-env' } });
   await call(app, 'GET', '/v1/templates');
