@@ -68,17 +68,25 @@ function egressTargets(e: EgressBench): Record<string, Target> {
   };
 }
 
+/**
+ * One stage run alone: its result (and its targets, merged over the earlier ones) written into
+ * bench/results.json under `name` with `name_measured_at`, the rest of the file kept; printed too.
+ */
+function mergeResults(name: string, result: unknown, targets?: Record<string, Target>): void {
+  const file = join(__dirname, 'results.json');
+  const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
+  const merged = targets ? { targets: { ...(prev.targets as Record<string, Target> | undefined), ...targets } } : {};
+  writeFileSync(file, `${JSON.stringify({ ...prev, [name]: result, [`${name}_measured_at`]: new Date().toISOString(), ...merged }, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify({ [name]: result, ...(targets ? { targets } : {}) }, null, 2)}\n`);
+}
+
 /** Stage 5 alone (BENCH_STAGES=egress): its result merged into bench/results.json. */
 async function egressOnly(): Promise<void> {
   const redisBox = await benchRedis();
   try {
     note('stage 5/5: egress');
     const egress = await benchEgress({ redisUrl: redisBox.url });
-    const file = join(__dirname, 'results.json');
-    const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
-    const out = { ...prev, egress, egress_measured_at: new Date().toISOString(), targets: { ...(prev.targets as Record<string, Target> | undefined), ...egressTargets(egress) } };
-    writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);
-    process.stdout.write(`${JSON.stringify({ egress, targets: egressTargets(egress) }, null, 2)}\n`);
+    mergeResults('egress', egress, egressTargets(egress));
   } finally {
     await redisBox.close();
   }
@@ -87,11 +95,7 @@ async function egressOnly(): Promise<void> {
 /** Stage 6 alone (BENCH_STAGES=artifacts): its result merged into bench/results.json. */
 function artifactsOnly(): void {
   note('stage 6: artifacts — export and file tools beside the baseline');
-  const artifacts = benchArtifacts();
-  const file = join(__dirname, 'results.json');
-  const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
-  writeFileSync(file, `${JSON.stringify({ ...prev, artifacts, artifacts_measured_at: new Date().toISOString() }, null, 2)}\n`);
-  process.stdout.write(`${JSON.stringify({ artifacts }, null, 2)}\n`);
+  mergeResults('artifacts', benchArtifacts());
 }
 
 function policyTargets(p: PolicyBench): Record<string, Target> {
@@ -106,11 +110,7 @@ function policyTargets(p: PolicyBench): Record<string, Target> {
 function policyOnly(): void {
   note('stage 7: policy — corral policy check --batch beside the baseline');
   const policy = benchPolicy();
-  const file = join(__dirname, 'results.json');
-  const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
-  const out = { ...prev, policy, policy_measured_at: new Date().toISOString(), targets: { ...(prev.targets as Record<string, Target> | undefined), ...policyTargets(policy) } };
-  writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);
-  process.stdout.write(`${JSON.stringify({ policy, targets: policyTargets(policy) }, null, 2)}\n`);
+  mergeResults('policy', policy, policyTargets(policy));
 }
 
 /** Stage 8 alone (BENCH_STAGES=streaming): its result merged into bench/results.json. */
@@ -118,11 +118,7 @@ async function streamingOnly(): Promise<void> {
   const redisBox = await benchRedis();
   try {
     note('stage 8: streaming — streamed turns beside plain ones, and live deltas to Redis');
-    const streaming = await benchStreaming({ redisUrl: redisBox.url });
-    const file = join(__dirname, 'results.json');
-    const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
-    writeFileSync(file, `${JSON.stringify({ ...prev, streaming, streaming_measured_at: new Date().toISOString() }, null, 2)}\n`);
-    process.stdout.write(`${JSON.stringify({ streaming }, null, 2)}\n`);
+    mergeResults('streaming', await benchStreaming({ redisUrl: redisBox.url }));
   } finally {
     await redisBox.close();
   }
@@ -136,31 +132,19 @@ function gateTargets(g: GateBench): Record<string, Target> {
 async function gateOnly(): Promise<void> {
   note('stage 9: docker gate — exec and create+start through the gate beside direct');
   const docker_gate = await benchDockerGate({ execs: envInt('BENCH_GATE_EXECS', 60), acquires: envInt('BENCH_GATE_ACQUIRES', 10) });
-  const file = join(__dirname, 'results.json');
-  const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
-  const out = { ...prev, docker_gate, docker_gate_measured_at: new Date().toISOString(), targets: { ...(prev.targets as Record<string, Target> | undefined), ...gateTargets(docker_gate) } };
-  writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);
-  process.stdout.write(`${JSON.stringify({ docker_gate, targets: gateTargets(docker_gate) }, null, 2)}\n`);
+  mergeResults('docker_gate', docker_gate, gateTargets(docker_gate));
 }
 
 /** Stage 10 alone (BENCH_STAGES=workspace-upload): its result merged into bench/results.json. */
 async function uploadOnly(): Promise<void> {
   note('stage 10: workspace upload — a 200 MB tar through PUT /v1/workspaces, the API\'s peak RSS');
-  const workspace_upload = await benchWorkspaceUpload();
-  const file = join(__dirname, 'results.json');
-  const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
-  writeFileSync(file, `${JSON.stringify({ ...prev, workspace_upload, workspace_upload_measured_at: new Date().toISOString() }, null, 2)}\n`);
-  process.stdout.write(`${JSON.stringify({ workspace_upload }, null, 2)}\n`);
+  mergeResults('workspace_upload', await benchWorkspaceUpload());
 }
 
 /** Stage 11 alone (BENCH_STAGES=setup-cache): its result merged into bench/results.json. */
 async function setupOnly(): Promise<void> {
   note('stage 11: setup cache — a run\'s start in an environment with setup, first and cached, beside the default');
-  const setup_cache = await benchSetupCache();
-  const file = join(__dirname, 'results.json');
-  const prev = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
-  writeFileSync(file, `${JSON.stringify({ ...prev, setup_cache, setup_cache_measured_at: new Date().toISOString() }, null, 2)}\n`);
-  process.stdout.write(`${JSON.stringify({ setup_cache }, null, 2)}\n`);
+  mergeResults('setup_cache', await benchSetupCache());
 }
 
 async function main(): Promise<void> {

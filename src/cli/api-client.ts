@@ -79,7 +79,7 @@ export class ApiClient {
   }
 
   /** The client for `--api` / `--token` when given, else the configuration. */
-  static from(opts: { api?: string; token?: string }, config: Config): ApiClient {
+  static from(opts: { api?: string | undefined; token?: string | undefined }, config: Config): ApiClient {
     if (opts.api !== undefined && !/^https?:\/\/[^/]/.test(opts.api)) {
       throw new UsageError(`--api ${opts.api}: give the API's URL, such as http://127.0.0.1:8080`);
     }

@@ -11,7 +11,7 @@ import { terminalSafe } from './terminal-text';
 export async function run(argv: string[]): Promise<number> {
   const { opts, positionals } = parseArgs(argv, { json: 'flag', api: 'string', token: 'string' });
   if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-  const client = ApiClient.from({ ...(opts.api !== undefined ? { api: opts.api } : {}), ...(opts.token !== undefined ? { token: opts.token } : {}) }, loadConfig());
+  const client = ApiClient.from(opts, loadConfig());
   const { environments } = await client.environments();
   if (opts.json) {
     process.stdout.write(`${JSON.stringify(environments, null, 2)}\n`);

@@ -16,7 +16,7 @@ interface ScheduleView { id: string; name?: string; cron: string; timezone: stri
 export async function run(argv: string[]): Promise<number> {
   const { opts, positionals } = parseArgs(argv, { cron: 'string', template: 'string', set: 'list', timezone: 'string', name: 'string', json: 'flag', api: 'string', token: 'string' });
   const [sub = 'list', ...rest] = positionals;
-  const client = ApiClient.from({ ...(opts.api !== undefined ? { api: opts.api } : {}), ...(opts.token !== undefined ? { token: opts.token } : {}) }, loadConfig());
+  const client = ApiClient.from(opts, loadConfig());
   const print = (v: unknown) => process.stdout.write(`${JSON.stringify(v, null, 2)}\n`);
   if (sub === 'add') {
     if (rest.length) throw new UsageError(`unexpected argument "${rest[0]}"`);

@@ -13,7 +13,7 @@ const shellWord = (s: string): string => (/^[A-Za-z0-9._/:=@%+-]+$/.test(s) ? s 
 export async function run(argv: string[]): Promise<number> {
   const { opts, positionals } = parseArgs(argv, { json: 'flag', api: 'string', token: 'string' });
   if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-  const client = ApiClient.from({ ...(opts.api !== undefined ? { api: opts.api } : {}), ...(opts.token !== undefined ? { token: opts.token } : {}) }, loadConfig());
+  const client = ApiClient.from(opts, loadConfig());
   const { templates } = await client.templates();
   if (opts.json) {
     process.stdout.write(`${JSON.stringify(templates, null, 2)}\n`);

@@ -98,12 +98,14 @@ export function agentUser(slot: UidSlot): string {
 }
 
 /** The environment every sandbox process gets — the only variables that exist in the container. */
-export function sandboxEnv(egress: boolean): string[] {
+export function sandboxEnv(egress: boolean, extra: Record<string, string> = {}): string[] {
   const env = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', `HOME=${HOME_DIR}`, 'LANG=C.UTF-8', 'USER=agent', 'PYTHONDONTWRITEBYTECODE=1', 'PYTEST_ADDOPTS=-p no:cacheprovider'];
   if (egress) {
     for (const k of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) env.push(`${k}=${EGRESS_RELAY}`);
     env.push('NO_PROXY=', 'no_proxy=');
   }
+  // An environment's own variables come after corral's (environment.ts refuses the names corral sets).
+  for (const [k, v] of Object.entries(extra)) env.push(`${k}=${v}`);
   return env;
 }
 
@@ -185,7 +187,7 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     Entrypoint: [],
     User: `${input.slot.initUid}:${input.slot.initUid}`,
     WorkingDir: WORKSPACE_DIR,
-    Env: [...sandboxEnv(egress), ...Object.entries(input.extraEnv ?? {}).map(([k, v]) => `${k}=${v}`)],
+    Env: sandboxEnv(egress, input.extraEnv),
     Hostname: 'sandbox',
     Labels: labels,
     NetworkDisabled: false,

@@ -243,7 +243,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         isolation,
         user: agentUser(slot),
         watch,
-        env: [...sandboxEnv(egressDir !== undefined), ...Object.entries(req.env ?? {}).map(([k, v]) => `${k}=${v}`)],
+        env: sandboxEnv(egressDir !== undefined, req.env),
         seedCaps: fileCaps,
         ...(proxy ? { proxy } : {}),
         maxOutputBytes: this.config.CORRAL_MAX_OUTPUT_BYTES,
