@@ -82,8 +82,12 @@ export async function auditRuns(o: { ids: readonly string[]; dataDir: string; qu
   return { runs, notOnce, perWorker };
 }
 
-/** Polls until every run's hash has finishedAt; returns the ids still unfinished at the deadline. */
-export async function waitFinished(redis: Redis, ids: readonly string[], timeoutMs: number, pollMs = 250): Promise<string[]> {
+/**
+ * Polls until every run is settled: its hash has finishedAt, its BullMQ job has left active (the
+ * worker marks the job completed a moment after it writes finishedAt), and, when workers are
+ * given, a worker has logged "run finished" for it. Returns the ids still unsettled at the deadline.
+ */
+export async function waitFinished(redis: Redis, ids: readonly string[], timeoutMs: number, settle?: { queue: Queue; workers?: readonly LoadWorker[] }, pollMs = 250): Promise<string[]> {
   let left = [...ids];
   const end = Date.now() + timeoutMs;
   while (left.length && Date.now() < end) {
@@ -91,6 +95,18 @@ export async function waitFinished(redis: Redis, ids: readonly string[], timeout
     for (const id of left) pipe.hget(`${PREFIX}:run:${id}`, 'finishedAt');
     const res = (await pipe.exec()) ?? [];
     left = left.filter((_, i) => !res[i]?.[1]);
+    if (settle) {
+      const logged = new Set<string>();
+      for (const w of settle.workers ?? []) for (const r of w.records()) if (r.msg === 'run finished' && typeof r.runId === 'string') logged.add(r.runId);
+      const still: string[] = [];
+      for (const id of ids) {
+        if (left.includes(id)) { still.push(id); continue; }
+        const state = await settle.queue.getJobState(id);
+        if (state !== 'completed' && state !== 'failed') still.push(id);
+        else if (settle.workers && !logged.has(id)) still.push(id);
+      }
+      left = still;
+    }
     if (left.length) await new Promise((r) => setTimeout(r, pollMs));
   }
   return left;
