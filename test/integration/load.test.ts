@@ -76,7 +76,7 @@ test(`a burst of ${RUNS} runs onto 3 workers: each succeeds exactly once, spread
   const ids = posted.map((p) => p.body.id);
   expect(new Set(ids).size).toBe(RUNS);
 
-  expect(await waitFinished(redis, ids, 120_000, { queue, workers: stack.workers })).toEqual([]);
+  expect(await waitFinished(redis, ids, 120_000, 250, { queue, workers: stack.workers })).toEqual([]);
   const wallMs = Date.now() - t0;
 
   for (const id of ids) {
@@ -126,7 +126,7 @@ test('the same job put on the queue twice, and again after it finished, is one r
     queue.add(RUN_JOB_NAME, data, { ...RUN_JOB_OPTIONS, jobId: id }),
   ]);
   expect([a.id, b.id]).toEqual([id, id]);
-  expect(await waitFinished(redis, [id], 60_000, { queue, workers: stack.workers })).toEqual([]);
+  expect(await waitFinished(redis, [id], 60_000, 250, { queue, workers: stack.workers })).toEqual([]);
   // A late redelivery of a finished job (within the completed-job retention) is ignored by BullMQ.
   await queue.add(RUN_JOB_NAME, data, { ...RUN_JOB_OPTIONS, jobId: id });
   // Nothing happens: the job stays completed, once, and nothing is queued or taken — watched for 2 s,
@@ -152,7 +152,7 @@ test('two identical POSTs with the same Idempotency-Key are one run', async () =
   expect([r1!.status, r2!.status].sort()).toEqual([200, 201]);
   expect(r1!.body.id).toBe(r2!.body.id);
   const id = r1!.body.id;
-  expect(await waitFinished(redis, [id], 60_000, { queue, workers: stack.workers })).toEqual([]);
+  expect(await waitFinished(redis, [id], 60_000, 250, { queue, workers: stack.workers })).toEqual([]);
   const audit = await auditRuns({ ids: [id], dataDir: stack.dataDir, queue, redis, workers: stack.workers });
   expect(audit.notOnce).toEqual([]);
   const jobs = await queue.getJobs(['completed', 'failed', 'active', 'waiting', 'delayed']);

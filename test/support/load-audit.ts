@@ -87,7 +87,7 @@ export async function auditRuns(o: { ids: readonly string[]; dataDir: string; qu
  * worker marks the job completed a moment after it writes finishedAt), and, when workers are
  * given, a worker has logged "run finished" for it. Returns the ids still unsettled at the deadline.
  */
-export async function waitFinished(redis: Redis, ids: readonly string[], timeoutMs: number, settle?: { queue: Queue; workers?: readonly LoadWorker[] }, pollMs = 250): Promise<string[]> {
+export async function waitFinished(redis: Redis, ids: readonly string[], timeoutMs: number, pollMs = 250, settle?: { queue: Queue; workers?: readonly LoadWorker[] }): Promise<string[]> {
   let left = [...ids];
   const end = Date.now() + timeoutMs;
   while (left.length && Date.now() < end) {
