@@ -36,6 +36,7 @@ import { IdempotencyStore } from './queue/idempotency';
 import { RunMetrics } from './queue/run-metrics';
 import { RedisRunStore } from './queue/redis-run-store';
 import { WorkspaceUploads } from './workspaces/workspace-uploads';
+import { RedisTenantMemory } from './queue/redis-memory';
 import { RunTree } from './queue/run-tree';
 import { routingFor } from './run/model-router';
 import { TenantQuota } from './queue/tenant-quota';
@@ -238,6 +239,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         modelFor: withReplays(config, models.modelFor),
         policyNames: [...policies.keys()], environments,
         gitCredentials,
+        memory: new RedisTenantMemory(redis, { legacyDir: resolve(config.CORRAL_DATA_DIR, 'memory') }),
         setupCache: new SetupCache(resolve(config.CORRAL_DATA_DIR), config.CORRAL_SETUP_CACHE_MB * 1024 * 1024),
         gateFor: (approvals) => new PolicyGate({ policies, approvals, ...(classifier ? { classifier } : {}) }),
         queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,

@@ -1,33 +1,20 @@
 /**
- * Run memory on the worker's disk: one file per memory key under {data dir}/memory/{key}.md, loaded
- * at the start of a run that names the key and shown to the model as untrusted notes. Lines the
- * model marks `MEMORY:` in its final answer are proposed; they are appended only when the run is
- * marked trusted, or when a human approves them (runs with approvals on); unattended, they are not.
+ * Run memory, shared by all workers (queue/redis-memory.ts): one text per memory key, loaded at the
+ * start of a run that names the key and shown to the model as untrusted notes. Lines the model marks
+ * `MEMORY:` in its final answer are proposed; they are appended only when the run is marked
+ * trusted, or when a human approves them (runs with approvals on); unattended, they are not.
  */
-import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
 import type { Emit } from '../domain/events';
 import type { ApprovalPort } from '../policy/approval-port';
+import type { TenantMemory } from '../queue/redis-memory';
 import { appendMemory, extractMemoryProposals } from '../run/memory';
-
-export function memoryPath(dataDir: string, key: string): string {
-  return resolve(dataDir, 'memory', `${key}.md`);
-}
-
-export function readMemory(dataDir: string, key: string): string | null {
-  try {
-    return readFileSync(memoryPath(dataDir, key), 'utf8');
-  } catch {
-    return null;
-  }
-}
 
 export interface ProposeMemoryInput {
   runId: string;
   memory: { key: string; trusted: boolean };
   approvals: boolean;
   finalAnswer: string | null;
-  dataDir: string;
+  store: TenantMemory;
   port: ApprovalPort;
   emit: Emit;
   now: () => Date;
@@ -53,10 +40,11 @@ export async function proposeMemory(i: ProposeMemoryInput): Promise<void> {
     reason = 'unattended run not marked trusted: proposals are kept in the log only';
   }
   if (applied) {
-    const path = memoryPath(i.dataDir, i.memory.key);
-    mkdirSync(dirname(path), { recursive: true });
-    const existing = readMemory(i.dataDir, i.memory.key) ?? '';
-    appendFileSync(path, appendMemory(existing, lines, i.now()).slice(existing.length));
+    const existing = (await i.store.read(i.memory.key)) ?? '';
+    if (!(await i.store.append(i.memory.key, appendMemory(existing, lines, i.now()).slice(existing.length)))) {
+      applied = false;
+      reason = `memory "${i.memory.key}" is full (${i.store.maxBytes} bytes): nothing was added`;
+    }
   }
   i.emit({ type: 'memory.proposed', lines, applied, reason });
 }

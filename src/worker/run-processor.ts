@@ -38,7 +38,8 @@ import { routingFor } from '../run/model-router';
 import { renderMemory } from '../run/memory';
 import { loadWorkspaceContext, renderWorkspaceContext } from '../run/workspace-context';
 import { toolsFor } from '../tools/registry';
-import { memoryPath, proposeMemory, readMemory } from './memory-store';
+import { proposeMemory } from './memory-store';
+import type { TenantMemory } from '../queue/redis-memory';
 import { runWorkspace, workspaceChanges } from './export-summary';
 import { RedisApprovalPort } from './redis-approval-port';
 import type { SlotLease } from './slots';
@@ -75,6 +76,8 @@ export interface RunProcessorDeps {
   newRunId?: () => string;
   /** Uploaded workspaces (PUT /v1/workspaces) on this host: a run naming workspace.id starts from one. */
   uploads?: UploadLookup;
+  /** Tenant memory (memory.key), shared by every worker on every host. */
+  memory: TenantMemory;
 }
 
 export interface RunSummary {
@@ -410,9 +413,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
         toCollect = null;
       }
       if (leg === 0 && !inPlace) {
-        const memory = memorySpec ? readMemory(config.CORRAL_DATA_DIR, memorySpec.key) : null;
+        const memory = memorySpec ? await deps.memory.read(memorySpec.key) : null;
         const workspace = await loadWorkspaceContext(sandbox, { signal: runSignal });
-        emit({ type: 'context.loaded', agentsMd: workspace.agentsMd?.path ?? null, skills: workspace.skills, memory: memory === null ? null : memoryPath(config.CORRAL_DATA_DIR, memorySpec!.key) });
+        emit({ type: 'context.loaded', agentsMd: workspace.agentsMd?.path ?? null, skills: workspace.skills, memory: memory === null ? null : deps.memory.describe(memorySpec!.key) });
         context = [renderWorkspaceContext(workspace), renderMemory(memory)].filter(Boolean).join('\n\n');
         workspaceFiles = await listWorkspace(sandbox, runSignal);
       }
@@ -458,7 +461,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       toCollect = started.suspension;
     }
     if (memorySpec && outcome === 'succeeded') {
-      await proposeMemory({ runId, memory: memorySpec, approvals: spec.approvals, finalAnswer, dataDir: config.CORRAL_DATA_DIR, port: approvals, emit, now, signal: runSignal });
+      await proposeMemory({ runId, memory: memorySpec, approvals: spec.approvals, finalAnswer, store: deps.memory, port: approvals, emit, now, signal: runSignal });
     }
 
     try {

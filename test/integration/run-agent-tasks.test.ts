@@ -3,7 +3,7 @@
  * to its done check (`python3 -m pytest -q`), every budget, compaction, workspace skills and AGENTS.md,
  * malformed tool calls, memory, and a replay of a finished run.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -308,17 +308,41 @@ test('malformed tool calls are results the model can react to; too many in a row
   expect(bad.run).toMatchObject({ status: 'error', reason: 'the model sent 5 malformed tool calls in a row' });
 });
 
-test('memory: notes proposed by a trusted run are loaded by the next run with the same key', async () => {
+test('memory: notes proposed by a trusted run are loaded by the next run with the same key (kept in Redis, shared by every worker)', async () => {
   const key = `team-${Date.now()}`;
   const first = await run({ task: 'MEMORY-TASK: first', memory: { key, trusted: true } });
   expect(first.events.find((e) => e.type === 'memory.proposed')).toMatchObject({ lines: ['use pytest -q for tests'], applied: true });
-  const file = join(h.config.CORRAL_DATA_DIR, 'memory', `${key}.md`);
-  expect(readFileSync(file, 'utf8')).toContain('- use pytest -q for tests');
-  const second = await run({ task: 'MEMORY-TASK: second', memory: { key } });
-  expect(second.run.finalAnswer).toContain('I remembered');
-  // Not trusted and unattended: proposed, logged, not written.
-  expect(second.events.find((e) => e.type === 'memory.proposed')).toMatchObject({ lines: ['second run saw the note'], applied: false });
-  expect(readFileSync(file, 'utf8')).not.toContain('second run saw the note');
+  const redis = new Redis(h.config.REDIS_URL);
+  try {
+    expect(await redis.get(`corral:memory:${key}`)).toContain('- use pytest -q for tests');
+    // Nothing on the worker's disk: another host's worker reads the same notes.
+    expect(existsSync(join(h.config.CORRAL_DATA_DIR, 'memory', `${key}.md`))).toBe(false);
+    const second = await run({ task: 'MEMORY-TASK: second', memory: { key } });
+    expect(second.run.finalAnswer).toContain('I remembered');
+    expect(second.events.find((e) => e.type === 'context.loaded')).toMatchObject({ memory: `redis corral:memory:${key}` });
+    // Not trusted and unattended: proposed, logged, not written.
+    expect(second.events.find((e) => e.type === 'memory.proposed')).toMatchObject({ lines: ['second run saw the note'], applied: false });
+    expect(await redis.get(`corral:memory:${key}`)).not.toContain('second run saw the note');
+
+    // A memory file a single-host deployment kept under the data dir is imported on first use.
+    const legacy = `legacy-${Date.now()}`;
+    mkdirSync(join(h.config.CORRAL_DATA_DIR, 'memory'), { recursive: true });
+    writeFileSync(join(h.config.CORRAL_DATA_DIR, 'memory', `${legacy}.md`), '# Memory\n\n- use pytest -q for tests\n');
+    const third = await run({ task: 'MEMORY-TASK: third', memory: { key: legacy, trusted: true } });
+    expect(third.run.finalAnswer).toContain('I remembered');
+    const text = await redis.get(`corral:memory:${legacy}`);
+    expect(text?.startsWith('# Memory\n\n- use pytest -q for tests\n')).toBe(true);
+    expect(text).toContain('- use pytest -q for tests\n\n## '); // the new note went after the imported ones
+
+    // A memory at its cap takes no more: the proposal is logged as not applied, saying why.
+    const full = `full-${Date.now()}`;
+    await redis.set(`corral:memory:${full}`, `# Memory\n${'x'.repeat(256 * 1024 - 20)}`);
+    const fourth = await run({ task: 'MEMORY-TASK: fourth', memory: { key: full, trusted: true } });
+    expect(fourth.events.find((e) => e.type === 'memory.proposed')).toMatchObject({ applied: false, reason: expect.stringMatching(/is full/) });
+    expect((await redis.strlen(`corral:memory:${full}`))).toBe(256 * 1024 - 20 + 9);
+  } finally {
+    redis.disconnect();
+  }
 });
 
 test('a model endpoint that keeps failing ends the run as error with the reason', async () => {
