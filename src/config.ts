@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { describeZodIssues, InvalidInputError } from './domain/errors';
 import type { IsolationClass } from './domain/sandbox';
+import { parseArtifactsUrl } from './artifacts/artifacts-url';
 import { ROUTING_RULES, type RoutingRule } from './domain/run-spec';
 
 const int = (def: number) => z.coerce.number().int().positive().default(def);
@@ -19,6 +20,14 @@ export const ConfigSchema = z.object({
   CORRAL_QUEUE: z.string().regex(/^[A-Za-z0-9_-]+$/).default('runs'),
   /** Where run logs, reports and artifacts are written. */
   CORRAL_DATA_DIR: z.string().default('./data'),
+  /**
+   * Where run files and uploaded workspaces are kept: "local" (default: the data dir, one host) or
+   * s3://BUCKET/PREFIX?endpoint=URL&region=NAME (any S3-compatible store; credentials from the AWS
+   * environment, never here). See src/artifacts/artifacts-url.ts.
+   */
+  CORRAL_ARTIFACTS: z.string().optional(),
+  /** The region an s3:// CORRAL_ARTIFACTS without region= uses (the AWS SDK's own variable; default us-east-1). */
+  AWS_REGION: z.string().optional(),
   CORRAL_API_HOST: z.string().default('127.0.0.1'),
   CORRAL_API_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   /** Where `corral submit` / `corral approve` find the API; default: http://CORRAL_API_HOST:CORRAL_API_PORT. */
@@ -297,6 +306,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (c.CORRAL_ROUTING_STRONG_MODEL !== undefined && c.CORRAL_ROUTING_STRONG_MODEL === c.CORRAL_ROUTING_CHEAP_MODEL) {
     throw new InvalidInputError('configuration: CORRAL_ROUTING_CHEAP_MODEL must differ from CORRAL_ROUTING_STRONG_MODEL', 'CORRAL_ROUTING_CHEAP_MODEL');
   }
+  parseArtifactsUrl(c.CORRAL_ARTIFACTS); // a bad store URL stops start-up, saying what is wrong
   if ((c.CORRAL_WEB_SEARCH === undefined) !== (c.CORRAL_WEB_SEARCH_URL === undefined)) {
     throw new InvalidInputError('configuration: CORRAL_WEB_SEARCH and CORRAL_WEB_SEARCH_URL go together: set both (web_search) or neither', 'CORRAL_WEB_SEARCH');
   }

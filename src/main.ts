@@ -36,6 +36,7 @@ import { IdempotencyStore } from './queue/idempotency';
 import { RunMetrics } from './queue/run-metrics';
 import { RedisRunStore } from './queue/redis-run-store';
 import { WorkspaceUploads } from './workspaces/workspace-uploads';
+import { artifactStoreFor } from './artifacts';
 import { RedisTenantMemory } from './queue/redis-memory';
 import { RunTree } from './queue/run-tree';
 import { routingFor } from './run/model-router';
@@ -189,6 +190,9 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
   }
   const templates = roles.api ? loadTemplates(config.CORRAL_TEMPLATES_DIR) : [];
   const auth = loadTenantAuth(config); // before anything starts: a bad token list fails fast
+  // Run files and uploads: the data dir, or an object store every API and worker reaches.
+  const artifacts = artifactStoreFor(config);
+  onClose('artifact store', () => artifacts.close());
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, lazyConnect: true });
   onClose('redis', () => quitRedis(redis));
   try {
@@ -239,6 +243,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         modelFor: withReplays(config, models.modelFor),
         policyNames: [...policies.keys()], environments,
         gitCredentials,
+        artifacts,
         memory: new RedisTenantMemory(redis, { legacyDir: resolve(config.CORRAL_DATA_DIR, 'memory') }),
         setupCache: new SetupCache(resolve(config.CORRAL_DATA_DIR), config.CORRAL_SETUP_CACHE_MB * 1024 * 1024),
         gateFor: (approvals) => new PolicyGate({ policies, approvals, ...(classifier ? { classifier } : {}) }),
@@ -320,9 +325,12 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       onClose('upload sweeper', async () => clearInterval(uploadSweeper));
       const apiDeps: ApiDeps = {
         config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], environments, templates, schedules,
-        quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis), uploads,
+        quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis), uploads, artifacts,
         log: (msg, fields) => log(msg, fields), operatorTenants: config.CORRAL_OPERATOR_TENANTS,
-        readyChecks: dockerPing ? { docker: dockerPing, ...gateReadyCheck(config.DOCKER_HOST) } : {},
+        readyChecks: {
+          ...(dockerPing ? { docker: dockerPing, ...gateReadyCheck(config.DOCKER_HOST) } : {}),
+          ...(artifacts.kind !== 'local' ? { artifacts: () => artifacts.check() } : {}),
+        },
       };
       const app = buildApp(apiDeps);
       onClose('http server', () => app.close());

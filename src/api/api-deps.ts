@@ -1,5 +1,6 @@
 /** What buildApp needs: ports and stores made by the composition root (main.ts), never clients it makes itself. */
 import type { Queue } from 'bullmq';
+import type { ArtifactStore } from '../artifacts/artifact-store';
 import type { Config } from '../config';
 import type { Environment } from '../domain/environment';
 import type { IdempotencyStore } from '../queue/idempotency';
@@ -29,6 +30,8 @@ export interface ApiDeps {
   environments?: ReadonlyMap<string, Environment>;
   /** The run templates (CORRAL_TEMPLATES_DIR); each one's examples are admitted when the app becomes ready. */
   templates?: readonly RunTemplate[];
+  /** Where run files are read from (the worker's store); absent: the data dir (config.CORRAL_DATA_DIR). */
+  artifacts?: ArtifactStore;
   /** Uploaded workspaces (PUT /v1/workspaces); absent: that route is not served. */
   uploads?: WorkspaceUploads;
   /** Schedules (POST /v1/schedules …); absent: those routes are not served. */

@@ -1,5 +1,8 @@
 /**
- * A run's files, streamed from disk: report.md, the JSONL log, the workspace tar and patch. A worker
+ * A run's files, streamed: report.md, the JSONL log, the workspace tar and patch, the agent's bundle.
+ * With an object store (CORRAL_ARTIFACTS=s3://…) every file is read from the store under the run's
+ * tenant's keys, whichever host's worker wrote it; while the run goes on, its log is served from the
+ * run's event stream in Redis (the store gets it when the run ends). With the local store a worker
  * writes them under {data dir}/runs/{id}/ on its own host; this API serves the file from its own data
  * dir, or from the path the run record names when that is a file of the same name in a directory
  * named for the run (a shared volume mounted elsewhere). Anything else is a 404 that says where the
@@ -59,6 +62,15 @@ async function sendRunFile(reply: FastifyReply, deps: ApiDeps, run: RunView, f: 
   if (!recorded) {
     throw new NotFoundError(`run ${run.id} has no ${f.name} yet (status ${run.status}${run.finishedAt ? '' : '; it is written when the run ends'})`);
   }
+  const store = deps.artifacts;
+  if (store && store.kind !== 'local') {
+    const obj = await store.get(store.runFileKey(run.tenant, run.id, f.name));
+    if (!obj && f.name === 'events.jsonl' && !run.finishedAt) return sendLiveLog(reply, deps, run, f);
+    if (!obj) throw new NotFoundError(`the ${f.name} of run ${run.id} is not in ${store.description}${run.finishedAt ? ' (its worker could not store it: see the run\'s reason)' : ' yet: it is stored when the run ends'}`);
+    void reply.type(f.contentType).header('content-length', String(obj.bytes));
+    if (f.download) void reply.header('content-disposition', `attachment; filename="${run.id}-${f.name}"`);
+    return reply.send(obj.body);
+  }
   const local = join(resolve(deps.config.CORRAL_DATA_DIR), 'runs', run.id, f.name);
   const candidates = [local];
   if (recorded !== local && basename(recorded) === f.name && basename(dirname(recorded)) === run.id) candidates.push(recorded);
@@ -70,4 +82,19 @@ async function sendRunFile(reply: FastifyReply, deps: ApiDeps, run: RunView, f: 
     return reply.send(createReadStream(path));
   }
   throw new NotFoundError(`the ${f.name} of run ${run.id} is at ${recorded} on worker ${run.workerId ?? '?'}, which this API cannot read (it serves files from ${resolve(deps.config.CORRAL_DATA_DIR)}; share that directory with the workers)`);
+}
+
+/** The log of a run still going, from its event stream in Redis (as many events as the stream keeps), as JSONL. */
+async function sendLiveLog(reply: FastifyReply, deps: ApiDeps, run: RunView, f: RunFile): Promise<FastifyReply> {
+  const lines: string[] = [];
+  let after = '0';
+  for (;;) {
+    const page = await deps.store.readEvents(run.id, after, 1000);
+    for (const e of page) lines.push(JSON.stringify(e.event));
+    if (page.length < 1000) break;
+    after = page.at(-1)!.id;
+  }
+  const body = lines.length ? `${lines.join('\n')}\n` : '';
+  void reply.type(f.contentType).header('content-length', String(Buffer.byteLength(body))).header('x-corral-log-source', 'live event stream');
+  return reply.send(body);
 }

@@ -39,6 +39,8 @@ import { renderMemory } from '../run/memory';
 import { loadWorkspaceContext, renderWorkspaceContext } from '../run/workspace-context';
 import { toolsFor } from '../tools/registry';
 import { proposeMemory } from './memory-store';
+import { publishRunFiles, releaseRunDir } from './run-files';
+import type { ArtifactStore, RunFileName } from '../artifacts/artifact-store';
 import type { TenantMemory } from '../queue/redis-memory';
 import { runWorkspace, workspaceChanges } from './export-summary';
 import { RedisApprovalPort } from './redis-approval-port';
@@ -76,6 +78,8 @@ export interface RunProcessorDeps {
   newRunId?: () => string;
   /** Uploaded workspaces (PUT /v1/workspaces) on this host: a run naming workspace.id starts from one. */
   uploads?: UploadLookup;
+  /** Where the run's files go at its end (the data dir, or an object store). */
+  artifacts: ArtifactStore;
   /** Tenant memory (memory.key), shared by every worker on every host. */
   memory: TenantMemory;
 }
@@ -278,7 +282,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   }
   // Memory is per tenant: another tenant naming the same key gets its own notes.
   const memorySpec = !parent && spec.memory ? { ...spec.memory, key: tenant === DEFAULT_TENANT ? spec.memory.key : `${tenant}/${spec.memory.key}` } : undefined;
-  await update({ status: 'running', ...(resumeFrom ? {} : { startedAt: now().toISOString() }), workerId: deps.workerId, logPath, reportPath });
+  const stored = (name: RunFileName) => deps.artifacts.locationOf(deps.artifacts.runFileKey(tenant, runId, name));
+  await update({ status: 'running', ...(resumeFrom ? {} : { startedAt: now().toISOString() }), workerId: deps.workerId, logPath: stored('events.jsonl'), reportPath: stored('report.md') });
   // The run's first start: wall time counts from here across waits for sub-runs.
   const t0 = resumeFrom ? resumeFrom.loop.meter.startedAt : clock();
   const model = deps.modelFor(spec);
@@ -468,8 +473,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       // Streamed to disk by the sandbox adapter; the files appear under these names only when complete.
       exported = await sandbox!.exportWorkspace({ tarPath: join(runDir, 'workspace.tar'), patchPath: join(runDir, 'workspace.patch') });
       for (const [name, f] of [['workspace.tar', exported.tar], ['workspace.patch', exported.patch]] as const) {
-        artifacts.push({ name, path: f.path, bytes: f.bytes });
-        emit({ type: 'artifact', name, path: f.path, bytes: f.bytes });
+        artifacts.push({ name, path: stored(name), bytes: f.bytes });
+        emit({ type: 'artifact', name, path: stored(name), bytes: f.bytes });
       }
       emit({ type: 'workspace.changes', ...workspaceChanges(exported) });
       exportSummary = runWorkspace(exported);
@@ -477,8 +482,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
         const b = await exportBundle({ sandbox: sandbox!, base: gitBase, runId, repo: join(cloneDir, 'repo'), dest: join(runDir, 'agent.bundle'), signal: runSignal });
         emit({ type: 'git.bundle', ...b });
         if (b.path) {
-          artifacts.push({ name: 'agent.bundle', path: b.path, bytes: b.bytes });
-          emit({ type: 'artifact', name: 'agent.bundle', path: b.path, bytes: b.bytes });
+          artifacts.push({ name: 'agent.bundle', path: stored('agent.bundle'), bytes: b.bytes });
+          emit({ type: 'artifact', name: 'agent.bundle', path: stored('agent.bundle'), bytes: b.bytes });
         }
       }
     } catch (err) {
@@ -513,6 +518,14 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   writeFileSync(reportPath, buildReport(recorder.events()));
   // The workspace copies made for sub-runs are not needed once the run has ended.
   for (const f of readdirSync(runDir)) if (/^checkpoint-[0-9]+\.(tar|patch)$/.test(f)) rmSync(join(runDir, f), { force: true });
+  // The files leave this host: every end comes here (a crash of this process is finished by another worker).
+  const published = await publishRunFiles({ store: deps.artifacts, tenant, runId, runDir });
+  if (published.failed) {
+    log('could not store the run\'s files; they stay on this host', { runId, store: deps.artifacts.description, error: published.failed });
+    reason += ` (its files could not be stored in ${deps.artifacts.description}: ${published.failed})`;
+  } else if (deps.artifacts.kind !== 'local') {
+    log('run files stored', { runId, store: deps.artifacts.description, files: published.stored });
+  }
   await Promise.all(redisWrites);
   const code = outcome === 'succeeded' ? undefined : codeForOutcome(outcome, errorCode);
   if (await update({ status: outcome, outcome, ...(code ? { errorCode: code } : {}), reason, finalAnswer, usage, artifacts, ...(exportSummary ? { workspace: exportSummary } : {}), finishedAt: now().toISOString() })) {
@@ -523,8 +536,10 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   if (parent) {
     // A sub-run's end, whatever it is, is a result for its parent: its job completes with the sheet.
     summary.sheet = await makeResultSheet({ config, runId, task: spec.task, runDir, outcome, reason, finalAnswer, usage, budgets, events: recorder.events(), ...(exported ? { exported } : {}), checks });
+    await releaseRunDir(deps.artifacts, runDir, published);
     return summary;
   }
+  await releaseRunDir(deps.artifacts, runDir, published);
   if (outcome !== 'succeeded') throw new RunEndedError(summary, endCause);
   return summary;
 }

@@ -8,13 +8,16 @@
  * A run that delegates to sub-runs adds them as flow children of its job (`flow`) and, suspended,
  * leaves as WaitingChildrenError: its slot is free until BullMQ hands the job back after its children.
  */
+import { resolve } from 'node:path';
 import { DelayedError, UnrecoverableError, WaitingChildrenError, Worker, type ConnectionOptions, type FlowProducer, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { CorralError, type ErrorCode } from '../domain/errors';
 import { isRunId } from '../domain/run-id';
 import { RUN_JOB_NAME } from '../queue/run-queue';
+import { DEFAULT_TENANT } from '../queue/run-store';
 import { flowJobPort } from '../queue/subrun-jobs';
 import { RunSuspended, processRun, recordRefused, type RunProcessorDeps, type RunSummary } from './run-processor';
+import { publishLostRun } from './run-files';
 import { WorkerSlots } from './slots';
 
 /** A run job's end as BullMQ keeps it: never retried, with the code of what ended it and that error as its cause. */
@@ -76,17 +79,34 @@ async function waitForDocker(o: StartWorkerOptions, job: Job, token: string | un
 /** Records the end of a run whose worker died (its job stalled), unless something already did. */
 async function recordStalled(o: StartWorkerOptions, runId: string, message: string): Promise<void> {
   const run = await o.store.get(runId).catch(() => null);
-  await recordEnded(o, runId, `the worker running it stopped (${run?.workerId ?? 'unknown worker'}; ${message}); its sandbox is removed by the reaper`, 'worker_lost');
+  const reason = `the worker running it stopped (${run?.workerId ?? 'unknown worker'}; ${message}); its sandbox is removed by the reaper`;
+  if (!(await recordEnded(o, runId, reason, 'worker_lost'))) return;
+  // The dead worker wrote no files: its log so far and a report go to the store from here.
+  try {
+    const files = await publishLostRun({
+      store: o.artifacts, runs: o.store, tenant: run?.tenant ?? DEFAULT_TENANT, runId, scratchDir: resolve(o.config.CORRAL_DATA_DIR),
+      reason, at: new Date(o.clock()), maxLogBytes: o.config.CORRAL_LOG_MAX_BYTES, maxEvents: o.config.CORRAL_LOG_MAX_EVENTS,
+    });
+    if (files) {
+      const loc = (n: 'events.jsonl' | 'report.md') => o.artifacts.locationOf(o.artifacts.runFileKey(run?.tenant ?? DEFAULT_TENANT, runId, n));
+      await o.store.update(runId, { logPath: loc('events.jsonl'), reportPath: loc('report.md') });
+      o.log('files of a lost run written', { runId, files: files.stored });
+    }
+  } catch (err) {
+    o.log('could not write the files of a lost run', { runId, error: (err as Error).message });
+  }
 }
 
-/** Records a run as ended with `error` when its job failed before the run could record an end itself. */
-async function recordEnded(o: StartWorkerOptions, runId: string, reason: string, code: ErrorCode = 'internal'): Promise<void> {
+/** Records a run as ended with `error` when its job failed before the run could record an end itself; true when this call ended it. */
+async function recordEnded(o: StartWorkerOptions, runId: string, reason: string, code: ErrorCode = 'internal'): Promise<boolean> {
   try {
     const run = await o.store.get(runId);
-    if (!run || run.finishedAt) return;
+    if (!run || run.finishedAt) return false;
     await o.store.end(runId, 'error', reason, new Date(o.clock()), undefined, code);
+    return true;
   } catch (err) {
     o.log('could not record the end of a run', { runId, reason, error: (err as Error).message });
+    return false;
   }
 }
 

@@ -16,6 +16,7 @@ import { startFakeDecisionsServer, type FakeServer, type Scripted } from '../sup
 import { errorTurn, finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness } from '../support/corral-harness';
 import { startGateProcess } from '../support/gate-process';
+import { eventually } from '../support/eventually';
 
 jest.setTimeout(180_000);
 
@@ -157,6 +158,12 @@ test('worker SIGKILL mid-run: the job fails as stalled, the run records why, the
     const ended = await s.waitFor(id, (r) => !!r.finishedAt, 60_000);
     expect(ended).toMatchObject({ status: 'error', errorCode: 'worker_lost' });
     expect(ended.reason).toMatch(/the worker running it stopped \(worker-a; .*stalled/);
+    // The worker that noticed wrote the lost run's files: its log as far as it got, closed, and a report.
+    const report = await eventually(() => { try { return readFileSync(join(s.env.CORRAL_DATA_DIR!, 'runs', id, 'report.md'), 'utf8'); } catch { return null; } }, { what: 'the lost run\'s report', timeoutMs: 10_000 });
+    expect(report).toMatch(/the worker running it stopped \(worker-a;/);
+    const log = readFileSync(join(s.env.CORRAL_DATA_DIR!, 'runs', id, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { type: string; outcome?: string; command?: string });
+    expect(log.map((e) => e.type)).toEqual(expect.arrayContaining(['run.started', 'tool.call']));
+    expect(log.at(-1)).toMatchObject({ type: 'run.finished', outcome: 'error' });
     expect(await reapedWithin(id, 30_000)).toEqual([]);
   } finally {
     await s.close();
