@@ -193,6 +193,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
   // Run files and uploads: the data dir, or an object store every API and worker reaches.
   const artifacts = artifactStoreFor(config);
   onClose('artifact store', () => artifacts.close());
+  if (artifacts.kind !== 'local') log('run files and uploads go to an object store', { artifacts: artifacts.description });
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, lazyConnect: true });
   onClose('redis', () => quitRedis(redis));
   try {
@@ -238,6 +239,13 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       onClose('flow redis', () => quitRedis(flowConn));
       const flow = new FlowProducer({ connection: flowConn });
       onClose('flow producer', () => flow.close());
+      const workerUploads = new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S, Date.now, artifacts);
+      if (artifacts.kind !== 'local') {
+        // This host's copies of uploads are a cache of the store's: expired ones go like the API's.
+        const sweep = () => void workerUploads.sweep().catch((err: Error) => log('workspace cache sweep failed', { error: err.message }));
+        const t = setInterval(sweep, 3600_000).unref();
+        onClose('workspace cache sweeper', async () => clearInterval(t));
+      }
       const worker = await startWorker({
         config, sandboxes, store, metrics, workerId, clock: Date.now, log,
         modelFor: withReplays(config, models.modelFor),
@@ -251,8 +259,9 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         sandboxReady: () => sandboxes.ping(), dockerRetries: config.CORRAL_DOCKER_RETRIES, dockerBackoffMs: config.CORRAL_DOCKER_BACKOFF_MS,
         stalledIntervalMs: config.CORRAL_STALLED_INTERVAL_MS, retryStalled: config.CORRAL_RETRY_STALLED, lockMs: config.CORRAL_JOB_LOCK_MS,
         connection: workerConn, subscriber, cancelChannel: store.cancelChannel, flow, tree, newRunId,
-        // The API's uploads (PUT /v1/workspaces), on the data directory this worker shares with it.
-        uploads: new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S),
+        // The API's uploads (PUT /v1/workspaces): in the object store (fetched into this host's data dir, a
+        // cache), or on the data directory this worker shares with the API.
+        uploads: workerUploads,
       });
       onClose('worker', async () => {
         const graceMs = config.CORRAL_SHUTDOWN_GRACE_S * 1000;
@@ -318,7 +327,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const schedules = new ScheduleStore(apiRedis, config.CORRAL_QUEUE, queueConn);
       onClose('schedules', () => schedules.close());
       // Uploaded workspaces (PUT /v1/workspaces) live under the data dir; expired ones are swept hourly.
-      const uploads = new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S);
+      const uploads = new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S, Date.now, artifacts);
       const sweepUploads = () => void uploads.sweep().then((n) => n && log('expired workspace uploads removed', { count: n }), (err: Error) => log('workspace upload sweep failed', { error: err.message }));
       const uploadSweeper = setInterval(sweepUploads, 3600_000).unref();
       sweepUploads();

@@ -18,6 +18,9 @@ import { keySegment, type ArtifactStore, type RunFileName, type StoredObject } f
 
 const PART_BYTES = 8 * 1024 * 1024;
 const PARTS_IN_FLIGHT = 2;
+const PUT_ATTEMPTS = 3;
+/** The SDK's own console output is off: errors reach our log through the messages below. */
+const QUIET = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };
 
 function isMissing(err: unknown): boolean {
   const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
@@ -44,6 +47,7 @@ export class S3ArtifactStore implements ArtifactStore {
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
       maxAttempts: 3,
+      logger: QUIET,
       requestHandler: { connectionTimeout: 5_000, requestTimeout: o.timeoutMs ?? 60_000 },
     });
   }
@@ -62,20 +66,30 @@ export class S3ArtifactStore implements ArtifactStore {
 
   async putFile(key: string, path: string, contentType: string): Promise<{ bytes: number }> {
     const bytes = (await stat(path)).size;
-    try {
-      if (bytes <= PART_BYTES) {
-        // One PUT with a known length; lib-storage would do the same, after buffering the part.
-        await this.client.send(new PutObjectCommand({ Bucket: this.loc.bucket, Key: key, Body: createReadStream(path), ContentLength: bytes, ContentType: contentType }));
-      } else {
-        await new Upload({
-          client: this.client, partSize: PART_BYTES, queueSize: PARTS_IN_FLIGHT, leavePartsOnError: false,
-          params: { Bucket: this.loc.bucket, Key: key, Body: createReadStream(path), ContentType: contentType },
-        }).done();
+    // A streamed body is not retried by the SDK: each try here opens the file again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.putFileOnce(key, path, bytes, contentType);
+        return { bytes };
+      } catch (err) {
+        const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+        const final = attempt >= PUT_ATTEMPTS || (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429);
+        if (final) throw new StoreUnavailableError(`artifact store: could not put ${key} (${bytes} bytes) into ${this.description}${attempt > 1 ? ` after ${attempt} tries` : ''}: ${describe(err)}`, { cause: err });
+        await new Promise((r) => setTimeout(r, 250 * 2 ** (attempt - 1)));
       }
-    } catch (err) {
-      throw new StoreUnavailableError(`artifact store: could not put ${key} (${bytes} bytes) into ${this.description}: ${describe(err)}`, { cause: err });
     }
-    return { bytes };
+  }
+
+  private async putFileOnce(key: string, path: string, bytes: number, contentType: string): Promise<void> {
+    if (bytes <= PART_BYTES) {
+      // One PUT with a known length; lib-storage would do the same, after buffering the part.
+      await this.client.send(new PutObjectCommand({ Bucket: this.loc.bucket, Key: key, Body: createReadStream(path), ContentLength: bytes, ContentType: contentType }));
+      return;
+    }
+    await new Upload({
+      client: this.client, partSize: PART_BYTES, queueSize: PARTS_IN_FLIGHT, leavePartsOnError: false,
+      params: { Bucket: this.loc.bucket, Key: key, Body: createReadStream(path), ContentType: contentType },
+    }).done();
   }
 
   async putBytes(key: string, body: Buffer | string, contentType: string): Promise<void> {

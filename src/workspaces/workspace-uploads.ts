@@ -7,6 +7,13 @@
  * whether another uploaded the same bytes); the same tar uploaded again is the same id and refreshes
  * its TTL. Memory stays bounded: nothing holds more than a stream chunk. Host code never extracts the
  * tar onto a host filesystem.
+ *
+ * With an object store (CORRAL_ARTIFACTS=s3://…) the store holds every upload — its tar and a
+ * description with the time of its last use, from which its TTL counts — so an API on one host takes
+ * the PUT and a worker on another runs from it: the worker fetches the tar once into its own data
+ * dir, which is then only a cache (swept like the uploads). An expired upload is removed from the
+ * store when it is next looked up; a bucket lifecycle rule on tenants/ * /workspaces/ removes the ones
+ * never looked up again.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
@@ -17,6 +24,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import * as tar from 'tar-stream';
 import { z } from 'zod';
+import type { ArtifactStore } from '../artifacts/artifact-store';
 import { InvalidInputError, SandboxError } from '../domain/errors';
 import { WORKSPACE_ID, WorkspacePath } from '../domain/run-spec';
 import { checkSeedEntry } from '../sandbox/archive';
@@ -43,6 +51,9 @@ export interface FoundWorkspace extends UploadMeta {
 
 const metaPathOf = (tarPath: string) => tarPath.replace(/\.tar$/, '.json');
 
+/** The description kept in an object store beside the tar: what the tar holds, and when it was last put or used. */
+const RemoteMeta = UploadMeta.extend({ touchedAt: z.number().int().min(0) }).strict();
+
 export interface StoredWorkspace {
   id: string;
   /** Bytes of the clean tar. */
@@ -62,7 +73,68 @@ export class WorkspaceUploads {
     private readonly root: string,
     private readonly ttlS: number,
     private readonly clock: () => number = Date.now,
-  ) {}
+    /** An object store every host shares (not the local store: then `root` is all there is). */
+    private readonly remote?: ArtifactStore,
+  ) {
+    if (remote?.kind === 'local') this.remote = undefined;
+  }
+
+  /** The store's description of an upload, or null (absent, unreadable, not a description). */
+  private async remoteMeta(tenant: string, id: string): Promise<z.infer<typeof RemoteMeta> | null> {
+    const obj = await this.remote!.get(this.remote!.uploadKey(tenant, id, 'json'));
+    if (!obj) return null;
+    const chunks: Buffer[] = [];
+    let n = 0;
+    for await (const c of obj.body as AsyncIterable<Buffer>) {
+      chunks.push(c);
+      n += c.length;
+      if (n > 4096) break; // a description is some tens of bytes
+    }
+    obj.body.destroy();
+    if (n > 4096) return null;
+    const m = RemoteMeta.safeParse((() => { try { return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown; } catch { return null; } })());
+    return m.success ? m.data : null;
+  }
+
+  private async putRemoteMeta(tenant: string, id: string, meta: UploadMeta, touchedAt: number): Promise<void> {
+    await this.remote!.putBytes(this.remote!.uploadKey(tenant, id, 'json'), JSON.stringify({ ...meta, touchedAt }), 'application/json');
+  }
+
+  /**
+   * With an object store: makes this host's copy agree with the store — fetched when missing here,
+   * its time set to the store's last use (so the local TTL is the store's), removed when the store
+   * no longer has it or it expired (then removed from the store too).
+   */
+  private async syncFromRemote(tenant: string, id: string, path: string, touch: boolean): Promise<void> {
+    const r = this.remote!;
+    const meta = await this.remoteMeta(tenant, id);
+    const now = this.clock();
+    if (!meta || meta.touchedAt + this.ttlS * 1000 <= now) {
+      if (meta) await r.delete([r.uploadKey(tenant, id, 'tar'), r.uploadKey(tenant, id, 'json')]);
+      await rm(path, { force: true });
+      await rm(metaPathOf(path), { force: true });
+      return;
+    }
+    if (!(await stat(path).catch(() => null))) {
+      const obj = await r.get(r.uploadKey(tenant, id, 'tar'));
+      if (!obj) return;
+      await mkdir(this.dir(tenant), { recursive: true, mode: 0o700 });
+      const tmp = join(this.dir(tenant), `.fetch-${randomBytes(8).toString('hex')}.tmp`);
+      try {
+        await pipeline(obj.body, createWriteStream(tmp, { flags: 'wx', mode: 0o600 }));
+        await writeFile(`${tmp}.json`, JSON.stringify({ files: meta.files, dirs: meta.dirs, contentBytes: meta.contentBytes }), { mode: 0o600 });
+        await rename(`${tmp}.json`, metaPathOf(path));
+        await rename(tmp, path);
+      } finally {
+        await rm(tmp, { force: true });
+        await rm(`${tmp}.json`, { force: true });
+      }
+    }
+    const at = touch ? now : meta.touchedAt;
+    if (touch) await this.putRemoteMeta(tenant, id, { files: meta.files, dirs: meta.dirs, contentBytes: meta.contentBytes }, now);
+    await utimes(path, at / 1000, at / 1000).catch(() => undefined);
+    await utimes(metaPathOf(path), at / 1000, at / 1000).catch(() => undefined);
+  }
 
   private dir(tenant: string): string {
     if (!TENANT_DIR.test(tenant)) throw new InvalidInputError(`tenant "${tenant}" cannot hold uploads`, 'tenant');
@@ -81,6 +153,7 @@ export class WorkspaceUploads {
    */
   async find(tenant: string, id: string, o: { touch?: boolean } = {}): Promise<FoundWorkspace | null> {
     const path = this.pathOf(tenant, id);
+    if (this.remote) await this.syncFromRemote(tenant, id, path, o.touch === true);
     const meta = metaPathOf(path);
     const st = await stat(path).catch(() => null);
     if (!st) return null;
@@ -220,7 +293,30 @@ export class WorkspaceUploads {
     const id = `ws_${hash.digest('hex')}`;
     const final = join(dir, `${id}.tar`);
     const now = this.clock();
-    const existing = await stat(final).catch(() => null);
+    let existing: unknown = await stat(final).catch(() => null);
+    if (this.remote) {
+      // The store is what every host sees: the tar goes up once, the description (its TTL) each time.
+      const remoteMeta = await this.remoteMeta(tenant, id).catch(() => null);
+      const there = remoteMeta !== null && remoteMeta.touchedAt + this.ttlS * 1000 > now && (await this.remote.size(this.remote.uploadKey(tenant, id, 'tar'))) === bytes;
+      existing = there ? true : null;
+      try {
+        if (!there) await this.remote.putFile(this.remote.uploadKey(tenant, id, 'tar'), tmp, 'application/x-tar');
+        await this.putRemoteMeta(tenant, id, { files, dirs, contentBytes: content }, now);
+      } catch (err) {
+        await rm(tmp, { force: true });
+        throw err;
+      }
+      if (!(await stat(final).catch(() => null))) {
+        await writeFile(`${tmp}.json`, JSON.stringify({ files, dirs, contentBytes: content }), { mode: 0o600 });
+        await rename(`${tmp}.json`, metaPathOf(final));
+        await rename(tmp, final);
+      } else {
+        await rm(tmp, { force: true });
+      }
+      await utimes(metaPathOf(final), now / 1000, now / 1000);
+      await utimes(final, now / 1000, now / 1000);
+      return { id, bytes, files, dirs, deduplicated: existing !== null, expiresAt: new Date(now + this.ttlS * 1000).toISOString() };
+    }
     const meta: UploadMeta = { files, dirs, contentBytes: content };
     // The description first: a tar is never there without one (find() treats that as absent).
     await writeFile(`${tmp}.json`, JSON.stringify(meta), { mode: 0o600 });
