@@ -20,7 +20,7 @@
  *  10. workspace-upload         a 200 MB tar through PUT /v1/workspaces, plain and gzip: MB/s and the API's peak RSS (bench/workspace-upload.ts)
  *  11. setup-cache              a run's start in an environment with a setup phase (npm install from a loopback registry),
  *                               first and cached, beside the default environment (bench/setup-cache.ts)
- * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate, =workspace-upload, =setup-cache) runs stage 5 (or 6, 7, 8, 9, 10, 11) alone and merges its result into bench/results.json.
+ * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate, =workspace-upload, =setup-cache, =artifact-store) runs stage 5 (or 6, 7, 8, 9, 10, 11, 12) alone and merges its result into bench/results.json.
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
  *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_ISOLATION_EXECS (30)  BENCH_ISOLATION_ACQUIRES (8)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
@@ -38,6 +38,7 @@ import { startLoadStack } from '../test/support/load-stack';
 import { benchArtifacts } from './artifacts';
 import { benchWorkspaceUpload } from './workspace-upload';
 import { benchSetupCache } from './setup-cache';
+import { benchArtifactStore } from './artifact-store';
 import { benchBareBullmq, benchCorralEnqueue } from './enqueue-to-start';
 import { benchDockerGate, type GateBench } from './docker-gate';
 import { benchEgress, type EgressBench } from './egress';
@@ -147,7 +148,14 @@ async function setupOnly(): Promise<void> {
   mergeResults('setup_cache', await benchSetupCache());
 }
 
+/** Stage 12 alone (BENCH_STAGES=artifact-store): its result merged into bench/results.json. */
+async function storeOnly(): Promise<void> {
+  note('stage 12: artifact store — a run\'s files (10 MB tar) into the local store and an S3-compatible one');
+  mergeResults('artifact_store', await benchArtifactStore());
+}
+
 async function main(): Promise<void> {
+  if (process.env.BENCH_STAGES === 'artifact-store') return storeOnly();
   if (process.env.BENCH_STAGES === 'setup-cache') return setupOnly();
   if (process.env.BENCH_STAGES === 'workspace-upload') return uploadOnly();
   if (process.env.BENCH_STAGES === 'docker-gate') return gateOnly();
@@ -225,6 +233,8 @@ async function main(): Promise<void> {
     const workspace_upload = await benchWorkspaceUpload();
     note('stage 11: setup cache — first and cached start beside the default environment');
     const setup_cache = await benchSetupCache();
+    note('stage 12: artifact store — a run\'s files into the local store and an S3-compatible one');
+    const artifact_store = await benchArtifactStore();
 
     const enq = corralEnqueue!;
     const rssPeak = Math.max(...Object.values(rssByConcurrency));
@@ -275,6 +285,7 @@ async function main(): Promise<void> {
       docker_gate,
       workspace_upload,
       setup_cache,
+      artifact_store,
       targets,
       notes: {
         isolation: 'the same provider per class (CORRAL_SANDBOX_RUNTIME=runc / gvisor); exec_ms.python = `python3 -c pass`; gVisor on the ptrace platform, as .ci/bootstrap registers it',

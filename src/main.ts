@@ -41,7 +41,7 @@ import { RedisTenantMemory } from './queue/redis-memory';
 import { RunTree } from './queue/run-tree';
 import { routingFor } from './run/model-router';
 import { TenantQuota } from './queue/tenant-quota';
-import { POOL_PREFIX, createDockerClient, createSandboxProvider, startReaper, type Reaper } from './sandbox';
+import { POOL_PREFIX, createDockerClient, createSandboxProvider, engineKeyOf, startReaper, type Reaper } from './sandbox';
 import { startWorker, type RunningWorker } from './worker/start-worker';
 import type { WorkerLog } from './worker/run-processor';
 
@@ -293,7 +293,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       }, config.CORRAL_SHUTDOWN_GRACE_S * 1000 + CLEANUP_MS);
       started.worker = worker;
       const reaper: Reaper = startReaper(config, {
-        docker, log, graceMs: config.CORRAL_REAP_GRACE_S * 1000, queue: config.CORRAL_QUEUE,
+        docker, log, graceMs: config.CORRAL_REAP_GRACE_S * 1000, queue: config.CORRAL_QUEUE, engine: engineKeyOf(config),
         isActive: async (runId, owner) => {
           // Pool containers: this worker's while held; another worker's until their deadline.
           if (runId.startsWith(POOL_PREFIX)) return owner === workerId ? sandboxes.poolOwns(runId) : true;

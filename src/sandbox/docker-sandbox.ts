@@ -9,7 +9,7 @@
  * it made.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -53,6 +53,17 @@ export interface DockerSandboxProviderOptions {
 export function defaultEgressRoot(): string {
   return join(tmpdir(), 'corral-egress');
 }
+
+/**
+ * The engine a worker's sandboxes live on, as the egress directories record it: workers of two
+ * engines may share one host's egress root, and each engine's reaper sees only its own containers.
+ */
+export function engineKeyOf(config: Pick<Config, 'DOCKER_HOST'>): string {
+  return config.DOCKER_HOST ?? 'unix:///var/run/docker.sock';
+}
+
+/** The file beside an egress directory naming its engine (not inside it: the directory is the sandbox's mount). */
+export const engineMarkerOf = (dir: string) => `${dir}.engine`;
 
 const INTERNAL_TIMEOUT_MS = 60_000;
 const MAX_SEED_BYTES = 256 * 1024 * 1024;
@@ -172,6 +183,9 @@ export class DockerSandboxProvider implements SandboxProvider {
         egressDir = await mkdtemp(join(this.egressRoot, 'r-'));
         const dir = egressDir;
         cleanup.push(() => rm(dir, { recursive: true, force: true }));
+        // Which engine's sandbox this directory serves: another engine's reaper on this host leaves it alone.
+        await writeFile(engineMarkerOf(dir), engineKeyOf(this.config), { mode: 0o644 });
+        cleanup.push(() => rm(engineMarkerOf(dir), { force: true }));
         await chmod(dir, 0o755);
         // The proxy process starts while the container is created; acquire() waits for both.
         const starting = startEgressProxy({

@@ -20,7 +20,7 @@ import Docker from 'dockerode';
 import type { Config } from '../config';
 import { DockerSandboxProvider, type DockerSandboxProviderOptions } from './docker-sandbox';
 
-export { DockerSandboxProvider, type DockerSandboxProviderOptions } from './docker-sandbox';
+export { DockerSandboxProvider, engineKeyOf, type DockerSandboxProviderOptions } from './docker-sandbox';
 export { resolveLimits, type ResolvedLimits } from './limits';
 
 /** A Docker client for the configured engine (DOCKER_HOST when set, else the local socket). */

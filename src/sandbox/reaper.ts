@@ -4,15 +4,17 @@
  * its deadline has passed, or when `isActive(runId, workerId)` says its run is no longer active (a
  * worker killed with SIGKILL leaves its run inactive in the caller's store). Containers younger than
  * `graceMs` are left alone unless past their deadline, so a run being acquired is never reaped.
- * Orphaned egress socket directories (no container refers to them) are removed too.
+ * Orphaned egress socket directories (no container refers to them) are removed too — only those of
+ * this reaper's engine (the marker file beside each names it): on a host whose workers use two
+ * engines, each engine's reaper sees only its own containers, so it must not judge the other's.
  * The worker calls startReaper() at start: one sweep at once, then every CORRAL_REAP_INTERVAL_S.
  */
-import { readdir, rm, stat } from 'node:fs/promises';
+import { readFile, readdir, rm, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type Docker from 'dockerode';
 import type { Config } from '../config';
 import { LABELS } from './container-spec';
-import { defaultEgressRoot, type SandboxLog } from './docker-sandbox';
+import { defaultEgressRoot, engineMarkerOf, type SandboxLog } from './docker-sandbox';
 
 export interface ReaperOptions {
   docker: Docker;
@@ -26,6 +28,8 @@ export interface ReaperOptions {
   onlyWorkerId?: string;
   /** Only consider containers of this deployment (its queue name); others belong to another Redis. */
   queue?: string;
+  /** This worker's engine (docker-sandbox.ts engineKeyOf); egress directories marked with another are left alone. */
+  engine?: string;
 }
 
 export interface SweepResult {
@@ -79,6 +83,7 @@ export async function sweepSandboxes(o: ReaperOptions): Promise<SweepResult> {
     }
     if (dir && resolve(dir).startsWith(`${root}/`)) {
       await rm(resolve(dir), { recursive: true, force: true }).catch(() => {});
+      await rm(engineMarkerOf(resolve(dir)), { force: true }).catch(() => {});
       result.removedDirs.push(resolve(dir));
     }
   }
@@ -96,11 +101,20 @@ export async function sweepSandboxes(o: ReaperOptions): Promise<SweepResult> {
     const names = await readdir(root).catch(() => [] as string[]);
     for (const n of names) {
       const d = join(root, n);
+      if (n.endsWith('.engine')) {
+        // A marker whose directory is gone (a crash between the two removals).
+        const st = await stat(d).catch(() => undefined);
+        if (st && !names.includes(n.slice(0, -'.engine'.length)) && now.getTime() - st.mtimeMs >= ORPHAN_DIR_GRACE_MS) await rm(d, { force: true }).catch(() => {});
+        continue;
+      }
       if (liveDirs.has(d) || result.removedDirs.includes(d)) continue;
+      const marker = await readFile(engineMarkerOf(d), 'utf8').catch(() => null);
+      if (marker !== null && o.engine !== undefined && marker !== o.engine) continue; // another engine's sandbox
       const st = await stat(d).catch(() => undefined);
       // At least a minute: another worker may have just made the directory and not yet its container.
       if (st && now.getTime() - st.mtimeMs >= Math.max(grace, ORPHAN_DIR_GRACE_MS)) {
         await rm(d, { recursive: true, force: true }).catch(() => {});
+        await rm(engineMarkerOf(d), { force: true }).catch(() => {});
         result.removedDirs.push(d);
       }
     }
