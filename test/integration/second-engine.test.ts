@@ -52,7 +52,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await engine?.dispose();
   rmSync(hostDir, { recursive: true, force: true });
-  // eslint-disable-next-line no-console
+   
   console.log(lines.join('\n'));
 });
 

@@ -51,7 +51,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The last lines of the log that say something (not grpc's connectivity chatter). */
 function logTail(file: string, lines = 25): string {
-  let text = '';
+  let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch {
