@@ -48,7 +48,13 @@ export async function watchRun(client: ApiClient, id: string, opts: WatchOptions
     if (tick) clearInterval(tick);
     output.clearFooter();
   }
-  const run: RunView = await client.get(id);
+  // The stream ends at run.finished; the worker records the end a moment later (after storing the
+  // run's files), so the record is read again until it has it (or the stream was cut short).
+  let run: RunView = await client.get(id);
+  for (let waited = 0; view.finished && !run.finishedAt && waited < 30_000 && !opts.signal?.aborted; waited += 200) {
+    await new Promise((r) => setTimeout(r, 200));
+    run = await client.get(id);
+  }
   const lines: string[] = [];
   if (!view.finished) lines.push(`■ ${run.status}${run.reason ? ` — ${run.reason}` : ''}`);
   lines.push('');
