@@ -21,8 +21,8 @@
  * so give long-lived test containers Init: true or a short StopTimeout); start() starts it again on the
  * same data root. dispose() (idempotent) stops it, kills whatever of it is left, unmounts what is
  * mounted under its directory, removes its cgroups and the directory. A test that starts one disposes
- * it in afterAll; if the process exits first, dockerd gets SIGTERM (and then cleans up after itself,
- * leaving only the directory).
+ * it in afterAll; if the test process dies first, a watchdog gives dockerd SIGTERM (it then stops its
+ * containers and unmounts; the directory and the cgroup directories stay).
  */
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, rmdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
@@ -165,8 +165,6 @@ export async function startSecondEngine(o: { images: string[]; name?: string; lo
 
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
-  const onExit = () => child?.kill('SIGTERM');
-  process.once('exit', onExit);
 
   let disposed: Promise<void> | undefined;
   const start = async (): Promise<void> => {
@@ -195,14 +193,22 @@ export async function startSecondEngine(o: { images: string[]; name?: string; lo
     closeSync(fd);
     c.unref();
     child = c;
+    // If this process goes first (jest killed, or a test that never disposes), dockerd gets SIGTERM: a
+    // watchdog reads its stdin, which ends when we are gone. (An 'exit' listener would not do: a test
+    // file's `process` is jest's copy, its events never come.)
+    const watchdog = spawn('sh', ['-c', 'read _; kill -TERM "$0" 2>/dev/null', String(c.pid)], { stdio: ['pipe', 'ignore', 'ignore'] });
+    watchdog.unref();
+    (watchdog.stdin as unknown as { unref(): void }).unref();
     let gone: string | undefined;
     exited = new Promise<void>((resolve) => {
       c.once('exit', (code, signal) => {
+        watchdog.kill('SIGKILL'); // before the pid can be someone else's
         gone = `dockerd exited (${code ?? signal})`;
         if (child === c) child = undefined;
         resolve();
       });
       c.once('error', (e) => {
+        watchdog.kill('SIGKILL');
         gone = `dockerd did not start: ${e.message}`;
         if (child === c) child = undefined;
         resolve();
@@ -236,7 +242,6 @@ export async function startSecondEngine(o: { images: string[]; name?: string; lo
   };
 
   const dispose = (): Promise<void> => disposed ??= (async () => {
-    process.removeListener('exit', onExit);
     const problems: string[] = [];
     await stop().catch((e: Error) => problems.push(e.message));
     // Whatever survived: dockerd, its containerd and shims by their command lines, then container
