@@ -36,7 +36,9 @@ import { IdempotencyStore } from './queue/idempotency';
 import { RunMetrics } from './queue/run-metrics';
 import { RedisRunStore } from './queue/redis-run-store';
 import { WorkspaceUploads } from './workspaces/workspace-uploads';
-import { artifactStoreFor } from './artifacts';
+import { artifactStoreFor, type ArtifactStore } from './artifacts';
+import type { RunEvent } from './domain/events';
+import { DEFAULT_TENANT, type RunStore } from './queue/run-store';
 import { RedisTenantMemory } from './queue/redis-memory';
 import { RunTree } from './queue/run-tree';
 import { routingFor } from './run/model-router';
@@ -90,13 +92,40 @@ function modelFactory(config: Config): { modelFor: (spec: RunSpec) => Model; cli
   };
 }
 
-/** Runs with `replayOf` replay that run's model turns from its log in this worker's data dir. */
-function withReplays(config: Config, modelFor: (spec: RunSpec) => Model): (spec: RunSpec) => Model {
-  return (spec) => {
+/**
+ * Runs with `replayOf` replay that run's model turns from its log: in this worker's data dir, or in
+ * the object store (the run may have run on another host).
+ */
+function withReplays(config: Config, modelFor: (spec: RunSpec) => Model, artifacts: ArtifactStore, store: RunStore): (spec: RunSpec) => Promise<Model> {
+  return async (spec) => {
     if (!spec.replayOf) return modelFor(spec);
     const log = resolve(config.CORRAL_DATA_DIR, 'runs', spec.replayOf, 'events.jsonl');
-    if (!existsSync(log)) throw new InvalidInputError(`replayOf: the log of ${spec.replayOf} is not in this worker's data dir (${log})`, 'replayOf');
-    return new ReplayModel(replayFromEvents(readJsonl(log), `replayOf: run ${spec.replayOf}`), log);
+    if (existsSync(log)) return new ReplayModel(replayFromEvents(readJsonl(log), `replayOf: run ${spec.replayOf}`), log);
+    if (artifacts.kind === 'local') throw new InvalidInputError(`replayOf: the log of ${spec.replayOf} is not in this worker's data dir (${log})`, 'replayOf');
+    const key = artifacts.runFileKey((await store.tenantOf(spec.replayOf)) ?? DEFAULT_TENANT, spec.replayOf, 'events.jsonl');
+    const obj = await artifacts.get(key);
+    if (!obj) throw new InvalidInputError(`replayOf: the log of ${spec.replayOf} is not in ${artifacts.description}`, 'replayOf');
+    // Bounded like the log itself (CORRAL_LOG_MAX_BYTES): a larger object is not a log this service wrote.
+    const chunks: Buffer[] = [];
+    let n = 0;
+    for await (const c of obj.body as AsyncIterable<Buffer>) {
+      n += c.length;
+      if (n > config.CORRAL_LOG_MAX_BYTES + 64 * 1024) {
+        obj.body.destroy();
+        throw new InvalidInputError(`replayOf: the log of ${spec.replayOf} in the store is larger than CORRAL_LOG_MAX_BYTES`, 'replayOf');
+      }
+      chunks.push(c);
+    }
+    const events: RunEvent[] = [];
+    for (const line of Buffer.concat(chunks).toString('utf8').split('\n')) {
+      if (!line.trim()) continue;
+      try {
+        events.push(JSON.parse(line) as RunEvent);
+      } catch {
+        throw new InvalidInputError(`replayOf: the log of ${spec.replayOf} in the store has a line that is not JSON`, 'replayOf');
+      }
+    }
+    return new ReplayModel(replayFromEvents(events, `replayOf: run ${spec.replayOf}`), artifacts.locationOf(key));
   };
 }
 
@@ -248,7 +277,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       }
       const worker = await startWorker({
         config, sandboxes, store, metrics, workerId, clock: Date.now, log,
-        modelFor: withReplays(config, models.modelFor),
+        modelFor: withReplays(config, models.modelFor, artifacts, store),
         policyNames: [...policies.keys()], environments,
         gitCredentials,
         artifacts,

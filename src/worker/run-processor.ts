@@ -57,7 +57,7 @@ export interface RunProcessorDeps {
   sandboxes: SandboxProvider;
   store: RunStore;
   /** The model for a run (spec.model overrides the configured one). */
-  modelFor: (spec: RunSpec) => Model;
+  modelFor: (spec: RunSpec) => Model | Promise<Model>;
   /** The policies this worker's gates have: a job naming another is refused before it runs. */
   policyNames: readonly string[];
   /** The environment catalogue; absent: only the built-in `default`. */
@@ -286,7 +286,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   await update({ status: 'running', ...(resumeFrom ? {} : { startedAt: now().toISOString() }), workerId: deps.workerId, logPath: stored('events.jsonl'), reportPath: stored('report.md') });
   // The run's first start: wall time counts from here across waits for sub-runs.
   const t0 = resumeFrom ? resumeFrom.loop.meter.startedAt : clock();
-  const model = deps.modelFor(spec);
+  const model = await deps.modelFor(spec);
   const routing = routingFor(spec, config);
   // A sub-run ends by its parent's deadline whatever its own wall-time budget says.
   const budgets: RunBudgets = parent ? { ...spec.budgets, wallTimeS: Math.max(0, Math.min(spec.budgets.wallTimeS, Math.floor((parent.deadlineAt - t0) / 1000))) } : spec.budgets;

@@ -84,6 +84,14 @@ test('a run\'s files are in the store under its tenant\'s keys, served by the AP
   expect(tar.headers.get('content-disposition')).toBe(`attachment; filename="${id}-workspace.tar"`);
   expect(tar.body.includes(Buffer.from('changed\n'))).toBe(true);
   expect(Number(tar.headers.get('content-length'))).toBe(tar.body.length);
+
+  // A replay reads the run's log from the store (the worker kept no copy).
+  const served = agent.served['STORE-EDIT'];
+  const replay = await h.api<{ id: string }>('POST', `/v1/runs/${id}/replay`);
+  expect(replay.status).toBe(201);
+  const replayed = await h.waitFor(replay.body.id);
+  expect(replayed).toMatchObject({ status: 'succeeded', finalAnswer: 'edited' });
+  expect(agent.served['STORE-EDIT']).toBe(served); // no model call
 });
 
 test('the log of a run still going comes from its event stream; once it ends, from the store', async () => {
