@@ -37,6 +37,7 @@ import { RunMetrics } from './queue/run-metrics';
 import { RedisRunStore } from './queue/redis-run-store';
 import { WorkspaceUploads } from './workspaces/workspace-uploads';
 import { artifactStoreFor, type ArtifactStore } from './artifacts';
+import { readStored } from './artifacts/artifact-store';
 import type { RunEvent } from './domain/events';
 import { DEFAULT_TENANT, type RunStore } from './queue/run-store';
 import { RedisTenantMemory } from './queue/redis-memory';
@@ -103,21 +104,12 @@ function withReplays(config: Config, modelFor: (spec: RunSpec) => Model, artifac
     if (existsSync(log)) return new ReplayModel(replayFromEvents(readJsonl(log), `replayOf: run ${spec.replayOf}`), log);
     if (artifacts.kind === 'local') throw new InvalidInputError(`replayOf: the log of ${spec.replayOf} is not in this worker's data dir (${log})`, 'replayOf');
     const key = artifacts.runFileKey((await store.tenantOf(spec.replayOf)) ?? DEFAULT_TENANT, spec.replayOf, 'events.jsonl');
-    const obj = await artifacts.get(key);
-    if (!obj) throw new InvalidInputError(`replayOf: the log of ${spec.replayOf} is not in ${artifacts.description}`, 'replayOf');
     // Bounded like the log itself (CORRAL_LOG_MAX_BYTES): a larger object is not a log this service wrote.
-    const chunks: Buffer[] = [];
-    let n = 0;
-    for await (const c of obj.body as AsyncIterable<Buffer>) {
-      n += c.length;
-      if (n > config.CORRAL_LOG_MAX_BYTES + 64 * 1024) {
-        obj.body.destroy();
-        throw new InvalidInputError(`replayOf: the log of ${spec.replayOf} in the store is larger than CORRAL_LOG_MAX_BYTES`, 'replayOf');
-      }
-      chunks.push(c);
-    }
+    const stored = await readStored(artifacts, key, config.CORRAL_LOG_MAX_BYTES + 64 * 1024);
+    if (!stored) throw new InvalidInputError(`replayOf: the log of ${spec.replayOf} is not in ${artifacts.description}`, 'replayOf');
+    if (stored.over) throw new InvalidInputError(`replayOf: the log of ${spec.replayOf} in the store is larger than CORRAL_LOG_MAX_BYTES`, 'replayOf');
     const events: RunEvent[] = [];
-    for (const line of Buffer.concat(chunks).toString('utf8').split('\n')) {
+    for (const line of stored.bytes.toString('utf8').split('\n')) {
       if (!line.trim()) continue;
       try {
         events.push(JSON.parse(line) as RunEvent);

@@ -11,7 +11,6 @@
 import type { Readable } from 'node:stream';
 
 export type RunFileName = 'report.md' | 'events.jsonl' | 'workspace.tar' | 'workspace.patch' | 'agent.bundle';
-export const RUN_FILE_NAMES: readonly RunFileName[] = ['events.jsonl', 'report.md', 'workspace.tar', 'workspace.patch', 'agent.bundle'];
 
 export interface StoredObject {
   body: Readable;
@@ -43,6 +42,34 @@ export interface ArtifactStore {
   check(): Promise<void>;
   /** Releases connections. */
   close(): Promise<void>;
+}
+
+/** Where one of a run's files is, as the run record and its events name it (a path or an s3:// URL). */
+export function runFileLocation(store: ArtifactStore, tenant: string, runId: string, name: RunFileName): string {
+  return store.locationOf(store.runFileKey(tenant, runId, name));
+}
+
+/**
+ * Reads a small object whole, at most `maxBytes` of it: null when there is none; `over` when it is
+ * larger (then `bytes` holds its first `maxBytes`). For logs and descriptions, never for tars.
+ */
+export async function readStored(store: ArtifactStore, key: string, maxBytes: number): Promise<{ bytes: Buffer; over: boolean } | null> {
+  const obj = await store.get(key);
+  if (!obj) return null;
+  const chunks: Buffer[] = [];
+  let n = 0;
+  let over = false;
+  for await (const c of obj.body as AsyncIterable<Buffer>) {
+    chunks.push(c);
+    n += c.length;
+    if (n > maxBytes) {
+      over = true;
+      break;
+    }
+  }
+  obj.body.destroy();
+  const all = Buffer.concat(chunks);
+  return { bytes: over ? all.subarray(0, maxBytes) : all, over };
 }
 
 /** Tenant names as they appear in keys (auth already restricts them to [A-Za-z0-9_.-]; anything else is encoded). */

@@ -6,7 +6,7 @@
 import { createReadStream } from 'node:fs';
 import { copyFile, mkdir, rm, stat, writeFile, access } from 'node:fs/promises';
 import { constants } from 'node:fs';
-import { dirname, join, relative, resolve, sep } from 'node:path';
+import { dirname, relative, resolve, sep } from 'node:path';
 import { keySegment, type ArtifactStore, type RunFileName, type StoredObject } from './artifact-store';
 
 export class LocalArtifactStore implements ArtifactStore {
@@ -77,9 +77,4 @@ export class LocalArtifactStore implements ArtifactStore {
   }
 
   async close(): Promise<void> {}
-
-  /** For callers that need a file on this disk (the worker seeding a sandbox). */
-  fileOf(key: string): string {
-    return join(this.pathOf(key));
-  }
 }

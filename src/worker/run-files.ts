@@ -9,7 +9,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { ArtifactStore, RunFileName } from '../artifacts/artifact-store';
+import { readStored, type ArtifactStore, type RunFileName } from '../artifacts/artifact-store';
 import type { RunEvent } from '../domain/events';
 import type { RunStore } from '../queue/run-store';
 import { buildReport } from '../report/report-markdown';
@@ -52,18 +52,10 @@ export async function releaseRunDir(store: ArtifactStore, runDir: string, publis
 
 /** Reads at most `maxBytes` of a stored JSONL log as events (a torn last line is dropped). */
 async function storedLog(store: ArtifactStore, key: string, maxBytes: number): Promise<RunEvent[] | null> {
-  const obj = await store.get(key);
-  if (!obj) return null;
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const c of obj.body as AsyncIterable<Buffer>) {
-    chunks.push(c);
-    n += c.length;
-    if (n >= maxBytes) break;
-  }
-  obj.body.destroy();
+  const stored = await readStored(store, key, maxBytes);
+  if (!stored) return null;
   const out: RunEvent[] = [];
-  for (const line of Buffer.concat(chunks).subarray(0, maxBytes).toString('utf8').split('\n')) {
+  for (const line of stored.bytes.toString('utf8').split('\n')) {
     try {
       if (line.trim()) out.push(JSON.parse(line) as RunEvent);
     } catch {

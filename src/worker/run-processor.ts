@@ -40,7 +40,7 @@ import { loadWorkspaceContext, renderWorkspaceContext } from '../run/workspace-c
 import { toolsFor } from '../tools/registry';
 import { proposeMemory } from './memory-store';
 import { publishRunFiles, releaseRunDir } from './run-files';
-import type { ArtifactStore, RunFileName } from '../artifacts/artifact-store';
+import { runFileLocation, type ArtifactStore, type RunFileName } from '../artifacts/artifact-store';
 import type { TenantMemory } from '../queue/redis-memory';
 import { runWorkspace, workspaceChanges } from './export-summary';
 import { RedisApprovalPort } from './redis-approval-port';
@@ -282,7 +282,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   }
   // Memory is per tenant: another tenant naming the same key gets its own notes.
   const memorySpec = !parent && spec.memory ? { ...spec.memory, key: tenant === DEFAULT_TENANT ? spec.memory.key : `${tenant}/${spec.memory.key}` } : undefined;
-  const stored = (name: RunFileName) => deps.artifacts.locationOf(deps.artifacts.runFileKey(tenant, runId, name));
+  const stored = (name: RunFileName) => runFileLocation(deps.artifacts, tenant, runId, name);
   await update({ status: 'running', ...(resumeFrom ? {} : { startedAt: now().toISOString() }), workerId: deps.workerId, logPath: stored('events.jsonl'), reportPath: stored('report.md') });
   // The run's first start: wall time counts from here across waits for sub-runs.
   const t0 = resumeFrom ? resumeFrom.loop.meter.startedAt : clock();

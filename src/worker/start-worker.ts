@@ -17,6 +17,7 @@ import { RUN_JOB_NAME } from '../queue/run-queue';
 import { DEFAULT_TENANT } from '../queue/run-store';
 import { flowJobPort } from '../queue/subrun-jobs';
 import { RunSuspended, processRun, recordRefused, type RunProcessorDeps, type RunSummary } from './run-processor';
+import { runFileLocation } from '../artifacts/artifact-store';
 import { publishLostRun } from './run-files';
 import { WorkerSlots } from './slots';
 
@@ -82,14 +83,14 @@ async function recordStalled(o: StartWorkerOptions, runId: string, message: stri
   const reason = `the worker running it stopped (${run?.workerId ?? 'unknown worker'}; ${message}); its sandbox is removed by the reaper`;
   if (!(await recordEnded(o, runId, reason, 'worker_lost'))) return;
   // The dead worker wrote no files: its log so far and a report go to the store from here.
+  const tenant = run?.tenant ?? DEFAULT_TENANT;
   try {
     const files = await publishLostRun({
-      store: o.artifacts, runs: o.store, tenant: run?.tenant ?? DEFAULT_TENANT, runId, scratchDir: resolve(o.config.CORRAL_DATA_DIR),
+      store: o.artifacts, runs: o.store, tenant, runId, scratchDir: resolve(o.config.CORRAL_DATA_DIR),
       reason, at: new Date(o.clock()), maxLogBytes: o.config.CORRAL_LOG_MAX_BYTES, maxEvents: o.config.CORRAL_LOG_MAX_EVENTS,
     });
     if (files) {
-      const loc = (n: 'events.jsonl' | 'report.md') => o.artifacts.locationOf(o.artifacts.runFileKey(run?.tenant ?? DEFAULT_TENANT, runId, n));
-      await o.store.update(runId, { logPath: loc('events.jsonl'), reportPath: loc('report.md') });
+      await o.store.update(runId, { logPath: runFileLocation(o.artifacts, tenant, runId, 'events.jsonl'), reportPath: runFileLocation(o.artifacts, tenant, runId, 'report.md') });
       o.log('files of a lost run written', { runId, files: files.stored });
     }
   } catch (err) {

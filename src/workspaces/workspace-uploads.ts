@@ -24,7 +24,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import * as tar from 'tar-stream';
 import { z } from 'zod';
-import type { ArtifactStore } from '../artifacts/artifact-store';
+import { readStored, type ArtifactStore } from '../artifacts/artifact-store';
 import { InvalidInputError, SandboxError } from '../domain/errors';
 import { WORKSPACE_ID, WorkspacePath } from '../domain/run-spec';
 import { checkSeedEntry } from '../sandbox/archive';
@@ -81,18 +81,9 @@ export class WorkspaceUploads {
 
   /** The store's description of an upload, or null (absent, unreadable, not a description). */
   private async remoteMeta(tenant: string, id: string): Promise<z.infer<typeof RemoteMeta> | null> {
-    const obj = await this.remote!.get(this.remote!.uploadKey(tenant, id, 'json'));
-    if (!obj) return null;
-    const chunks: Buffer[] = [];
-    let n = 0;
-    for await (const c of obj.body as AsyncIterable<Buffer>) {
-      chunks.push(c);
-      n += c.length;
-      if (n > 4096) break; // a description is some tens of bytes
-    }
-    obj.body.destroy();
-    if (n > 4096) return null;
-    const m = RemoteMeta.safeParse((() => { try { return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown; } catch { return null; } })());
+    const stored = await readStored(this.remote!, this.remote!.uploadKey(tenant, id, 'json'), 4096); // a description is some tens of bytes
+    if (!stored || stored.over) return null;
+    const m = RemoteMeta.safeParse((() => { try { return JSON.parse(stored.bytes.toString('utf8')) as unknown; } catch { return null; } })());
     return m.success ? m.data : null;
   }
 
@@ -293,31 +284,22 @@ export class WorkspaceUploads {
     const id = `ws_${hash.digest('hex')}`;
     const final = join(dir, `${id}.tar`);
     const now = this.clock();
-    let existing: unknown = await stat(final).catch(() => null);
+    const existing = await stat(final).catch(() => null);
+    const meta: UploadMeta = { files, dirs, contentBytes: content };
+    // Without an object store this host's copy is the upload; with one, the store's is.
+    let deduplicated = existing !== null;
     if (this.remote) {
       // The store is what every host sees: the tar goes up once, the description (its TTL) each time.
       const remoteMeta = await this.remoteMeta(tenant, id).catch(() => null);
-      const there = remoteMeta !== null && remoteMeta.touchedAt + this.ttlS * 1000 > now && (await this.remote.size(this.remote.uploadKey(tenant, id, 'tar'))) === bytes;
-      existing = there ? true : null;
+      deduplicated = remoteMeta !== null && remoteMeta.touchedAt + this.ttlS * 1000 > now && (await this.remote.size(this.remote.uploadKey(tenant, id, 'tar'))) === bytes;
       try {
-        if (!there) await this.remote.putFile(this.remote.uploadKey(tenant, id, 'tar'), tmp, 'application/x-tar');
-        await this.putRemoteMeta(tenant, id, { files, dirs, contentBytes: content }, now);
+        if (!deduplicated) await this.remote.putFile(this.remote.uploadKey(tenant, id, 'tar'), tmp, 'application/x-tar');
+        await this.putRemoteMeta(tenant, id, meta, now);
       } catch (err) {
         await rm(tmp, { force: true });
         throw err;
       }
-      if (!(await stat(final).catch(() => null))) {
-        await writeFile(`${tmp}.json`, JSON.stringify({ files, dirs, contentBytes: content }), { mode: 0o600 });
-        await rename(`${tmp}.json`, metaPathOf(final));
-        await rename(tmp, final);
-      } else {
-        await rm(tmp, { force: true });
-      }
-      await utimes(metaPathOf(final), now / 1000, now / 1000);
-      await utimes(final, now / 1000, now / 1000);
-      return { id, bytes, files, dirs, deduplicated: existing !== null, expiresAt: new Date(now + this.ttlS * 1000).toISOString() };
     }
-    const meta: UploadMeta = { files, dirs, contentBytes: content };
     // The description first: a tar is never there without one (find() treats that as absent).
     await writeFile(`${tmp}.json`, JSON.stringify(meta), { mode: 0o600 });
     await rename(`${tmp}.json`, metaPathOf(final));
@@ -326,6 +308,6 @@ export class WorkspaceUploads {
     // The TTL counts from the last upload.
     await utimes(metaPathOf(final), now / 1000, now / 1000);
     await utimes(final, now / 1000, now / 1000);
-    return { id, bytes, files, dirs, deduplicated: existing !== null, expiresAt: new Date(now + this.ttlS * 1000).toISOString() };
+    return { id, bytes, files, dirs, deduplicated, expiresAt: new Date(now + this.ttlS * 1000).toISOString() };
   }
 }
