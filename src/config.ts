@@ -147,6 +147,8 @@ export const ConfigSchema = z.object({
   CORRAL_GIT_REMOTES: z.string().default('').transform((s) => [...new Set(s.split(',').map((x) => x.trim()).filter(Boolean))]),
   /** Per-tenant git credentials (a JSON file: tenant → [{url, username, password} | {url, sshKeyFile, knownHostsFile}]). */
   CORRAL_GIT_CREDENTIALS_FILE: z.string().optional(),
+  /** The CA certificates (PEM) git trusts for https remotes, in place of the system's: for a git server with a private CA. */
+  CORRAL_GIT_CA_FILE: z.string().optional(),
   /** A clone's whole time (seconds). */
   CORRAL_GIT_TIMEOUT_S: int(300),
   /** Further images environments may name (comma-separated); the docker gate lets the worker create containers of these only. */

@@ -23,7 +23,7 @@ import { readJsonl } from './report/jsonl-sink';
 import { Classifier } from './policy/classifier';
 import { loadEnvironments } from './environments/load-environments';
 import { SetupCache } from './environments/setup-cache';
-import { loadGitCredentials, parseGitUrl } from './git/git-remote';
+import { checkGitCaFile, loadGitCredentials, parseGitUrl } from './git/git-remote';
 import type { EgressTestHooks } from './sandbox/egress-test-hooks';
 import { loadPolicies } from './policy/load-policy';
 import type { ApiDeps } from './api/api-deps';
@@ -205,6 +205,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
   const environments = loadEnvironments(config.CORRAL_ENVIRONMENT_DIR, config);
   // Read by the worker only (its clones); a bad file stops start-up before anything runs.
   const gitCredentials = roles.worker ? loadGitCredentials(config.CORRAL_GIT_CREDENTIALS_FILE) : new Map();
+  if (roles.worker) checkGitCaFile(config.CORRAL_GIT_CA_FILE);
   for (const r of config.CORRAL_GIT_REMOTES) {
     const p = parseGitUrl(r, { prefix: true });
     if ('error' in p) throw new CorralError('invalid_input', `CORRAL_GIT_REMOTES: ${r}: ${p.error}`);

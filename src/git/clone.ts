@@ -31,6 +31,8 @@ export interface CloneRequest {
   maxEntries: number;
   timeoutMs: number;
   signal?: AbortSignal;
+  /** CORRAL_GIT_CA_FILE: the CA bundle for https remotes (else the system's). */
+  caFile?: string;
 }
 
 export interface Cloned {
@@ -62,11 +64,17 @@ export async function cloneWorkspace(req: CloneRequest): Promise<Cloned> {
     await chmod(askpass, 0o700);
     Object.assign(env, { GIT_ASKPASS: askpass, CORRAL_GIT_USERNAME: cred.username, CORRAL_GIT_PASSWORD: cred.password });
   }
+  if (req.remote.scheme === 'https' && req.caFile) env.GIT_SSL_CAINFO = req.caFile;
   if (req.remote.scheme === 'ssh') {
     const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+    // No config, no agent, no forwarding, no proxy, host keys checked and never learned or updated
+    // (the operator's known_hosts is read, never written); a key only when the tenant has one.
+    const base = 'ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UpdateHostKeys=no -o HashKnownHosts=no'
+      + ' -o ForwardAgent=no -o ForwardX11=no -o ClearAllForwardings=yes -o PermitLocalCommand=no -o ProxyCommand=none -o IdentityAgent=none'
+      + ' -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no -o ConnectTimeout=30';
     env.GIT_SSH_COMMAND = cred && 'sshKeyFile' in cred
-      ? `ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=${q(cred.knownHostsFile)} -i ${q(cred.sshKeyFile)}`
-      : 'ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes';
+      ? `${base} -o IdentitiesOnly=yes -o UserKnownHostsFile=${q(cred.knownHostsFile)} -o GlobalKnownHostsFile=/dev/null -i ${q(cred.sshKeyFile)}`
+      : `${base} -o UserKnownHostsFile=/dev/null -o GlobalKnownHostsFile=/etc/ssh/ssh_known_hosts`;
   }
   const hardening = [
     '-c', 'protocol.allow=never', '-c', `protocol.${req.remote.scheme}.allow=always`,

@@ -4,7 +4,7 @@
  * (CORRAL_GIT_CREDENTIALS_FILE). A URL never carries a secret: a password (or an https user) in
  * it is refused — credentials are the operator's configuration, handed to git by the worker only.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { z } from 'zod';
 import { CorralError, InvalidInputError } from '../domain/errors';
 
@@ -103,6 +103,22 @@ export function loadGitCredentials(file: string | undefined): Map<string, GitCre
       if ('error' in prefix) throw new CorralError('invalid_input', `CORRAL_GIT_CREDENTIALS_FILE ${file}: ${tenant}.${i}.url: ${prefix.error}`);
       const ssh = 'sshKeyFile' in c;
       if (ssh !== (prefix.scheme === 'ssh')) throw new CorralError('invalid_input', `CORRAL_GIT_CREDENTIALS_FILE ${file}: ${tenant}.${i}: ${ssh ? 'an ssh key is for an ssh:// url' : 'a username and password are for an https:// or http:// url'}`);
+      if ('sshKeyFile' in c) {
+        // Checked now, not at the first clone: ssh refuses a key others can read, and a missing file is a typo.
+        for (const [field, path] of [['sshKeyFile', c.sshKeyFile], ['knownHostsFile', c.knownHostsFile]] as const) {
+          const st = (() => {
+            try {
+              return statSync(path);
+            } catch (err) {
+              throw new CorralError('invalid_input', `CORRAL_GIT_CREDENTIALS_FILE ${file}: ${tenant}.${i}.${field}: ${path}: ${(err as NodeJS.ErrnoException).code ?? 'cannot be read'}`);
+            }
+          })();
+          if (!st.isFile()) throw new CorralError('invalid_input', `CORRAL_GIT_CREDENTIALS_FILE ${file}: ${tenant}.${i}.${field}: ${path} is not a file`);
+          if (field === 'sshKeyFile' && (st.mode & 0o077) !== 0) {
+            throw new CorralError('invalid_input', `CORRAL_GIT_CREDENTIALS_FILE ${file}: ${tenant}.${i}.sshKeyFile: ${path} is readable by others (mode ${(st.mode & 0o777).toString(8)}); ssh refuses such a key: chmod 600 it`);
+          }
+        }
+      }
       return { ...c, prefix };
     }));
   }
@@ -112,4 +128,16 @@ export function loadGitCredentials(file: string | undefined): Map<string, GitCre
 /** The tenant's credential for a remote: the entry with the longest matching prefix, if any. */
 export function credentialFor(creds: ReadonlyMap<string, GitCredential[]>, tenant: string, remote: GitRemote): GitCredential | undefined {
   return (creds.get(tenant) ?? []).filter((c) => remoteUnder(remote, c.prefix)).sort((a, b) => b.prefix.path.length - a.prefix.path.length)[0];
+}
+
+/** CORRAL_GIT_CA_FILE, checked at start-up: a readable file of PEM certificates. */
+export function checkGitCaFile(file: string | undefined): void {
+  if (!file) return;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new CorralError('invalid_input', `CORRAL_GIT_CA_FILE ${file}: ${(err as NodeJS.ErrnoException).code ?? 'cannot be read'}`);
+  }
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new CorralError('invalid_input', `CORRAL_GIT_CA_FILE ${file}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
 }

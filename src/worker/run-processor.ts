@@ -346,7 +346,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       const c = await cloneWorkspace({
         remote: admitted.git, ...(git.ref ? { ref: git.ref } : {}), depth: git.depth, ...(credential ? { credential } : {}),
         dir, maxBytes: limits.workspaceMb * 1024 * 1024, maxEntries: config.CORRAL_WORKSPACE_MAX_ENTRIES,
-        timeoutMs: config.CORRAL_GIT_TIMEOUT_S * 1000, signal: runSignal,
+        timeoutMs: config.CORRAL_GIT_TIMEOUT_S * 1000, signal: runSignal, ...(config.CORRAL_GIT_CA_FILE ? { caFile: config.CORRAL_GIT_CA_FILE } : {}),
       });
       gitBase = c.commit;
       emit({ type: 'workspace.cloned', url: admitted.git.url, ref: git.ref ?? null, commit: c.commit, depth: git.depth, files: c.files, bytes: c.bytes, ms: c.ms, credential: credential !== undefined });

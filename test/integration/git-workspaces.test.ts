@@ -1,7 +1,9 @@
 /**
  * Git workspaces end to end against git servers this test starts on loopback: `git daemon` (a public
- * repository over git://) and `git http-backend` behind an HTTP server with Basic auth (a private
- * one over http://, its password in the operator's credentials file). The worker clones; the agent
+ * repository over git://), `git http-backend` behind HTTP and HTTPS servers with Basic auth (a private
+ * one over http:// and https://, its password in the operator's credentials file; the https server's
+ * certificate from a test CA given as CORRAL_GIT_CA_FILE, and an impostor's from another CA), and an
+ * ssh server serving only git-upload-pack (the operator's key and known_hosts; an impostor host key). The worker clones; the agent
  * works and commits in the checkout; the run returns the patch and a bundle of the agent's commits
  * that applies to the original repository. The password must appear nowhere the agent or the tenant
  * can read: not in the sandbox (its .git/config, its environment, its files), the log, the report,
@@ -11,13 +13,15 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as httpsServer } from 'node:https';
 import { createServer as netServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decisionsAnswer } from '../support/fake-decisions-server';
 import { finalTurn, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness, type Harness } from '../support/corral-harness';
+import { startSshGitServer, type SshGitServer } from '../support/ssh-git-server';
 
 jest.setTimeout(240_000);
 
@@ -29,6 +33,11 @@ let daemonPort: number;
 let http: Server;
 let httpPort: number;
 const httpSeen: string[] = [];
+let ssh: SshGitServer;
+let https: Server;
+let httpsPort: number;
+let impostor: Server;
+let impostorPort: number;
 
 const gitEnv = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' };
 const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, env: gitEnv, encoding: 'utf8' }).trim();
@@ -55,9 +64,9 @@ const freePort = () => new Promise<number>((r) => {
 });
 
 /** git http-backend as CGI behind Basic auth (only /private/…); /private/moved.git redirects to the daemon. */
-function startHttpGit(): Promise<Server> {
-  const server = createServer((req, res) => {
-    httpSeen.push(`${req.method} ${req.url} ${req.headers.authorization ? 'auth' : 'anon'}`);
+function startHttpGit(tls?: { key: string; cert: string }): Promise<Server> {
+  const handler = (req: IncomingMessage, res: ServerResponse) => {
+    httpSeen.push(`${tls ? 'https' : 'http'} ${req.method} ${req.url} ${req.headers.authorization ? 'auth' : 'anon'}`);
     const url = new URL(req.url ?? '/', 'http://x');
     if (url.pathname.startsWith('/private/moved.git/')) {
       res.writeHead(302, { location: `git://127.0.0.1:${daemonPort}/public.git` }).end();
@@ -98,8 +107,20 @@ function startHttpGit(): Promise<Server> {
       res.write(head.subarray(end + 4));
     });
     cgi.on('close', () => res.end());
-  });
+  };
+  const server = tls ? httpsServer(tls, handler) : createServer(handler);
   return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
+}
+
+/** A CA and a certificate it signed for 127.0.0.1 (openssl), under `dir`. */
+function makeCa(dir: string, name: string): { caFile: string; key: string; cert: string } {
+  mkdirSync(dir, { recursive: true });
+  const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+  ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-subj', `/CN=${name} CA`, '-days', '2');
+  ssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'leaf.key', '-out', 'leaf.csr', '-subj', '/CN=127.0.0.1');
+  writeFileSync(join(dir, 'ext.cnf'), 'subjectAltName=IP:127.0.0.1\n');
+  ssl('x509', '-req', '-in', 'leaf.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'leaf.pem', '-days', '2', '-extfile', 'ext.cnf');
+  return { caFile: join(dir, 'ca.pem'), key: readFileSync(join(dir, 'leaf.key'), 'utf8'), cert: readFileSync(join(dir, 'leaf.pem'), 'utf8') };
 }
 
 let publicHead: string;
@@ -112,6 +133,15 @@ const agent = scriptedAgent({
   'GIT-PRIVATE': [
     // The agent looks for the credential everywhere it can.
     toolCallTurn([{ name: 'bash', args: { command: 'cat .git/config; env; ls -la ~ /tmp; grep -rs "s3cret" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -3; echo scanned' } }]),
+    finalTurn('looked around'),
+  ],
+  'GIT-HTTPS': [
+    toolCallTurn([{ name: 'bash', args: { command: 'cat .git/config; env; grep -rs "s3cret" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -3; echo scanned' } }]),
+    finalTurn('looked around'),
+  ],
+  'GIT-SSH': [
+    // The agent looks for any private key (the gate would refuse a look into ~/.ssh; grep over / is allowed).
+    toolCallTurn([{ name: 'bash', args: { command: 'cat .git/config; env | grep -i ssh; grep -rlsIF "BEGIN OPENSSH PRIVATE KEY" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -3; echo scanned' } }]),
     finalTurn('looked around'),
   ],
 });
@@ -134,18 +164,51 @@ beforeAll(async () => {
   }
   http = await startHttpGit();
   httpPort = (http.address() as AddressInfo).port;
+  const trusted = makeCa(join(root, 'tls'), 'corral-test');
+  const untrusted = makeCa(join(root, 'tls-impostor'), 'impostor');
+  https = await startHttpGit(trusted);
+  httpsPort = (https.address() as AddressInfo).port;
+  impostor = await startHttpGit(untrusted);
+  impostorPort = (impostor.address() as AddressInfo).port;
+  ssh = await startSshGitServer({ dir: join(root, 'ssh'), reposDir: join(root, 'srv'), user: 'git' });
   const creds = join(root, 'git-credentials.json');
-  writeFileSync(creds, JSON.stringify({ default: [{ url: `http://127.0.0.1:${httpPort}/private/`, username: 'bot', password: SECRET }] }));
+  writeFileSync(creds, JSON.stringify({
+    default: [
+      { url: `http://127.0.0.1:${httpPort}/private/`, username: 'bot', password: SECRET },
+      { url: `https://127.0.0.1:${httpsPort}/private/`, username: 'bot', password: SECRET },
+      { url: `https://127.0.0.1:${impostorPort}/private/`, username: 'bot', password: SECRET },
+      { url: `ssh://git@127.0.0.1:${ssh.port}/`, sshKeyFile: ssh.keyFile, knownHostsFile: ssh.knownHostsFile },
+      // The same server under another path, with a known_hosts that names another host key.
+      { url: `ssh://git@127.0.0.1:${ssh.port}/wrong/`, sshKeyFile: ssh.keyFile, knownHostsFile: ssh.wrongKnownHostsFile },
+    ],
+  }));
   h = await startHarness('git', { chat: agent, decisions: () => decisionsAnswer(0.2, 0.95) }, {
-    CORRAL_GIT_REMOTES: `git://127.0.0.1:${daemonPort}/,http://127.0.0.1:${httpPort}/private/`,
+    CORRAL_GIT_REMOTES: [
+      `git://127.0.0.1:${daemonPort}/`, `http://127.0.0.1:${httpPort}/private/`, `https://127.0.0.1:${httpsPort}/private/`,
+      `https://127.0.0.1:${impostorPort}/private/`, `ssh://git@127.0.0.1:${ssh.port}/`,
+    ].join(','),
     CORRAL_GIT_CREDENTIALS_FILE: creds,
+    CORRAL_GIT_CA_FILE: trusted.caFile,
   });
 });
 afterAll(async () => {
   await h?.close();
   daemon?.kill();
   await new Promise((r) => http?.close(r));
+  await new Promise((r) => https?.close(r));
+  await new Promise((r) => impostor?.close(r));
+  await ssh?.close();
 });
+
+/** The run's files and what the API and worker said: none may hold `secret`. */
+async function expectNowhere(run: Record<string, unknown>, id: string, secret: string): Promise<void> {
+  const runDir = join(String(run.logPath), '..');
+  for (const f of ['events.jsonl', 'report.md', 'workspace.tar', 'workspace.patch']) {
+    expect([f, readFileSync(join(runDir, f)).includes(secret)]).toEqual([f, false]);
+  }
+  expect(JSON.stringify(await h.api('GET', `/v1/runs/${id}`))).not.toContain(secret);
+  expect(JSON.stringify(h.logs)).not.toContain(secret);
+}
 
 const events = (run: Record<string, unknown>) => readFileSync(run.logPath as string, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
 
@@ -224,4 +287,59 @@ test('a redirect from the allowed server to another remote is not followed: the 
   expect(String(run.reason)).toMatch(/git fetch of http:\/\/127\.0\.0\.1:\d+\/private\/moved\.git failed/);
   expect(String(run.reason)).not.toContain(SECRET);
   expect(events(run).some((e) => e.type === 'model.response')).toBe(false);
+});
+
+test('a private repository over ssh with the operator\'s key: the host key is checked, the key is nowhere the agent or the tenant can read', async () => {
+  const created = await h.api<{ id: string }>('POST', '/v1/runs', { task: 'GIT-SSH: look around', workspace: { git: { url: `ssh://git@127.0.0.1:${ssh.port}/private.git`, ref: 'main' } } });
+  expect(created.status).toBe(201);
+  const run = await h.waitFor(created.body.id, undefined, 120_000);
+  expect([run.status, run.reason]).toEqual(['succeeded', expect.any(String)]);
+  const ev = events(run);
+  expect(ev.find((e) => e.type === 'workspace.cloned')).toMatchObject({ commit: privateHead, credential: true, url: `ssh://git@127.0.0.1:${ssh.port}/private.git` });
+  expect(ssh.seen).toEqual(expect.arrayContaining(['git publickey ok', "exec git-upload-pack '/private.git'"]));
+  expect(ssh.seen.filter((s) => s.includes(' password ') || s.includes('keyboard'))).toEqual([]);
+  const out = String(ev.find((e) => e.type === 'tool.result')!.output);
+  expect(out).toContain(`url = ssh://git@127.0.0.1:${ssh.port}/private.git`);
+  expect(out).toContain('scanned');
+  expect(out).not.toContain(ssh.keySecret);
+  expect(out).not.toMatch(/^\/.*\n.*scanned/m); // grep found no file holding a private key
+  expect(out).not.toContain(ssh.keyFile);
+  expect(readFileSync(join(String(run.logPath), '..', 'workspace.tar')).includes('world domination')).toBe(true);
+  await expectNowhere(run, created.body.id, ssh.keySecret);
+});
+
+test('an ssh server whose host key is not the one the operator knows is offered no key and yields no clone', async () => {
+  const before = ssh.seen.filter((s) => s.includes('publickey')).length;
+  const created = await h.api<{ id: string }>('POST', '/v1/runs', { task: 'GIT-IMPOSTOR: never runs', workspace: { git: { url: `ssh://git@127.0.0.1:${ssh.port}/wrong/private.git` } } });
+  expect(created.status).toBe(201);
+  const run = await h.waitFor(created.body.id, undefined, 120_000);
+  expect(run).toMatchObject({ status: 'error', errorCode: 'invalid_input' });
+  expect(String(run.reason)).toMatch(/git fetch of ssh:\/\/git@127\.0\.0\.1:\d+\/wrong\/private\.git failed .*Host key verification failed/s);
+  expect(ssh.seen.filter((s) => s.includes('publickey')).length).toBe(before); // the client stopped before authenticating
+  expect(events(run).some((e) => e.type === 'model.response')).toBe(false);
+  expect(String(run.reason)).not.toContain(ssh.keySecret);
+});
+
+test('https with the operator\'s CA (CORRAL_GIT_CA_FILE): the private repository is cloned with the tenant\'s password, which stays out of every file', async () => {
+  const created = await h.api<{ id: string }>('POST', '/v1/runs', { task: 'GIT-HTTPS: look around', workspace: { git: { url: `https://127.0.0.1:${httpsPort}/private/private.git` } } });
+  expect(created.status).toBe(201);
+  const run = await h.waitFor(created.body.id, undefined, 120_000);
+  expect([run.status, run.reason]).toEqual(['succeeded', expect.any(String)]);
+  expect(events(run).find((e) => e.type === 'workspace.cloned')).toMatchObject({ commit: privateHead, credential: true });
+  expect(httpSeen.some((s) => s.startsWith('https ') && s.endsWith(' auth'))).toBe(true);
+  const out = String(events(run).find((e) => e.type === 'tool.result')!.output);
+  expect(out).toContain('scanned');
+  expect(out).not.toContain(SECRET);
+  await expectNowhere(run, created.body.id, SECRET);
+});
+
+test('an https server whose certificate no trusted CA signed gets no request, so no password: the clone fails on the certificate', async () => {
+  const before = httpSeen.length;
+  const created = await h.api<{ id: string }>('POST', '/v1/runs', { task: 'GIT-IMPOSTOR: never runs', workspace: { git: { url: `https://127.0.0.1:${impostorPort}/private/private.git` } } });
+  expect(created.status).toBe(201);
+  const run = await h.waitFor(created.body.id, undefined, 120_000);
+  expect(run).toMatchObject({ status: 'error', errorCode: 'invalid_input' });
+  expect(String(run.reason)).toMatch(/git fetch of https:\/\/127\.0\.0\.1:\d+\/private\/private\.git failed .*(certificate|SSL)/is);
+  expect(httpSeen.slice(before).filter((s) => s.startsWith('https '))).toEqual([]);
+  expect(String(run.reason)).not.toContain(SECRET);
 });

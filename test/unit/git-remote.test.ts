@@ -3,10 +3,10 @@
  * (credentials in the URL, other schemes and git's transports, dot segments and escapes, option-like
  * hosts, control characters), the credentials file's errors and the longest-prefix credential.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { admitGitRemote, credentialFor, loadGitCredentials, parseGitUrl } from '../../src/git/git-remote';
+import { admitGitRemote, checkGitCaFile, credentialFor, loadGitCredentials, parseGitUrl } from '../../src/git/git-remote';
 
 const ALLOWED = ['https://github.com/acme/', 'ssh://git@git.example.com/team/', 'git://127.0.0.1:9999/', 'https://gitlab.example.com/one/repo.git'];
 
@@ -66,11 +66,16 @@ describe('credentials file', () => {
     writeFileSync(p, typeof body === 'string' ? body : JSON.stringify(body));
     return p;
   };
+  const key = file('id_ed25519', 'not a real key\n');
+  chmodSync(key, 0o600);
+  const knownHosts = file('known_hosts', '');
+  const openKey = file('open_key', 'not a real key\n');
+  chmodSync(openKey, 0o644);
 
   test('the longest matching prefix of the tenant wins; other tenants get none', () => {
     const creds = loadGitCredentials(file('ok.json', {
       acme: [{ url: 'https://github.com/', username: 'a', password: 'wide' }, { url: 'https://github.com/acme/', username: 'b', password: 'narrow' }],
-      globex: [{ url: 'ssh://git@git.example.com/', sshKeyFile: '/k', knownHostsFile: '/kh' }],
+      globex: [{ url: 'ssh://git@git.example.com/', sshKeyFile: key, knownHostsFile: knownHosts }],
     }));
     const r = admitGitRemote('https://github.com/acme/app', ALLOWED);
     expect(credentialFor(creds, 'acme', r)).toMatchObject({ password: 'narrow' });
@@ -82,15 +87,28 @@ describe('credentials file', () => {
     ['bad.json', '{not json', /bad\.json: /],
     ['shape.json', { acme: [{ url: 'https://x.example/', username: 'a' }] }, /acme\.0: each entry is/],
     ['scheme.json', { acme: [{ url: 'https://x.example/', sshKeyFile: '/k', knownHostsFile: '/kh' }] }, /acme\.0: an ssh key is for an ssh:\/\/ url/],
+    ['nokey.json', { acme: [{ url: 'ssh://git@x.example/', sshKeyFile: '/nonexistent/key', knownHostsFile: '/nonexistent/kh' }] }, /acme\.0\.sshKeyFile: \/nonexistent\/key: ENOENT/],
+    ['openkey.json', () => ({ acme: [{ url: 'ssh://git@x.example/', sshKeyFile: openKey, knownHostsFile: knownHosts }] }), /acme\.0\.sshKeyFile: .* is readable by others \(mode 644\).*chmod 600/],
+    ['nokh.json', () => ({ acme: [{ url: 'ssh://git@x.example/', sshKeyFile: key, knownHostsFile: dir }] }), /acme\.0\.knownHostsFile: .* is not a file/],
     ['userinfo.json', { acme: [{ url: 'https://u:p@x.example/', username: 'a', password: 'SECRETVALUE' }] }, /acme\.0\.url: must not carry/],
   ])('%s stops start-up, naming the entry and never the secret', (name, body, why) => {
     let msg = '';
     try {
-      loadGitCredentials(file(name, body));
+      loadGitCredentials(file(name, typeof body === 'function' ? (body as () => unknown)() : body));
     } catch (err) {
       msg = (err as Error).message;
     }
     expect(msg).toMatch(why);
     expect(msg).not.toContain('SECRETVALUE');
   });
+});
+
+test('CORRAL_GIT_CA_FILE must be a readable file of PEM certificates', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'corral-gitca-'));
+  expect(() => checkGitCaFile(join(dir, 'missing.pem'))).toThrow(/CORRAL_GIT_CA_FILE .*missing\.pem: ENOENT/);
+  writeFileSync(join(dir, 'key.pem'), '-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----\n');
+  expect(() => checkGitCaFile(join(dir, 'key.pem'))).toThrow(/holds no PEM certificate/);
+  writeFileSync(join(dir, 'ca.pem'), '-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----\n');
+  expect(() => checkGitCaFile(join(dir, 'ca.pem'))).not.toThrow();
+  expect(() => checkGitCaFile(undefined)).not.toThrow();
 });
