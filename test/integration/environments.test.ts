@@ -11,6 +11,7 @@
  * package is not fetched again, the commands do not run); what setup wrote is never in the patch.
  * A failing setup ends the run `setup_failed` with its output's tail, before any model call.
  */
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -23,6 +24,7 @@ import { finalTurn, scriptedAgent, toolCallTurn } from '../support/fake-openai-c
 import { startHarness, type Harness } from '../support/corral-harness';
 import { makeTar } from '../support/make-tar';
 import { startTestDns, type TestDns } from '../support/test-dns';
+import { PART_BYTES, putStreamedWorkspace, uploadPart } from '../support/upload-stream';
 
 jest.setTimeout(300_000);
 
@@ -46,6 +48,11 @@ const agent = scriptedAgent({
     finalTurn('fixed again'),
   ],
   'NODE-BROKEN': [finalTurn('must never be asked')],
+  // Both runs of the 200 MB upload look at what they were given, then fix index.js.
+  ...Object.fromEntries(['BIGUP-ONE', 'BIGUP-TWO'].map((m) => [m, [
+    toolCallTurn([{ name: 'bash', args: { command: "sha256sum data/part-7.bin && cat data/* | wc -c && ls data | wc -l && ls node_modules && sed -i 's/WRONG/padded/' index.js" } }]),
+    finalTurn('fixed the big one'),
+  ]])),
 });
 
 function withPort<T>(v: T): T {
@@ -202,4 +209,45 @@ test('an unknown environment is refused at submission, naming the field', async 
   expect(JSON.stringify(r.body)).toMatch(/environment.*nosuch.*default.*nodetest/);
   const plan = await h.api('POST', '/v1/runs?dryRun=true', { task: 'x', environment: 'nodetest' });
   expect(plan.body).toMatchObject({ environment: { name: 'nodetest', image: 'corral/sandbox-node:latest', cached: true } });
+});
+
+/** The project (package.json at version 2.0.0) and 20 files of 10 MB, streamed to PUT /v1/workspaces. */
+async function uploadBig(): Promise<{ id: string; part7: string; bytes: number }> {
+  const files = { ...project(), 'package.json': project()['package.json'].replace('"1.0.0"', '"2.0.0"') };
+  const res = await putStreamedWorkspace(h.url, files, 20);
+  expect(res).toEqual({ status: 201, body: expect.objectContaining({ files: 23 }) });
+  return { id: res.body.id as string, part7: createHash('sha256').update(uploadPart(7)).digest('hex'), bytes: 20 * PART_BYTES };
+}
+
+test('a 200 MB upload in the node environment: setup runs once; the same upload again restores it from the cache; the sandbox holds the upload byte for byte', async () => {
+  const up = await uploadBig();
+  expect(up.bytes).toBe(200 * 1024 * 1024);
+  const task = (m: string) => `# Task\n${m}: make index.js return "padded"\n\n# Done means\n- check: npm test\n`;
+  const runIt = async (m: string) => {
+    const created = await h.api<{ id: string }>('POST', '/v1/runs', { task: task(m), environment: 'nodetest', workspace: { id: up.id } });
+    expect(created.status).toBe(201);
+    const run = await h.waitFor(created.body.id, undefined, 240_000);
+    return { run, ev: events(run) };
+  };
+  const fetched = () => hits.filter((x) => x.path === '/leftpad-1.0.0.tgz').length;
+  const before = fetched();
+  const first = await runIt('BIGUP-ONE');
+  expect([first.run.status, first.run.reason]).toEqual(['succeeded', expect.any(String)]);
+  expect(first.ev.find((e) => e.type === 'setup.started')).toMatchObject({ cache: 'miss', environment: 'nodetest' });
+  expect(first.ev.find((e) => e.type === 'setup.finished')).toMatchObject({ ok: true, cached: 'stored' });
+  expect(fetched()).toBe(before + 1);
+  const second = await runIt('BIGUP-TWO');
+  expect([second.run.status, second.run.reason]).toEqual(['succeeded', expect.any(String)]);
+  expect(second.ev.find((e) => e.type === 'setup.started')).toMatchObject({ cache: 'hit' });
+  expect(second.ev.filter((e) => e.type === 'setup.command')).toEqual([]);
+  expect(fetched()).toBe(before + 1); // not fetched again
+  for (const { run, ev } of [first, second]) {
+    const seen = String(ev.find((e) => e.type === 'tool.result')!.output);
+    expect(seen).toContain(`${up.part7}  data/part-7.bin`);
+    expect(seen).toMatch(/\b209715200\n20\nleftpad\b/);
+    expect(ev.filter((e) => e.type === 'done.check')).toEqual([expect.objectContaining({ command: 'npm test', ok: true })]);
+    const patch = readFileSync(join(String(run.logPath), '..', 'workspace.patch'), 'utf8');
+    expect(patch).toContain("+module.exports = () => 'padded';");
+    expect(patch).not.toMatch(/node_modules|package-lock|part-\d/);
+  }
 });

@@ -145,6 +145,28 @@
       case 'setup.command': return [`Setup command ${e.index}: exit ${e.exitCode ?? 'none'}`, e.command, e.output || null, e.exitCode === 0 ? 'allow' : 'deny'];
       case 'budget.warning': return ['Budget warning', `${e.budget}: ${e.used} of ${e.limit}`];
       case 'run.finished': return [`Finished: ${e.outcome}`, e.reason, e.finalAnswer || null, e.outcome === 'succeeded' ? 'allow' : 'deny'];
+      case 'context.loaded': return ['Context loaded', `AGENTS.md ${e.agentsMd ? 'read' : 'none'} · ${(e.skills || []).length} skills · memory ${e.memory ? 'read' : 'none'}`];
+      case 'context.compacted': return ['Context compacted', `${e.messagesBefore} → ${e.messagesAfter} messages, ${e.tokensBefore} → ${e.tokensAfter} tokens`];
+      case 'workspace.cloned': return ['Workspace cloned', `${e.url}${e.ref ? ` @ ${e.ref}` : ''} → ${e.commit.slice(0, 12)} · ${e.files} files in ${e.ms} ms${e.credential ? ' · with the tenant\'s credential' : ''}`];
+      case 'setup.started': return ['Setup started', `${e.environment}: ${e.commands} commands · cache ${e.cache} · egress ${(e.egressAllow || []).join(', ') || 'none'}`];
+      case 'setup.finished': return [`Setup ${e.ok ? 'finished' : 'failed'}`, `${e.ms} ms${e.cached ? ` · ${e.cached}` : ''}${e.reason ? ` · ${e.reason}` : ''}`, null, e.ok ? 'allow' : 'deny'];
+      case 'egress.narrowed': return ['Egress narrowed', `now ${(e.allow || []).join(', ') || 'none'} · ${e.connectionsClosed} connections closed`];
+      case 'budget.exceeded': return ['Budget exceeded', `${e.budget}: ${e.used} of ${e.limit}`, null, 'deny'];
+      case 'memory.proposed': return [`Memory ${e.applied ? 'kept' : 'refused'}`, e.reason, (e.lines || []).join('\n') || null];
+      case 'artifact': return [`Artifact: ${e.name}`, `${e.bytes} bytes`];
+      case 'git.bundle': return ['Git bundle', `${e.commits} commits on ${e.branch}${e.note ? ` · ${e.note}` : ''}`];
+      case 'workspace.changes': {
+        const files = e.files || [];
+        const count = (c) => files.filter((f) => f.change === c).length;
+        const flags = (e.needsReview || []).length;
+        return ['Workspace changes', `${count('added')} added · ${count('modified')} modified · ${count('deleted')} deleted${flags ? ` · ${flags} need review` : ''}`, files.slice(0, 50).map((f) => `${f.change} ${f.path}`).join('\n') || null, flags ? 'ask' : undefined];
+      }
+      case 'sandbox.removed': return ['Sandbox removed', null];
+      case 'log.truncated': return ['Log truncated', e.reason, null, 'ask'];
+      case 'subrun.started': return ['Sub-run started', `${e.childRunId}: ${clip(e.task, 200)}`];
+      case 'subrun.finished': return [`Sub-run ${e.outcome}`, `${e.childRunId}: ${e.reason}`, null, e.outcome === 'succeeded' ? 'allow' : 'deny'];
+      case 'run.suspended': return ['Suspended', `waiting for ${(e.children || []).length} sub-runs`];
+      case 'run.resumed': return ['Resumed', `on ${e.workerId} after ${Math.round(e.waitedMs / 1000)} s`];
       default: return [e.type, null, null];
     }
   }
@@ -222,7 +244,13 @@
     const addEvent = (e) => {
       if (seen.has(e.seq)) return;
       seen.add(e.seq);
-      const [title, text, block, tone] = describe(e);
+      let shown;
+      try {
+        shown = describe(e);
+      } catch {
+        shown = [String(e.type), null, null]; // an event without the fields its kind should have
+      }
+      const [title, text, block, tone] = shown;
       timeline.append(el('li', { class: tone || '', 'data-type': e.type, 'data-seq': e.seq },
         el('span', { class: 'kind', text: title }), el('span', { class: 'muted', text: new Date(e.ts).toLocaleTimeString() }),
         text ? el('div', { text }) : null, block ? el('pre', { text: clip(block, 20000) }) : null));

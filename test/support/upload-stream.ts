@@ -1,0 +1,33 @@
+/**
+ * PUT /v1/workspaces of a tar made while it is sent (never whole in memory): the given small files and
+ * `parts` files of 10 MB under data/ (deterministic bytes, so a test can know a part's digest).
+ */
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import * as tar from 'tar-stream';
+
+export const PART_BYTES = 10 * 1024 * 1024;
+
+/** The bytes of data/part-I.bin. */
+export function uploadPart(i: number): Buffer {
+  const b = Buffer.alloc(PART_BYTES);
+  for (let o = 0; o < b.length; o += 32) createHash('sha256').update(`part ${i} block ${o}`).digest().copy(b, o);
+  return b;
+}
+
+export async function putStreamedWorkspace(apiUrl: string, files: Record<string, string>, parts: number, headers: Record<string, string> = {}): Promise<{ status: number; body: Record<string, unknown> }> {
+  const pack = tar.pack();
+  void (async () => {
+    for (const [name, body] of Object.entries(files)) pack.entry({ name }, body);
+    for (let i = 0; i < parts; i++) {
+      const body = uploadPart(i);
+      await new Promise<void>((res, rej) => pack.entry({ name: `data/part-${i}.bin`, size: body.length }, body, (err) => (err ? rej(err) : res())));
+    }
+    pack.finalize();
+  })();
+  const res = await fetch(`${apiUrl}/v1/workspaces`, {
+    method: 'PUT', headers: { 'content-type': 'application/x-tar', ...headers },
+    body: Readable.toWeb(Readable.from(pack)) as ReadableStream, duplex: 'half',
+  } as RequestInit);
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
