@@ -19,7 +19,8 @@
  *                               BENCH_GATE_EXECS, BENCH_GATE_ACQUIRES)
  *  10. workspace-upload         a 200 MB tar through PUT /v1/workspaces, plain and gzip: MB/s and the API's peak RSS (bench/workspace-upload.ts)
  *  11. setup-cache              a run's start in an environment with a setup phase (npm install from a loopback registry),
- *                               first and cached, beside the default environment (bench/setup-cache.ts)
+ *                               first and cached, beside the default environment (bench/setup-cache.ts);
+ *                               with BENCH_SETUP_UPLOAD_MB=200 each run starts from a 200 MB upload (setup_cache_upload)
  * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate, =workspace-upload, =setup-cache, =artifact-store) runs stage 5 (or 6, 7, 8, 9, 10, 11, 12) alone and merges its result into bench/results.json.
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
@@ -145,7 +146,8 @@ async function uploadOnly(): Promise<void> {
 /** Stage 11 alone (BENCH_STAGES=setup-cache): its result merged into bench/results.json. */
 async function setupOnly(): Promise<void> {
   note('stage 11: setup cache — a run\'s start in an environment with setup, first and cached, beside the default');
-  mergeResults('setup_cache', await benchSetupCache());
+  // With BENCH_SETUP_UPLOAD_MB the runs start from a large upload: kept beside the inline case.
+  mergeResults(process.env.BENCH_SETUP_UPLOAD_MB ? 'setup_cache_upload' : 'setup_cache', await benchSetupCache());
 }
 
 /** Stage 12 alone (BENCH_STAGES=artifact-store): its result merged into bench/results.json. */

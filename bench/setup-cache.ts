@@ -8,6 +8,9 @@
  *             (an injected name through the run's proxy) — a cache miss;
  *   cached    the same lockfiles again — a cache hit (the capture restored; npm does not run).
  * Each case BENCH_SETUP_RUNS times (default 3; `first` changes package.json's version to miss).
+ * With BENCH_SETUP_UPLOAD_MB (a multiple of 10, e.g. 200) every run's workspace is instead an upload
+ * (PUT /v1/workspaces, before the clock starts) of package.json and that many MB of files: the start
+ * of a run from a large upload, first and cached, beside the default environment with the same upload.
  *   npx tsx bench/setup-cache.ts   (or BENCH_STAGES=setup-cache npm run bench)
  */
 import { randomBytes } from 'node:crypto';
@@ -22,11 +25,14 @@ import { startHarness } from '../test/support/corral-harness';
 import { finalTurn } from '../test/support/fake-openai-chat';
 import { makeTar } from '../test/support/make-tar';
 import { startTestDns } from '../test/support/test-dns';
+import { putStreamedWorkspace } from '../test/support/upload-stream';
 import { benchRedis } from './redis';
 import { envInt, note, round, stats, type P50P95 } from './stats';
 
 export interface SetupBench {
   package: { files: number; mb: number };
+  /** MB of the uploaded workspace each run starts from (0: an inline package.json only). */
+  workspace_upload_mb: number;
   runs: number;
   /** submission → first model request (ms). */
   start_ms: { baseline: P50P95; first: P50P95; cached: P50P95 };
@@ -39,6 +45,7 @@ export async function benchSetupCache(): Promise<SetupBench> {
   const files = envInt('BENCH_SETUP_FILES', 3000);
   const mb = envInt('BENCH_SETUP_MB', 30);
   const runs = envInt('BENCH_SETUP_RUNS', 3);
+  const uploadMb = envInt('BENCH_SETUP_UPLOAD_MB', 0);
   const per = Math.floor((mb * 1024 * 1024) / files);
   const entries = [{ name: 'package/package.json', body: JSON.stringify({ name: 'bigdep', version: '1.0.0', main: 'index.js' }) }, { name: 'package/index.js', body: 'module.exports = 1;\n' }];
   for (let i = 0; i < files; i++) entries.push({ name: `package/lib/d${i % 50}/f${i}.js`, body: randomBytes(per / 2).toString('hex') });
@@ -82,8 +89,14 @@ cache: { files: [package.json, package-lock.json] }
       const tag = `${kind}${i}${randomBytes(3).toString('hex')}`;
       const environment = kind === 'baseline' ? 'default' : 'benchnode';
       const version = kind === 'first' ? `1.0.${i}` : '1.0.0';
+      let workspace: Record<string, unknown> = { files: { 'package.json': pkg(version) } };
+      if (uploadMb > 0) {
+        const up = await putStreamedWorkspace(h.url, { 'package.json': pkg(version) }, Math.ceil(uploadMb / 10));
+        if (up.status !== 201 && up.status !== 200) throw new Error(`upload: ${up.status} ${JSON.stringify(up.body)}`);
+        workspace = { id: up.body.id };
+      }
       const t0 = Date.now();
-      const created = await h.api<{ id: string }>('POST', '/v1/runs', { task: `BENCH-${tag}`, environment, workspace: { files: { 'package.json': pkg(version) } }, limits: { workspaceMb: 256, memoryMb: 1024 } });
+      const created = await h.api<{ id: string }>('POST', '/v1/runs', { task: `BENCH-${tag}`, environment, workspace, limits: { workspaceMb: Math.max(256, uploadMb + 64), memoryMb: 1024 } });
       if (created.status !== 201) throw new Error(`submit: ${created.status} ${JSON.stringify(created.body)}`);
       const run = await h.waitFor(created.body.id, undefined, 600_000);
       if (run.status !== 'succeeded') throw new Error(`run ${created.body.id} ${String(run.status)}: ${String(run.reason)}`);
@@ -118,6 +131,7 @@ cache: { files: [package.json, package-lock.json] }
   }
   return {
     package: { files, mb: round(tgz.length / 1024 / 1024, 1) },
+    workspace_upload_mb: uploadMb,
     runs,
     start_ms: { baseline: stats(startMs.baseline), first: stats(startMs.first), cached: stats(startMs.cached) },
     setup_ms: { first: stats(setupMs.first), cached: stats(setupMs.cached) },
