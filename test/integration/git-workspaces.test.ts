@@ -125,20 +125,18 @@ function makeCa(dir: string, name: string): { caFile: string; key: string; cert:
 
 let publicHead: string;
 let privateHead: string;
+// The agent looks for the password everywhere it can (the http and https runs).
+const lookForPassword = [
+  toolCallTurn([{ name: 'bash', args: { command: 'cat .git/config; env; ls -la ~ /tmp; grep -rs "s3cret" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -3; echo scanned' } }]),
+  finalTurn('looked around'),
+];
 const agent = scriptedAgent({
   'GIT-PUBLIC': [
     toolCallTurn([{ name: 'bash', args: { command: "git log --oneline | head -3 && sed -i 's/return a - b/return a + b/' calc.py && git -c user.name=agent -c user.email=agent@corral commit -qam 'fix add' && git log --oneline | head -1" } }]),
     finalTurn('fixed and committed'),
   ],
-  'GIT-PRIVATE': [
-    // The agent looks for the credential everywhere it can.
-    toolCallTurn([{ name: 'bash', args: { command: 'cat .git/config; env; ls -la ~ /tmp; grep -rs "s3cret" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -3; echo scanned' } }]),
-    finalTurn('looked around'),
-  ],
-  'GIT-HTTPS': [
-    toolCallTurn([{ name: 'bash', args: { command: 'cat .git/config; env; grep -rs "s3cret" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -3; echo scanned' } }]),
-    finalTurn('looked around'),
-  ],
+  'GIT-PRIVATE': lookForPassword,
+  'GIT-HTTPS': lookForPassword,
   'GIT-SSH': [
     // The agent looks for any private key (the gate would refuse a look into ~/.ssh; grep over / is allowed).
     toolCallTurn([{ name: 'bash', args: { command: 'cat .git/config; env | grep -i ssh; grep -rlsIF "BEGIN OPENSSH PRIVATE KEY" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -3; echo scanned' } }]),
@@ -245,13 +243,8 @@ test('a private repository over http with the tenant\'s credentials: the passwor
   expect(out).toContain(`url = http://127.0.0.1:${httpPort}/private/private.git`);
   expect(out).toContain('scanned');
   expect(out).not.toContain(SECRET);
-  const runDir = join(String(run.logPath), '..');
-  for (const f of ['events.jsonl', 'report.md', 'workspace.tar', 'workspace.patch']) {
-    expect(readFileSync(join(runDir, f)).includes(SECRET)).toBe(false);
-  }
-  expect(readFileSync(join(runDir, 'workspace.tar')).includes('world domination')).toBe(true);
-  expect(JSON.stringify(await h.api('GET', `/v1/runs/${created.body.id}`))).not.toContain(SECRET);
-  expect(JSON.stringify(h.logs)).not.toContain(SECRET);
+  expect(readFileSync(join(String(run.logPath), '..', 'workspace.tar')).includes('world domination')).toBe(true);
+  await expectNowhere(run, created.body.id, SECRET);
 });
 
 test('remotes off the allowlist are refused at submission, naming workspace.git.url', async () => {
