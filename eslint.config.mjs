@@ -6,6 +6,16 @@ export default tseslint.config(
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
+    // Type-aware rules on the TypeScript (one program from tsconfig.json, which covers src, test and bench).
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { project: './tsconfig.json', tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      // A promise nobody awaits loses its error (an unhandled rejection ends the worker) and its ordering:
+      // await it, return it, or hand it a .catch; `void` only for fire-and-forget whose errors are handled.
+      '@typescript-eslint/no-floating-promises': 'error',
+    },
+  },
+  {
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       'no-restricted-properties': ['error', { object: 'process', property: 'exit', message: 'only src/main.ts and bin/ may exit' }],
@@ -27,6 +37,7 @@ export default tseslint.config(
     files: ['src/run/**/*.ts', 'src/tools/**/*.ts'],
     rules: { 'no-restricted-imports': ['error', { paths: ['dockerode', 'openai', 'bullmq', 'ioredis'] }] },
   },
+  { files: ['.dependency-cruiser.js'], languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } } },
   { files: ['src/main.ts', 'src/cli/**/*.ts', 'bench/**/*.ts', 'test/**/*.ts'], rules: { 'no-restricted-properties': 'off' } },
   {
     // The web console's script runs in the browser: its globals, and never markup from strings.

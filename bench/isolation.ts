@@ -111,9 +111,9 @@ if (require.main === module) {
     const i = process.argv.indexOf(name);
     return i >= 0 ? Number(process.argv[i + 1]) : def;
   };
-  void (async () => {
+  (async () => {
     const o = { execs: arg('--exec', 60), acquires: arg('--acquire', 12) };
     const out = { runc: await benchIsolation('runc', o), gvisor: await benchIsolation('gvisor', o) };
     process.stdout.write(`${JSON.stringify(out)}\n`);
-  })();
+  })().catch((err: unknown) => { console.error(err); process.exitCode = 1; });
 }

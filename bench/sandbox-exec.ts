@@ -155,5 +155,5 @@ if (require.main === module) {
     const i = process.argv.indexOf(name);
     return i >= 0 ? Number(process.argv[i + 1]) : def;
   };
-  void benchSandbox({ execs: arg('--exec', 60), acquires: arg('--acquire', 12) }).then((out) => process.stdout.write(`${JSON.stringify(out)}\n`));
+  benchSandbox({ execs: arg('--exec', 60), acquires: arg('--acquire', 12) }).then((out) => process.stdout.write(`${JSON.stringify(out)}\n`), (err: unknown) => { console.error(err); process.exitCode = 1; });
 }

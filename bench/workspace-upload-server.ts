@@ -8,4 +8,4 @@ async function main(): Promise<void> {
   const addr = app.server.address() as { port: number };
   process.stdout.write(`${JSON.stringify({ port: addr.port })}\n`);
 }
-void main();
+main().catch((err: unknown) => { console.error(err); process.exitCode = 1; });

@@ -33,7 +33,7 @@ function tarStream(mb: number, seed: Buffer): tar.Pack {
       await new Promise<void>((res, rej) => pack.entry({ name: `data/part-${i}.bin`, size: body.length }, body, (err) => (err ? rej(err) : res())));
     }
     pack.finalize();
-  })();
+  })().catch((err: Error) => pack.destroy(err));
   return pack;
 }
 
@@ -73,5 +73,5 @@ export async function benchWorkspaceUpload(mb = Number(process.env.BENCH_UPLOAD_
 }
 
 if (require.main === module) {
-  void benchWorkspaceUpload().then((r) => process.stdout.write(`${JSON.stringify(r, null, 2)}\n`));
+  benchWorkspaceUpload().then((r) => process.stdout.write(`${JSON.stringify(r, null, 2)}\n`), (err: unknown) => { console.error(err); process.exitCode = 1; });
 }

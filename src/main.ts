@@ -328,7 +328,11 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       await reaper.first;
       if (config.CORRAL_WARM_POOL > 0) {
         onClose('warm pool', () => sandboxes.stopPool());
-        void sandboxes.startPool(workerId).then(() => log('warm pool ready', { ...sandboxes.poolStats() }));
+        // Not awaited (the worker takes runs while the pool fills); a pool that cannot start leaves runs cold.
+        sandboxes.startPool(workerId).then(
+          () => log('warm pool ready', { ...sandboxes.poolStats() }),
+          (err: Error) => log('warm pool could not start: runs start cold', { level: 'warn', error: err.message }),
+        );
       }
     }
     if (roles.api) {

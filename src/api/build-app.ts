@@ -114,7 +114,10 @@ export function buildApp(deps: ApiDeps): CorralApp {
       done(new HttpError(400, 'invalid_input', 'the request body is not valid UTF-8'), undefined);
       return;
     }
-    jsonParser(req, text, done);
+    // Fastify types a body parser as either callback-style or promise-returning; the default JSON
+    // parser calls `done`, but a promise, if one comes back, must reach `done` too.
+    const parsed: unknown = jsonParser(req, text, done);
+    if (parsed instanceof Promise) parsed.then((v: unknown) => done(null, v), (err: Error) => done(err, undefined));
   });
   // A tar is streamed to the one route that takes it (never buffered); anywhere else it is a 415.
   app.addContentTypeParser([...TAR_TYPES], (req, payload, done) => {

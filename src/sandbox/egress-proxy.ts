@@ -89,8 +89,9 @@ export class EgressProxy {
     this.server.on('drop', () => this.refuse('?', 0, 'TCP', 'cap_connections', `the run already has ${caps.maxConnections} egress connections open (CORRAL_EGRESS_MAX_CONNECTIONS)`));
     this.server.on('connection', (s: Socket) => this.onConnection(s));
     this.server.on('clientError', (err: Error & { code?: string }, s: Duplex) => this.onClientError(err, s));
-    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => void this.onRequest(req, res));
-    this.server.on('connect', (req: IncomingMessage, s: Duplex, head: Buffer) => void this.onConnect(req, s, head));
+    // A handler that throws (a bug) fails closed: that connection is dropped, the proxy goes on.
+    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res).catch(() => res.destroy()));
+    this.server.on('connect', (req: IncomingMessage, s: Duplex, head: Buffer) => this.onConnect(req, s, head).catch(() => s.destroy()));
     this.server.on('upgrade', (req: IncomingMessage, s: Duplex) => {
       this.refuse(req.url ?? '', 0, req.method ?? '?', 'upgrade_refused', 'protocol upgrades (WebSocket over plain HTTP) are not proxied; use wss:// through CONNECT');
       s.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');

@@ -122,9 +122,11 @@ export class ExportWriter {
         this.extract.destroy();
         this.pack.destroy();
         // A file stream still opening creates its file after destroy(): remove the files once both are closed.
-        void Promise.all([this.tarOut, this.patchOut].map(closedOf))
+        // Removal is best effort (a file left behind is the export sweeper's); the export fails with `err` either way.
+        Promise.all([this.tarOut, this.patchOut].map(closedOf))
           .then(() => Promise.all([rm(this.tarTmp, { force: true }), rm(this.patchTmp, { force: true })]))
-          .finally(() => reject(err));
+          .finally(() => reject(err))
+          .catch(() => undefined);
         this.tarOut.destroy();
         this.patchOut.destroy();
       };

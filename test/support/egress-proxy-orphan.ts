@@ -12,4 +12,4 @@ void startEgressProxy({
 }).then((h) => {
   process.stdout.write(`${JSON.stringify({ pid: h.pid })}\n`);
   setInterval(() => undefined, 60_000);
-});
+}, (err: unknown) => { console.error(err); process.exitCode = 1; });

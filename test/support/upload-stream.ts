@@ -24,7 +24,7 @@ export async function putStreamedWorkspace(apiUrl: string, files: Record<string,
       await new Promise<void>((res, rej) => pack.entry({ name: `data/part-${i}.bin`, size: body.length }, body, (err) => (err ? rej(err) : res())));
     }
     pack.finalize();
-  })();
+  })().catch((err: Error) => pack.destroy(err));
   const res = await fetch(`${apiUrl}/v1/workspaces`, {
     method: 'PUT', headers: { 'content-type': 'application/x-tar', ...headers },
     body: Readable.toWeb(Readable.from(pack)) as ReadableStream, duplex: 'half',
