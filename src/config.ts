@@ -66,6 +66,13 @@ export const ConfigSchema = z.object({
   CORRAL_CONCURRENCY: int(2),
   /** Identifies this worker in container labels and logs; default: hostname-pid. */
   CORRAL_WORKER_ID: z.string().optional(),
+  /**
+   * A name for this instance of corral, put on every container it creates (label corral.instance), so
+   * what one instance made can be found and removed without touching another's: .ci/run gives each CI
+   * run its own and removes only those containers. Unset (or empty): no such label.
+   */
+  CORRAL_INSTANCE: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, 'letters, digits, _ . - (at most 63, starting with a letter or digit)').optional()
+    .or(z.literal('').transform(() => undefined)),
 
   /** LLM: any OpenAI-compatible endpoint. Without a key the CLI demo replays a recorded transcript. */
   OPENAI_API_KEY: z.string().optional(),

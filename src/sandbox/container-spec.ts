@@ -46,6 +46,8 @@ export const LABELS = {
   egressDir: 'corral.egress-dir',
   /** The deployment (queue) that owns the container: a reaper only touches its own deployment's. */
   queue: 'corral.queue',
+  /** The corral instance that made it (CORRAL_INSTANCE), when one is named: what a clean-up of that instance removes. */
+  instance: 'corral.instance',
   /** The sandbox's agent uid: the slot it holds (uid-slots.ts). */
   uid: UID_LABEL,
   isolation: 'corral.isolation',
@@ -80,6 +82,8 @@ export interface ContainerSpecInput {
   limits: { memoryMb: number; cpus: number; pids: number; workspaceMb: number };
   /** The queue of the deployment that owns the run. */
   queue?: string;
+  /** CORRAL_INSTANCE, when set. */
+  instance?: string | undefined;
   /** Host directory holding the run's egress socket; absent = no egress at all. */
   egressDir?: string;
   image: string;
@@ -134,6 +138,7 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
   };
   if (input.egressDir !== undefined) labels[LABELS.egressDir] = input.egressDir;
   if (input.queue !== undefined) labels[LABELS.queue] = input.queue;
+  if (input.instance !== undefined) labels[LABELS.instance] = input.instance;
   labels[LABELS.uid] = String(agent);
   labels[LABELS.isolation] = input.isolation;
 

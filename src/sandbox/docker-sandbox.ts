@@ -211,6 +211,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         runId: req.runId,
         workerId: req.workerId,
         queue: this.config.CORRAL_QUEUE,
+        instance: this.config.CORRAL_INSTANCE,
         deadline: req.deadline,
         now: this.now(),
         limits,

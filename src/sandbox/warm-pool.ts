@@ -117,7 +117,7 @@ export class WarmPool {
     const c = this.o.config;
     const { container, slot } = await createInFreeSlot(this.o.docker, { base: c.CORRAL_SANDBOX_UID_BASE, slots: c.CORRAL_SANDBOX_SLOTS }, (s) =>
       this.o.docker.createContainer(containerSpec({
-        runId: poolId, workerId: this.o.workerId, queue: c.CORRAL_QUEUE, deadline, now,
+        runId: poolId, workerId: this.o.workerId, queue: c.CORRAL_QUEUE, instance: c.CORRAL_INSTANCE, deadline, now,
         limits: this.o.limits, image: c.CORRAL_SANDBOX_IMAGE, isolation: this.o.limits.isolation,
         gvisorRuntime: c.CORRAL_GVISOR_RUNTIME, slot: s,
       })));

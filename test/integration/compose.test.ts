@@ -18,7 +18,9 @@ import { parse as parseYaml } from 'yaml';
 jest.setTimeout(240_000);
 const exec = promisify(execFile);
 const ROOT = resolve(__dirname, '../..');
-const PROJECT = `corral-compose-test-${randomBytes(3).toString('hex')}`;
+// Within a CI run the project name carries the run's CORRAL_INSTANCE, which .ci/run's clean-up looks for.
+const INSTANCE = (process.env.CORRAL_INSTANCE ?? '').toLowerCase().replace(/[^a-z0-9_-]/g, '');
+const PROJECT = `corral-compose-test-${INSTANCE ? `${INSTANCE}-` : ''}${randomBytes(3).toString('hex')}`;
 const TOKEN = randomBytes(16).toString('hex');
 
 let env: NodeJS.ProcessEnv;
@@ -85,7 +87,7 @@ beforeAll(async () => {
   base = `http://127.0.0.1:${port}`;
   // Only this test's settings reach compose: no CORRAL_*, OPENAI_* or COMPOSE_* from the caller's shell.
   env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(CORRAL_|OPENAI_|COMPOSE_)/.test(k)));
-  for (const k of ['CORRAL_IMAGE', 'CORRAL_REDIS_IMAGE', 'CORRAL_SANDBOX_IMAGE']) if (process.env[k]) env[k] = process.env[k];
+  for (const k of ['CORRAL_IMAGE', 'CORRAL_REDIS_IMAGE', 'CORRAL_SANDBOX_IMAGE', 'CORRAL_INSTANCE']) if (process.env[k]) env[k] = process.env[k];
   Object.assign(env, {
     CORRAL_API_PORT: String(port), CORRAL_DATA_DIR: dataDir, CORRAL_EGRESS_DIR: egressDir, CORRAL_WORKERS: '2',
     CORRAL_REPLAY: '/app/examples/fix-median.replay.json', CORRAL_API_TOKENS: `ci=${TOKEN}`,

@@ -18,7 +18,7 @@ import { containerSpec } from '../../src/sandbox/container-spec';
 import { DockerSandboxProvider } from '../../src/sandbox';
 import { egressTestHooks } from '../../src/sandbox/egress-test-hooks';
 import { uidSlot } from '../../src/sandbox/uid-slots';
-import { sandboxTestEnv } from '../support/sandbox-env';
+import { instanceLabels, sandboxTestEnv } from '../support/sandbox-env';
 
 jest.setTimeout(120_000);
 
@@ -111,7 +111,7 @@ describe('the docker CLI, pointed at the gate, is refused', () => {
 
 describe('containers that are not this deployment\'s own', () => {
   const start = async (labels: Record<string, string>) => {
-    const c = await engine.createContainer({ name: `cg-foreign-${randomBytes(4).toString('hex')}`, Image: image, Cmd: ['sleep', '120'], Labels: { [TEST_LABEL]: tag, ...labels } });
+    const c = await engine.createContainer({ name: `cg-foreign-${randomBytes(4).toString('hex')}`, Image: image, Cmd: ['sleep', '120'], Labels: { [TEST_LABEL]: tag, ...instanceLabels(), ...labels } });
     foreign.push(c);
     await c.start();
     return c;
@@ -139,7 +139,7 @@ describe('containers that are not this deployment\'s own', () => {
 describe('create bodies one rule away from the sandbox spec', () => {
   const gateDocker = () => new Docker({ socketPath: sock });
   const spec = () => containerSpec({
-    runId: 'run_gatevariant', workerId: 'w', queue: QUEUE, deadline: new Date(Date.now() + 60_000), now: new Date(),
+    runId: 'run_gatevariant', workerId: 'w', queue: QUEUE, instance: config.CORRAL_INSTANCE, deadline: new Date(Date.now() + 60_000), now: new Date(),
     limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, image, isolation: 'runc', gvisorRuntime: config.CORRAL_GVISOR_RUNTIME,
     slot: uidSlot({ base, slots: 4 }, 3),
   });

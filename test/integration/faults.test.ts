@@ -17,6 +17,7 @@ import { errorTurn, finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '.
 import { startHarness } from '../support/corral-harness';
 import { startGateProcess } from '../support/gate-process';
 import { eventually } from '../support/eventually';
+import { instanceLabelArgs } from '../support/sandbox-env';
 
 jest.setTimeout(180_000);
 
@@ -32,7 +33,7 @@ async function privateRedis(label: string, args: string[] = []): Promise<{ name:
     });
   });
   const name = `corral-test-redis-${label}-${Date.now().toString(36)}`;
-  await sh('docker', ['run', '-d', '--name', name, '--label', `corral.test=redis-${label}`, '-p', `127.0.0.1:${port}:6379`, 'corral/redis:7',
+  await sh('docker', ['run', '-d', '--name', name, '--label', `corral.test=redis-${label}`, ...instanceLabelArgs(), '-p', `127.0.0.1:${port}:6379`, 'corral/redis:7',
     'redis-server', '--protected-mode', 'no', '--bind', '0.0.0.0', '--dir', '/tmp', '--maxmemory-policy', 'noeviction', ...args]);
   for (let i = 0; i < 100; i++) {
     if ((await sh('docker', ['exec', name, 'redis-cli', 'ping']).catch(() => ({ stdout: '' }))).stdout.includes('PONG')) break;
@@ -443,7 +444,7 @@ test('start-up refuses a Redis whose maxmemory-policy can evict jobs', async () 
   const { promisify } = await import('node:util');
   const sh = promisify(execFile);
   const name = `corral-test-redis-lru-${Date.now().toString(36)}`;
-  await sh('docker', ['run', '-d', '--name', name, '--label', 'corral.test=redis-lru', '-p', '127.0.0.1::6379', 'corral/redis:7',
+  await sh('docker', ['run', '-d', '--name', name, '--label', 'corral.test=redis-lru', ...instanceLabelArgs(), '-p', '127.0.0.1::6379', 'corral/redis:7',
     'redis-server', '--protected-mode', 'no', '--bind', '0.0.0.0', '--save', '', '--maxmemory-policy', 'allkeys-lru']);
   try {
     const port = (await sh('docker', ['port', name, '6379/tcp'])).stdout.trim().split('\n')[0]!.split(':').pop();

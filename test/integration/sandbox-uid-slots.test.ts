@@ -8,7 +8,7 @@ import Docker from 'dockerode';
 import { loadConfig } from '../../src/config';
 import type { LeasedSandbox, SandboxRequest } from '../../src/domain/sandbox';
 import { DockerSandboxProvider } from '../../src/sandbox';
-import { sandboxTestEnv } from '../support/sandbox-env';
+import { instanceLabels, sandboxTestEnv } from '../support/sandbox-env';
 
 jest.setTimeout(60_000);
 
@@ -31,7 +31,7 @@ afterAll(async () => {
 
 test('a slot held by name is skipped; every sandbox gets a slot of its own; a full range is refused, naming CORRAL_SANDBOX_SLOTS', async () => {
   // an unlabelled container squatting slot 1's name: the engine's 409 moves corral to another slot
-  squatter = await docker.createContainer({ name: `corral-u${base + 3}`, Image: config.CORRAL_SANDBOX_IMAGE, Cmd: ['true'], Labels: { 'corral.worker-id': WORKER } });
+  squatter = await docker.createContainer({ name: `corral-u${base + 3}`, Image: config.CORRAL_SANDBOX_IMAGE, Cmd: ['true'], Labels: { 'corral.worker-id': WORKER, ...instanceLabels() } });
   const got: LeasedSandbox[] = [];
   try {
     got.push(await provider.acquire(request()), await provider.acquire(request()));

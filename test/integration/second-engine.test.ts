@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import Docker from 'dockerode';
 import { startSecondEngine, type SecondEngine } from '../support/second-engine';
+import { instanceLabels } from '../support/sandbox-env';
 
 jest.setTimeout(60_000);
 
@@ -56,7 +57,7 @@ const mainBridge = existsSync('/sys/class/net/docker0');
 beforeAll(async () => {
   hostDir = mkdtempSync(join(tmpdir(), 'corral-engine-bind-'));
   chmodSync(hostDir, 0o777);
-  const probe = await main.createContainer({ Image: IMAGE, Entrypoint: [], Cmd: ['sleep', '300'], Labels: { 'corral.test': 'second-engine' }, HostConfig: { Init: true } });
+  const probe = await main.createContainer({ Image: IMAGE, Entrypoint: [], Cmd: ['sleep', '300'], Labels: { 'corral.test': 'second-engine', ...instanceLabels() }, HostConfig: { Init: true } });
   onMainId = probe.id;
   await probe.start();
   engine = await startSecondEngine({ images: [IMAGE], log: (l) => lines.push(l) });

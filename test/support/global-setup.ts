@@ -4,6 +4,7 @@
  * missing engine fails the run, it never skips tests.
  */
 import { GenericContainer, Wait } from 'testcontainers';
+import { instanceLabels } from './sandbox-env';
 
 export default async function globalSetup(): Promise<void> {
   process.env.TESTCONTAINERS_RYUK_DISABLED = 'true';
@@ -19,7 +20,7 @@ export default async function globalSetup(): Promise<void> {
   try {
     container = await new GenericContainer(image)
       .withExposedPorts(6379)
-      .withLabels({ 'corral.test': 'redis' })
+      .withLabels({ 'corral.test': 'redis', ...instanceLabels() })
       .withWaitStrategy(Wait.forLogMessage(/Ready to accept connections/))
       .start();
   } catch (err) {

@@ -3,12 +3,16 @@
  * run them against an image or gVisor registration of its own: CORRAL_SANDBOX_IMAGE and
  * CORRAL_GVISOR_RUNTIME (and CORRAL_SANDBOX_RUNTIME, for suites not split by class) pass through to the
  * config the tests build (they otherwise use defaults).
+ *
+ * CORRAL_INSTANCE (set by .ci/run, one per CI run) passes through too, and the containers tests start
+ * themselves carry it as well (instanceLabels): the CI run's clean-up removes exactly those.
  */
 import type { IsolationClass } from '../../src/domain/sandbox';
+import { LABELS } from '../../src/sandbox/container-spec';
 
 export function sandboxTestEnv(): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const k of ['CORRAL_SANDBOX_IMAGE', 'CORRAL_GVISOR_RUNTIME', 'CORRAL_SANDBOX_RUNTIME'] as const) {
+  for (const k of ['CORRAL_SANDBOX_IMAGE', 'CORRAL_GVISOR_RUNTIME', 'CORRAL_SANDBOX_RUNTIME', 'CORRAL_INSTANCE'] as const) {
     const v = process.env[k];
     if (v) env[k] = v;
   }
@@ -21,3 +25,14 @@ export function isolationEnv(isolation: IsolationClass): Record<string, string> 
 }
 
 export const ISOLATION_CLASSES: readonly IsolationClass[] = ['runc', 'gvisor'];
+
+/** The instance label for a container a test starts itself ({} when no CORRAL_INSTANCE is set). */
+export function instanceLabels(): Record<string, string> {
+  const v = process.env.CORRAL_INSTANCE;
+  return v ? { [LABELS.instance]: v } : {};
+}
+
+/** The same as `docker run` flags. */
+export function instanceLabelArgs(): string[] {
+  return Object.entries(instanceLabels()).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
+}

@@ -1,5 +1,6 @@
 /** The sandbox container's create options, flag by flag (pure function, no Docker). */
 import { agentUser, containerSpec, MASKED_PATHS, sandboxEnv, TMP_MB, HOME_MB, SHM_MB } from '../../src/sandbox/container-spec';
+import { loadConfig } from '../../src/config';
 import { seccompJson } from '../../src/sandbox/seccomp-profile';
 import { uidSlot } from '../../src/sandbox/uid-slots';
 
@@ -113,6 +114,14 @@ describe('containerSpec', () => {
       'corral.uid': '2000015',
       'corral.isolation': 'runc',
     });
+  });
+  test('the instance label (CORRAL_INSTANCE) when one is named: what a clean-up of that instance finds', () => {
+    expect(containerSpec({ ...base, queue: 'runs', instance: 'ci-1234' }).Labels).toMatchObject({ 'corral.queue': 'runs', 'corral.instance': 'ci-1234' });
+    expect(spec.Labels).not.toHaveProperty(['corral.instance']);
+    expect(loadConfig({ CORRAL_INSTANCE: 'ci-1234' }).CORRAL_INSTANCE).toBe('ci-1234');
+    expect(loadConfig({ CORRAL_INSTANCE: '' }).CORRAL_INSTANCE).toBeUndefined();
+    expect(() => loadConfig({ CORRAL_INSTANCE: 'a b' })).toThrow(/CORRAL_INSTANCE/);
+    expect(() => loadConfig({ CORRAL_INSTANCE: '-x' })).toThrow(/CORRAL_INSTANCE/);
   });
   test('Env is exactly what corral sets (no host environment)', () => {
     process.env.CORRAL_SPEC_TEST_SECRET = 'hunter2';

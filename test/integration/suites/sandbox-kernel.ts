@@ -21,7 +21,7 @@ import { loadConfig } from '../../../src/config';
 import type { IsolationClass, LeasedSandbox, SandboxRequest } from '../../../src/domain/sandbox';
 import { DockerSandboxProvider } from '../../../src/sandbox';
 import { uidSlot } from '../../../src/sandbox/uid-slots';
-import { isolationEnv } from '../../support/sandbox-env';
+import { instanceLabelArgs, isolationEnv } from '../../support/sandbox-env';
 
 const run = promisify(execFile);
 
@@ -56,7 +56,7 @@ export function sandboxKernel(isolation: IsolationClass): void {
   };
   /** The same python in a plain container with Docker's default seccomp profile (positive control). */
   const pyPlain = async (code: string) => {
-    const { stdout } = await run('docker', ['run', '--rm', '--network', 'none', '--user', '10001', '--label', `corral.worker-id=${WORKER}`, config.CORRAL_SANDBOX_IMAGE, 'python3', '-c', PY_ERRNO + code]);
+    const { stdout } = await run('docker', ['run', '--rm', '--network', 'none', '--user', '10001', '--label', `corral.worker-id=${WORKER}`, ...instanceLabelArgs(), config.CORRAL_SANDBOX_IMAGE, 'python3', '-c', PY_ERRNO + code]);
     return stdout.trim().split('\n');
   };
   const psArgs = async (s: LeasedSandbox) => (await s.exec({ argv: ['ps', '-eo', 'user:12,stat,args'], timeoutMs: 10_000 })).stdout;
@@ -173,7 +173,7 @@ export function sandboxKernel(isolation: IsolationClass): void {
         for (const line of sizes!.trim().split('\n')) expect(line).toMatch(/ 0$/);
         expect(sysCount!.trim()).toBe('0 0');
         // positive control: Docker's defaults show it
-        expect((await run('docker', ['run', '--rm', '--label', `corral.worker-id=${WORKER}`, config.CORRAL_SANDBOX_IMAGE, 'cat', '/proc/cmdline'])).stdout.trim()).toBe(host);
+        expect((await run('docker', ['run', '--rm', '--label', `corral.worker-id=${WORKER}`, ...instanceLabelArgs(), config.CORRAL_SANDBOX_IMAGE, 'cat', '/proc/cmdline'])).stdout.trim()).toBe(host);
       } else {
         expect(cmdline!.trim()).toMatch(/gvisor/);
       }
