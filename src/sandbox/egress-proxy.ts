@@ -98,6 +98,11 @@ export class EgressProxy {
     });
   }
 
+  /** Connections open now: the sandbox's to the proxy, and the proxy's own to upstreams. */
+  get openConnections(): { clients: number; upstreams: number } {
+    return { clients: this.open, upstreams: this.upstreams };
+  }
+
   /** The tool call that new connections are attributed to (null: none). */
   setCall(callId: string | null): void {
     if (callId !== this.callId) this.tally.flush();
@@ -237,7 +242,13 @@ export class EgressProxy {
       if (earlyBytes > 64 * 1024) client.pause();
     };
     client.on('data', onEarly);
-    client.once('end', () => (gone = true));
+    // The server's sockets are half-open capable: a client that ends while its name resolves is gone,
+    // and its socket is closed at once (not left counted against the connection cap until idle).
+    let deciding = true;
+    client.once('end', () => {
+      gone = true;
+      if (deciding) client.destroy();
+    });
     client.once('close', () => (gone = true));
     const target = parseAuthority(req.url ?? '', null);
     const host = target.ok ? target.value.host : shown(req.url ?? '');
@@ -246,12 +257,16 @@ export class EgressProxy {
     if (!target.ok) d = deny(400, 'invalid_target', `CONNECT target ${shown(req.url ?? '')}: ${target.reason}`);
     else if (headerCount(req.rawHeaders, 'host') > 1) d = deny(400, 'framing', 'more than one Host header');
     else d = await this.decide(host, port, 'connect');
+    deciding = false;
     if (!d.ok) {
       this.refuse(host, port, 'CONNECT', d.code, d.reason);
       client.end(`HTTP/1.1 ${d.status} ${d.status === 429 ? 'Too Many Requests' : 'Forbidden'}\r\nContent-Type: text/plain\r\nX-Corral-Egress: denied\r\nConnection: close\r\n\r\ncorral egress denied: ${d.reason}\n`);
       return;
     }
-    if (gone || client.destroyed) return; // gone while the name was resolved: no upstream for nobody
+    if (gone || client.destroyed) { // gone while the name was resolved: no upstream for nobody
+      client.destroy();
+      return;
+    }
     const capped = this.byteCapReached() ?? this.upstreamCapReached();
     if (capped) {
       this.refuse(host, port, 'CONNECT', capped.code, capped.reason);

@@ -20,6 +20,8 @@ export interface RecordingUpstream {
   requests: SeenRequest[];
   /** All bytes received, per connection, as latin1 text. */
   raw: string[];
+  /** Connections open now (a closed one has delivered every byte it will: 'close' comes after the data). */
+  readonly openConnections: number;
   reset(): void;
   close(): Promise<void>;
 }
@@ -55,6 +57,9 @@ export async function startRecordingUpstream(address = '127.0.0.1'): Promise<Rec
     address,
     requests,
     raw,
+    get openConnections() {
+      return open.size;
+    },
     reset() {
       requests.length = 0;
       raw.length = 0;

@@ -236,8 +236,9 @@ export function runStoreContract(make: () => Promise<ContractSubject>): void {
       const w = store.streamWaiter();
       try {
         expect(await w.wait(id, first!.id, 50)).toBe(false);
+        // The append comes after the wait began (whether or not the waiter is blocked yet, it must wake).
         const woke = w.wait(id, first!.id, 5000);
-        setTimeout(() => void store.appendEvent(event(id, 2)), 50);
+        await store.appendEvent(event(id, 2));
         expect(await woke).toBe(true);
       } finally {
         w.close();
@@ -266,8 +267,9 @@ export function runStoreContract(make: () => Promise<ContractSubject>): void {
       await store.setPending(id, pending('call_1'));
       expect(await store.waitAnswer(id, 'call_1', 100)).toBeNull();
       const ac = new AbortController();
-      setTimeout(() => ac.abort(new Error('run cancelled')), 50);
-      await expect(store.waitAnswer(id, 'call_1', 10_000, ac.signal)).rejects.toThrow('run cancelled');
+      const waiting = store.waitAnswer(id, 'call_1', 10_000, ac.signal);
+      ac.abort(new Error('run cancelled')); // while it waits (however far its set-up got)
+      await expect(waiting).rejects.toThrow('run cancelled');
     });
 
     test('parking: a tenant has at most `cap` parked runs; expired entries free the cap', async () => {

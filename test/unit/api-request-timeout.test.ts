@@ -27,10 +27,12 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-/** Opens a socket, writes `head`, then a byte every 300 ms; resolves with what came back and how long until the server closed. */
-function trickle(head: string): Promise<{ answer: string; ms: number }> {
+/**
+ * Opens a socket, writes `head`, then a byte every 300 ms (the trickle: it makes time pass for the
+ * server's request timer); resolves with what came back once the server closed.
+ */
+function trickle(head: string): Promise<{ answer: string }> {
   return new Promise((resolve, reject) => {
-    const t0 = Date.now();
     const s: Socket = connect(port, '127.0.0.1', () => s.write(head));
     let answer = '';
     const drip = setInterval(() => s.writable && s.write('a'), 300);
@@ -38,7 +40,7 @@ function trickle(head: string): Promise<{ answer: string; ms: number }> {
     s.on('error', () => undefined);
     s.on('close', () => {
       clearInterval(drip);
-      resolve({ answer, ms: Date.now() - t0 });
+      resolve({ answer });
     });
     setTimeout(() => reject(new Error(`the server kept the connection for 15 s; it answered: ${answer}`)), 15_000).unref();
   });
@@ -46,8 +48,7 @@ function trickle(head: string): Promise<{ answer: string; ms: number }> {
 
 test('an upload trickled byte by byte gets 408 and is dropped; its temporary file does not stay', async () => {
   const r = await trickle(`PUT /v1/workspaces HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${OFFLINE_TOKENS.acme}\r\ncontent-type: application/x-tar\r\ncontent-length: 100000000\r\n\r\n`);
-  expect(r.answer).toMatch(/^HTTP\/1\.1 408 /);
-  expect(r.ms).toBeLessThan(10_000);
+  expect(r.answer).toMatch(/^HTTP\/1\.1 408 /); // only the request timer answers 408: the trickle never ends
   await eventually(() => readdirSync(join(root, 'acme')), { what: 'the partial upload to be removed', until: (files) => files.length === 0, timeoutMs: 5000 });
 });
 

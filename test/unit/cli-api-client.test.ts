@@ -101,13 +101,14 @@ test('follow(): a dropped stream is resumed after the last event id, without rep
     ev(3, { type: 'run.finished', outcome: 'succeeded', finalAnswer: 'ok', reason: 'done', usage: { llmCalls: 1, toolCalls: 0, inputTokens: 1, outputTokens: 1, costUsd: 0, wallTimeMs: 10 } }),
   ];
   let streams = 0;
+  let first: import('node:http').ServerResponse | undefined;
   route = (req, res) => {
     if (req.url!.startsWith('/v1/runs/run_abcdef/events')) {
       streams++;
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       if (streams === 1) {
         res.write(sse('100-0', events[0]!) + sse('101-0', events[1]!));
-        setTimeout(() => res.socket?.destroy(), 20); // the connection drops mid-run
+        first = res; // the connection drops mid-run, once the client has both events (below)
       } else {
         res.end(sse('102-0', events[2]!));
       }
@@ -116,7 +117,10 @@ test('follow(): a dropped stream is resumed after the last event id, without rep
     json(res, 200, { id: 'run_abcdef', status: 'running' }); // GET while reconnecting: not finished
   };
   const got: number[] = [];
-  await new ApiClient(base, { token: 'tok' }).follow('run_abcdef', (e) => got.push(e.seq), { retryMs: 10 });
+  await new ApiClient(base, { token: 'tok' }).follow('run_abcdef', (e) => {
+    got.push(e.seq);
+    if (e.seq === 2) first?.socket?.destroy();
+  }, { retryMs: 10 });
   expect(got).toEqual([1, 2, 3]);
   const streamCalls = seen.filter((s) => s.url.includes('/events'));
   expect(streamCalls.map((s) => s.url)).toEqual(['/v1/runs/run_abcdef/events?after=0', '/v1/runs/run_abcdef/events?after=101-0']);

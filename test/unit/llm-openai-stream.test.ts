@@ -119,10 +119,9 @@ describe('hostile streams are refused with a reason', () => {
   });
 
   test('a stream that goes quiet is aborted after the idle timeout, saying how far it got', async () => {
-    const t0 = Date.now();
-    const msg = await refused({ chunks: [chunk({ content: 'a' }), chunk({ content: 'b' }), ...Array.from({ length: 5 }, () => chunk({ content: 'c' }))], chunkDelayMs: 1500 }, { idleTimeoutMs: 400 });
+    // After its first chunk the server stays silent for ten minutes: only the idle timer can end the call.
+    const msg = await refused({ chunks: [chunk({ content: 'a' }), chunk({ content: 'b' }), ...Array.from({ length: 5 }, () => chunk({ content: 'c' }))], chunkDelayMs: 600_000 }, { idleTimeoutMs: 400 });
     expect(msg).toMatch(/the model's stream went quiet: no data for 0 s .* after 1 chunks/);
-    expect(Date.now() - t0).toBeLessThan(1400);
   });
 
   test('a cancel mid-stream is a cancel, never a cut-off answer passed on as whole', async () => {

@@ -59,11 +59,11 @@ describe('Classifier (Decisions API)', () => {
   });
 
   it('timeout → ask', async () => {
-    server = await startFakeDecisionsServer({ decisions: () => ({ ...decisionsAnswer(0, 1), delayMs: 3000 }) });
+    // The server would answer "allow" after ten minutes: only the classifier's timeout can end the call.
+    server = await startFakeDecisionsServer({ decisions: () => ({ ...decisionsAnswer(0, 1), delayMs: 600_000 }) });
     const a = await new Classifier({ client: client(server), model: 'm', timeoutMs: 200 }).classify({ task: 't', tool: 'bash', args: { command: 'ls' } });
     expect(a.decision).toBe('ask');
     expect(a.error).toMatch(/timeout/);
-    expect(a.latencyMs).toBeLessThan(2500);
   });
 
   it('refusal, missing answer or malformed answer → ask', async () => {

@@ -116,33 +116,45 @@ describe('runAgentLoop: budgets', () => {
     expect(h.sandbox.execs).toHaveLength(2);
   });
 
-  it('wallTimeS: a model call that hangs is aborted when the wall time runs out', async () => {
-    const model = new ScriptedModel([callsTools([toolCall('w1', 'bash', { command: 'true' })]), { hang: true }]);
-    const h = harness({ model, budgets: { wallTimeS: 0.2 }, clock: () => Date.now() });
+  describe('wall time, the loop\'s own timer driven by jest fake timers', () => {
+    beforeEach(() => jest.useFakeTimers({ now: 1_700_000_000_000 }));
+    afterEach(() => jest.useRealTimers());
 
-    const result = await h.run();
+    it('wallTimeS: a model call that hangs is aborted when the wall time runs out', async () => {
+      const model = new ScriptedModel([callsTools([toolCall('w1', 'bash', { command: 'true' })]), { hang: true }]);
+      const h = harness({ model, budgets: { wallTimeS: 0.2 }, clock: () => Date.now() });
 
-    expect(result).toMatchObject({ outcome: 'timed_out', finalAnswer: null, budgetExceeded: 'wallTimeS', usage: { llmCalls: 1, toolCalls: 1 } });
-    expect(result.reason).toMatch(/^budget exhausted: wall time \(s\) \(limit 0\.2, used 0\.\d\)$/);
-    expect(result.usage.wallTimeMs).toBeGreaterThanOrEqual(190);
-    expect(model.requests).toHaveLength(2);
-    expect(model.requests[1]!.signal!.aborted).toBe(true);
-    const exceeded = h.ofType('budget.exceeded');
-    expect(exceeded).toEqual([{ type: 'budget.exceeded', budget: 'wallTimeS', limit: 0.2, used: expect.any(Number) }]);
-    expect(exceeded[0]!.used).toBeGreaterThanOrEqual(0.19);
-    expect(h.events.at(-1)!.type).toBe('budget.exceeded');
-  });
+      const pending = h.run();
+      await jest.advanceTimersByTimeAsync(199);
+      expect(model.requests[1]!.signal!.aborted).toBe(false);
+      await jest.advanceTimersByTimeAsync(1);
+      const result = await pending;
 
-  it('wallTimeS: an exec that hangs is aborted (the sandbox kills it) and no tool.result is invented', async () => {
-    const sandbox = new FakeSandbox({ exec: () => 'hang' });
-    const h = harness({ model: busyModel(), sandbox, budgets: { wallTimeS: 0.2 }, clock: () => Date.now() });
+      expect(result).toMatchObject({ outcome: 'timed_out', finalAnswer: null, budgetExceeded: 'wallTimeS', usage: { llmCalls: 1, toolCalls: 1 } });
+      expect(result.reason).toBe('budget exhausted: wall time (s) (limit 0.2, used 0.2)');
+      expect(result.usage.wallTimeMs).toBe(200);
+      expect(model.requests).toHaveLength(2);
+      expect(model.requests[1]!.signal!.aborted).toBe(true);
+      const exceeded = h.ofType('budget.exceeded');
+      expect(exceeded).toEqual([{ type: 'budget.exceeded', budget: 'wallTimeS', limit: 0.2, used: 0.2 }]);
+      expect(h.events.at(-1)!.type).toBe('budget.exceeded');
+    });
 
-    const result = await h.run();
+    it('wallTimeS: an exec that hangs is aborted (the sandbox kills it) and no tool.result is invented', async () => {
+      const sandbox = new FakeSandbox({ exec: () => 'hang' });
+      const h = harness({ model: busyModel(), sandbox, budgets: { wallTimeS: 0.2 }, clock: () => Date.now() });
 
-    expect(result).toMatchObject({ outcome: 'timed_out', budgetExceeded: 'wallTimeS', usage: { llmCalls: 1, toolCalls: 1 } });
-    expect(sandbox.execs).toHaveLength(1);
-    expect(sandbox.execs[0]!.signal!.aborted).toBe(true);
-    expect(types(h.events)).toEqual(['model.response', 'tool.call', 'policy.decision', 'budget.warning', 'budget.exceeded']);
+      const pending = h.run();
+      await jest.advanceTimersByTimeAsync(199);
+      expect(sandbox.execs[0]!.signal!.aborted).toBe(false);
+      await jest.advanceTimersByTimeAsync(1);
+      const result = await pending;
+
+      expect(result).toMatchObject({ outcome: 'timed_out', budgetExceeded: 'wallTimeS', usage: { llmCalls: 1, toolCalls: 1 } });
+      expect(sandbox.execs).toHaveLength(1);
+      expect(sandbox.execs[0]!.signal!.aborted).toBe(true);
+      expect(types(h.events)).toEqual(['model.response', 'tool.call', 'policy.decision', 'budget.warning', 'budget.exceeded']);
+    });
   });
 
   describe('with jest fake timers', () => {
@@ -302,6 +314,7 @@ describe('runAgentLoop: budget.warning', () => {
     afterEach(() => jest.useRealTimers());
 
     it('warns from a timer at 80 % while the model is still thinking, once, and the run can still succeed', async () => {
+      // the model thinks for 4.5 s of fake time: this timer makes time pass in the loop under test
       const model = new ScriptedModel(() => new Promise<ModelStep>((resolve) => setTimeout(() => resolve(answers('just in time')), 4_500)));
       const h = harness({ model, budgets: { wallTimeS: 5 }, clock: () => Date.now() });
 
@@ -319,6 +332,7 @@ describe('runAgentLoop: budget.warning', () => {
     });
 
     it('a run that ends before 80 % of its wall time never warns (the timer is cleared)', async () => {
+      // 1 s of fake time: makes time pass in the loop under test
       const model = new ScriptedModel(() => new Promise<ModelStep>((resolve) => setTimeout(() => resolve(answers('quick')), 1_000)));
       const h = harness({ model, budgets: { wallTimeS: 5 }, clock: () => Date.now() });
 

@@ -3,7 +3,10 @@
  * names map to it through an injected resolver and only its exact address is exempt from the
  * forbidden table. Every smuggling variant is sent as raw bytes; the upstream — a lenient parser —
  * must never see a Host other than the allowed name, nor a second request. Caps, aggregation,
- * wildcard counting and re-checking on every connect are exercised here too.
+ * wildcard counting and re-checking on every connect are exercised here too. Nothing waits for time:
+ * a reply is read until the proxy closes (or until it says what is awaited), "nothing reached the
+ * upstream" is checked once every connection on both sides has closed, and the rate caps run on a
+ * frozen clock (their token buckets never refill), so they count exactly.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -13,7 +16,11 @@ import { parseEgressEntry, type EgressEntry } from '../../src/domain/egress-rule
 import { forbiddenRangeChecker } from '../../src/sandbox/egress-address';
 import { EgressProxy, type EgressCaps, type Resolver } from '../../src/sandbox/egress-proxy';
 import type { TallyOut } from '../../src/sandbox/egress-tally';
+import { eventually } from '../support/eventually';
 import { startRecordingUpstream, type RecordingUpstream } from '../support/recording-upstream';
+
+// Waits are for facts (eventually: 30 s at most, with what it waited for); this bounds the whole test above that.
+jest.setTimeout(60_000);
 
 const CAPS: EgressCaps = {
   maxConnections: 64, connectionsPerS: 10_000, requestsPerS: 10_000, maxBytesOut: 1e9, maxBytesIn: 1e9,
@@ -39,7 +46,7 @@ interface Started {
   resolved: string[];
 }
 
-async function startProxy(o: { allow?: string[]; caps?: Partial<EgressCaps>; resolve?: Resolver } = {}): Promise<Started> {
+async function startProxy(o: { allow?: string[]; caps?: Partial<EgressCaps>; resolve?: Resolver; now?: () => number } = {}): Promise<Started> {
   const out: TallyOut[] = [];
   const resolved: string[] = [];
   const names: Record<string, string[]> = { 'allowed.test': ['127.0.0.1'], 'other.allowed.test': ['127.0.0.1'], 'private.allowed.test': ['10.0.0.7'], 'mapped.allowed.test': ['::ffff:127.0.0.1'] };
@@ -54,20 +61,28 @@ async function startProxy(o: { allow?: string[]; caps?: Partial<EgressCaps>; res
     forbidden: forbiddenRangeChecker([], ['127.0.0.1']),
     caps: { ...CAPS, ...o.caps },
     report: (m) => out.push(m),
+    ...(o.now ? { now: o.now } : {}),
   });
   const sock = join(dir, `p${n++}.sock`);
   await proxy.listen(sock);
   return { proxy, sock, out, resolved };
 }
 
-/** Writes raw bytes to the proxy and returns everything it answered once it closes (or after `ms`). */
-function raw(sock: string, bytes: string, ms = 1500): Promise<string> {
+/**
+ * Writes raw bytes to the proxy and returns everything it answered once it closes — or, for a
+ * connection the proxy keeps open (an established tunnel), as soon as the answer matches `until`.
+ * The 30 s timer only bounds a proxy that never answers (the test then fails on what it got).
+ */
+function raw(sock: string, bytes: string, until?: RegExp): Promise<string> {
   return new Promise((resolve) => {
     const s = connect(sock, () => s.write(bytes));
     let got = '';
-    s.on('data', (c) => (got += c.toString('latin1')));
+    s.on('data', (c) => {
+      got += c.toString('latin1');
+      if (until?.test(got)) s.destroy();
+    });
     s.on('error', () => undefined);
-    const t = setTimeout(() => s.destroy(), ms);
+    const t = setTimeout(() => s.destroy(), 30_000); // a bound on a proxy that never answers, not a wait
     s.on('close', () => {
       clearTimeout(t);
       resolve(got);
@@ -75,7 +90,12 @@ function raw(sock: string, bytes: string, ms = 1500): Promise<string> {
   });
 }
 
-const settle = () => new Promise((r) => setTimeout(r, 150));
+/** Every connection closed on both sides: whatever reached the upstream is recorded by then. */
+const quiet = (p: Started) => eventually(() => ({ ...p.proxy.openConnections, upstream: up.openConnections }), {
+  what: 'the proxy and the upstream to have no open connection', until: (c) => c.clients === 0 && c.upstreams === 0 && c.upstream === 0,
+});
+/** The clock of a proxy whose rate caps must count exactly: frozen, so no bucket refills during the test. */
+const frozen = () => 0;
 
 describe('smuggling: the upstream never sees a foreign Host or a second request', () => {
   let p: Started;
@@ -111,14 +131,14 @@ describe('smuggling: the upstream never sees a foreign Host or a second request'
   test.each(cases)('%s is refused and nothing reaches the upstream', async (_name, bytes, answer) => {
     const got = await raw(p.sock, bytes());
     expect(got).toMatch(answer);
-    await settle();
+    await quiet(p);
     expect(up.requests).toEqual([]);
     expect(up.raw.join('')).toBe('');
   });
 
   test('a bad chunk size after the headers: the upstream sees at most the one request, cut, never a second', async () => {
     await raw(p.sock, `POST http://allowed.test:${P()}/ HTTP/1.1\r\nHost: allowed.test:${P()}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nGET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n0\r\n\r\n`);
-    await settle();
+    await quiet(p);
     expect(up.requests.length).toBeLessThanOrEqual(1);
     for (const r of up.requests) expect(r.hosts).toEqual([`allowed.test:${P()}`]);
     expect(up.raw.join('')).not.toContain('evil');
@@ -129,27 +149,27 @@ describe('smuggling: the upstream never sees a foreign Host or a second request'
     const body = `${Buffer.byteLength(inner).toString(16)}\r\n${inner}\r\n0\r\n\r\n`;
     const got = await raw(p.sock, `GET http://allowed.test:${P()}/x HTTP/1.1\r\nHost: allowed.test:${P()}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${body}`);
     expect(got).toMatch(/^HTTP\/1\.1 200[\s\S]*upstream-ok GET \/x/);
-    await settle();
+    await quiet(p);
     expect(up.requests).toEqual([{ method: 'GET', url: '/x', hosts: [`allowed.test:${P()}`], bodyBytes: Buffer.byteLength(inner) }]);
   });
 
   test('a GET with a Content-Length body: the upstream gets the same length, one request', async () => {
     const inner = `GET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n`;
     await raw(p.sock, `GET http://allowed.test:${P()}/cl HTTP/1.1\r\nHost: allowed.test:${P()}\r\nContent-Length: ${inner.length}\r\nConnection: close\r\n\r\n${inner}`);
-    await settle();
+    await quiet(p);
     expect(up.requests).toEqual([{ method: 'GET', url: '/cl', hosts: [`allowed.test:${P()}`], bodyBytes: inner.length }]);
   });
 
   test('pipelined requests are checked one by one: the second, to evil.test, is refused', async () => {
     const got = await raw(p.sock, `GET http://allowed.test:${P()}/1 HTTP/1.1\r\nHost: allowed.test:${P()}\r\n\r\nGET http://evil.test:${P()}/2 HTTP/1.1\r\nHost: evil.test:${P()}\r\n\r\n`);
     expect(got).toMatch(/upstream-ok GET \/1[\s\S]*403[\s\S]*evil\.test is not on the run's egress allowlist/);
-    await settle();
+    await quiet(p);
     expect(up.requests.map((r) => [r.url, r.hosts])).toEqual([['/1', [`allowed.test:${P()}`]]]);
   });
 
   test('case, hop-by-hop and Connection-named headers: the upstream sees the canonical Host and none of them', async () => {
     await raw(p.sock, `GET http://ALLOWED.test:${P()}/c HTTP/1.1\r\nHost: Allowed.Test:${P()}\r\nConnection: close, X-Secret\r\nX-Secret: s3cret\r\nProxy-Authorization: Basic Zm9v\r\nKeep-Alive: 5\r\n\r\n`);
-    await settle();
+    await quiet(p);
     expect(up.requests).toEqual([{ method: 'GET', url: '/c', hosts: [`allowed.test:${P()}`], bodyBytes: 0 }]);
     expect(up.raw.join('')).not.toMatch(/s3cret|Proxy-Authorization|Keep-Alive/i);
   });
@@ -164,7 +184,7 @@ describe('smuggling: the upstream never sees a foreign Host or a second request'
     ] as const) {
       expect(await raw(p.sock, `CONNECT ${target} HTTP/1.1\r\nHost: x\r\n\r\n`)).toMatch(why);
     }
-    await settle();
+    await quiet(p);
     expect(up.requests.map((r) => r.url)).toEqual(['/t']);
   });
 
@@ -197,39 +217,43 @@ describe('caps and aggregation', () => {
     const p = await startProxy({ caps: { maxConnections: 5 } });
     try {
       const held = await Promise.all(Array.from({ length: 5 }, () => new Promise<import('node:net').Socket>((r) => { const s = connect(p.sock, () => r(s)); })));
-      await settle();
-      const refused = await Promise.all(Array.from({ length: 20 }, () => raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 500)));
+      await eventually(() => p.proxy.openConnections.clients, { what: 'the proxy to hold the 5 connections', until: (n) => n === 5 });
+      const refused = await Promise.all(Array.from({ length: 20 }, () => raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`)));
       expect(refused.every((r) => r === '')).toBe(true);
       p.proxy.tally.flush();
       const caps = p.out.filter((m) => m.kind === 'attempt' && m.attempt.code === 'cap_connections');
       expect(caps.length).toBe(1);
       expect(p.proxy.tally.stats.byCode.cap_connections).toBe(20);
       for (const s of held) s.destroy();
-      await settle();
-      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 500)).toMatch(/^HTTP\/1\.1 200/);
+      await quiet(p);
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, /\r\n\r\n/)).toMatch(/^HTTP\/1\.1 200/);
     } finally {
       await p.proxy.close();
     }
   });
 
   test('new connections per second: a burst past the rate is refused and counted', async () => {
-    const p = await startProxy({ caps: { connectionsPerS: 5 } });
+    const p = await startProxy({ caps: { connectionsPerS: 5 }, now: frozen });
     try {
-      const answers = await Promise.all(Array.from({ length: 60 }, () => raw(p.sock, `CONNECT nope.test:443 HTTP/1.1\r\n\r\n`, 500)));
-      expect(answers.filter((a) => a.startsWith('HTTP/1.1 403')).length).toBeLessThanOrEqual(21);
-      expect(p.proxy.tally.stats.byCode.cap_rate).toBeGreaterThanOrEqual(39);
+      // A burst of 4 × the rate (20) passes the bucket (and is refused by the allowlist); the other 40 by the rate.
+      const answers = await Promise.all(Array.from({ length: 60 }, () => raw(p.sock, `CONNECT nope.test:443 HTTP/1.1\r\n\r\n`)));
+      expect(answers.filter((a) => a.startsWith('HTTP/1.1 403')).length).toBe(20);
+      expect(answers.filter((a) => a === '').length).toBe(40);
+      expect(p.proxy.tally.stats.byCode.cap_rate).toBe(40);
     } finally {
       await p.proxy.close();
     }
   });
 
   test('plain-HTTP request rate: past it, 429', async () => {
-    const p = await startProxy({ caps: { requestsPerS: 2 } });
+    const p = await startProxy({ caps: { requestsPerS: 2 }, now: frozen });
     try {
       const reqs = Array.from({ length: 12 }, (_, i) => `GET http://allowed.test:${up.port}/${i} HTTP/1.1\r\nHost: allowed.test:${up.port}\r\n\r\n`).join('');
-      const got = await raw(p.sock, reqs, 1500);
+      const got = await raw(p.sock, reqs);
+      // the burst (4 × the rate) is answered; the 9th gets the 429, which closes the connection
+      expect(got.match(/upstream-ok GET/g)).toHaveLength(8);
       expect(got).toMatch(/429 Too Many Requests[\s\S]*CORRAL_EGRESS_REQUESTS_PER_S/);
-      expect(p.proxy.tally.stats.byCode.cap_requests).toBeGreaterThanOrEqual(1);
+      expect(p.proxy.tally.stats.byCode.cap_requests).toBe(4); // the 4 pipelined behind it are refused too
     } finally {
       await p.proxy.close();
     }
@@ -239,9 +263,9 @@ describe('caps and aggregation', () => {
     const p = await startProxy({ caps: { maxBytesOut: 100_000 } });
     try {
       const big = `POST /big HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 500000\r\n\r\n${'x'.repeat(500_000)}`;
-      await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n${big}`, 1500);
+      await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n${big}`);
       expect(p.proxy.tally.stats.byCode.cap_bytes_out).toBeGreaterThanOrEqual(1);
-      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 500)).toMatch(/403[\s\S]*CORRAL_EGRESS_MAX_BYTES_OUT/);
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`)).toMatch(/403[\s\S]*CORRAL_EGRESS_MAX_BYTES_OUT/);
     } finally {
       await p.proxy.close();
     }
@@ -250,16 +274,20 @@ describe('caps and aggregation', () => {
 
 describe('names and addresses', () => {
   test('wildcards: distinct names are counted, rate-limited and capped; only allowed names are resolved', async () => {
-    const p = await startProxy({ caps: { wildcardResolvesPerS: 1, wildcardMaxNames: 3 } });
+    let t = 0; // the proxy's clock: the resolution bucket refills only when the test moves it
+    const p = await startProxy({ caps: { wildcardResolvesPerS: 1, wildcardMaxNames: 6 }, now: () => t });
     try {
-      for (let i = 0; i < 30; i++) await raw(p.sock, `CONNECT secret-${i}.wild.test:443 HTTP/1.1\r\n\r\n`, 300);
-      await raw(p.sock, 'CONNECT secret-data.evil.test:443 HTTP/1.1\r\n\r\n', 300);
+      const attempt = (i: number) => raw(p.sock, `CONNECT secret-${i}.wild.test:443 HTTP/1.1\r\n\r\n`, /\r\n\r\n/);
+      for (let i = 0; i < 10; i++) await attempt(i); // the burst (4 × the rate) resolves; 6 are over the rate
+      t += 10_000;
+      for (let i = 10; i < 20; i++) await attempt(i); // 2 more reach the 6 distinct names; 8 are over that cap
+      await raw(p.sock, 'CONNECT secret-data.evil.test:443 HTTP/1.1\r\n\r\n');
       const st = p.proxy.tally.stats;
       expect(p.resolved.every((h) => h.endsWith('.wild.test'))).toBe(true);
-      expect(p.resolved.length).toBeLessThanOrEqual(4);
-      expect(st.wildcardNames['*.wild.test']).toBe(p.resolved.length);
-      expect(st.wildcardRefused).toBe(30 - p.resolved.length);
-      expect((st.byCode.wildcard_rate ?? 0) + (st.byCode.wildcard_names ?? 0)).toBe(30 - p.resolved.length);
+      expect(p.resolved).toHaveLength(6);
+      expect(st.wildcardNames['*.wild.test']).toBe(6);
+      expect(st.wildcardRefused).toBe(14);
+      expect(st.byCode).toMatchObject({ wildcard_rate: 6, wildcard_names: 8 });
     } finally {
       await p.proxy.close();
     }
@@ -269,19 +297,30 @@ describe('names and addresses', () => {
     let calls = 0;
     const p = await startProxy({ allow: [`allowed.test:${up.port}`], resolve: async () => (++calls === 1 ? ['127.0.0.1'] : ['169.254.169.254']) });
     try {
-      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 300)).toMatch(/^HTTP\/1\.1 200/);
-      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 300)).toMatch(/403[\s\S]*169\.254\.169\.254, in 169\.254\.0\.0\/16/);
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, /\r\n\r\n/)).toMatch(/^HTTP\/1\.1 200/);
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`)).toMatch(/403[\s\S]*169\.254\.169\.254, in 169\.254\.0\.0\/16/);
     } finally {
       await p.proxy.close();
     }
   });
 
   test('a client that leaves while its name resolves gets no upstream connection', async () => {
-    const p = await startProxy({ allow: [`allowed.test:${up.port}`], resolve: () => new Promise((r) => setTimeout(() => r(['127.0.0.1']), 200)) });
+    const resolving: Array<() => void> = []; // names being resolved, answered when the test says so
+    const p = await startProxy({ allow: [`allowed.test:${up.port}`], resolve: () => new Promise((r) => resolving.push(() => r(['127.0.0.1']))) });
     up.reset();
     try {
-      await Promise.all(Array.from({ length: 20 }, () => raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 20)));
-      await new Promise((r) => setTimeout(r, 500));
+      const clients = Array.from({ length: 20 }, () => {
+        const s = connect(p.sock, () => s.write(`CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`));
+        s.on('error', () => undefined);
+        return s;
+      });
+      await eventually(() => resolving.length, { what: 'the 20 names to be resolving', until: (n) => n === 20 });
+      for (const s of clients) s.destroy();
+      await eventually(() => p.proxy.openConnections.clients, { what: 'the proxy to see the 20 clients leave (and close their sockets)', until: (n) => n === 0 });
+      for (const answer of resolving) answer();
+      await new Promise((r) => setImmediate(r)); // every decision's continuation (microtasks) has run by the next macrotask
+      expect(p.proxy.openConnections.upstreams).toBe(0); // an upstream connect would be counted from the moment it is made
+      await quiet(p);
       expect(up.raw).toEqual([]);
     } finally {
       await p.proxy.close();
@@ -291,7 +330,7 @@ describe('names and addresses', () => {
   test('one forbidden address among several refuses the name', async () => {
     const p = await startProxy({ allow: [`allowed.test:${up.port}`], resolve: async () => ['127.0.0.1', '64:ff9b:1::a00:1'] });
     try {
-      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 300)).toMatch(/403[\s\S]*64:ff9b:1::\/48/);
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`)).toMatch(/403[\s\S]*64:ff9b:1::\/48/);
     } finally {
       await p.proxy.close();
     }
@@ -301,9 +340,9 @@ describe('names and addresses', () => {
     const p = await startProxy();
     try {
       p.proxy.setCall('call_1');
-      await raw(p.sock, 'CONNECT nope.test:443 HTTP/1.1\r\n\r\n', 300);
+      await raw(p.sock, 'CONNECT nope.test:443 HTTP/1.1\r\n\r\n');
       p.proxy.setCall(null);
-      await raw(p.sock, 'CONNECT nope2.test:443 HTTP/1.1\r\n\r\n', 300);
+      await raw(p.sock, 'CONNECT nope2.test:443 HTTP/1.1\r\n\r\n');
       const a = p.out.filter((m): m is Extract<TallyOut, { kind: 'attempt' }> => m.kind === 'attempt').map((m) => [m.attempt.host, m.attempt.callId]);
       expect(a).toEqual([['nope.test', 'call_1'], ['nope2.test', null]]);
     } finally {
@@ -329,15 +368,16 @@ describe('narrowing (a setup phase ends)', () => {
       const idle = connect(p.sock);
       idle.on('error', () => undefined);
       const idleClosed = new Promise((r) => idle.on('close', r));
-      await new Promise((r) => setTimeout(r, 200));
-      expect(tunnelGot).toMatch(/^HTTP\/1\.1 200/);
+      await eventually(() => ({ tunnelGot, ...p.proxy.openConnections }), {
+        what: 'the tunnel to be established and the idle client to be accepted', until: (c) => /^HTTP\/1\.1 200/.test(c.tunnelGot) && c.clients === 2,
+      });
       up.reset();
       expect(p.proxy.narrow([])).toBeGreaterThanOrEqual(2);
       await Promise.all([tunnelClosed, idleClosed]);
       expect(tunnel.destroyed || tunnel.writableEnded).toBe(true);
       // The same target now: refused by the new (empty) list, and the upstream never hears of it.
-      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 300)).toMatch(/^HTTP\/1\.1 403[\s\S]*not on the run's egress allowlist/);
-      expect(await raw(p.sock, `GET http://allowed.test:${up.port}/x HTTP/1.1\r\nHost: allowed.test:${up.port}\r\n\r\n`, 300)).toMatch(/^HTTP\/1\.1 403/);
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`)).toMatch(/^HTTP\/1\.1 403[\s\S]*not on the run's egress allowlist/);
+      expect(await raw(p.sock, `GET http://allowed.test:${up.port}/x HTTP/1.1\r\nHost: allowed.test:${up.port}\r\n\r\n`)).toMatch(/^HTTP\/1\.1 403/);
       expect(up.raw).toEqual([]);
     } finally {
       await p.proxy.close();
@@ -363,9 +403,9 @@ describe('narrowing (a setup phase ends)', () => {
   test('narrowing can also widen to the agent\'s own list (setup had none): the new entries work at once', async () => {
     const p = await startProxy({ allow: [] });
     try {
-      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 300)).toMatch(/^HTTP\/1\.1 403/);
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`)).toMatch(/^HTTP\/1\.1 403/);
       p.proxy.narrow(entries([`allowed.test:${up.port}`]));
-      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, 300)).toMatch(/^HTTP\/1\.1 200/);
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, /\r\n\r\n/)).toMatch(/^HTTP\/1\.1 200/);
     } finally {
       await p.proxy.close();
     }

@@ -129,11 +129,14 @@ test('a hostile or broken service is a failure the model reads, never a crash, a
 });
 
 test('a cancel aborts the search in flight', async () => {
-  answer = () => undefined; // never answers
+  let reached!: () => void;
+  const inFlight = new Promise<void>((r) => (reached = r));
+  answer = () => reached(); // never answers
   const ac = new AbortController();
   const tool = webSearchTool(webSearchEngine(cfg('json'))!);
   const p = tool.execute(WebSearch.parse({ query: 'q' }), { ...ctx, signal: ac.signal });
-  setTimeout(() => ac.abort(new Error('cancelled')), 100);
+  await inFlight; // the search reached the service
+  ac.abort(new Error('cancelled'));
   await expect(p).rejects.toThrow();
 });
 

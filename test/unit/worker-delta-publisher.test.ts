@@ -1,7 +1,8 @@
 /**
  * DeltaPublisher: streamed pieces are coalesced into few live deltas, a turn's deltas all go out
  * before flush() returns (the worker flushes right before the turn's model.response), the per-run cap
- * ends live output with a note, and a failed publish never throws into the run.
+ * ends live output with a note, and a failed publish never throws into the run. The flush timer is
+ * the publisher's own: jest's fake timers drive it.
  */
 import type { LiveDelta } from '../../src/domain/events';
 import { DeltaPublisher } from '../../src/worker/delta-publisher';
@@ -20,13 +21,18 @@ function publisher(maxDeltas = 100, fail = false) {
   return { p, out, errors };
 }
 
+beforeEach(() => jest.useFakeTimers());
+afterEach(() => jest.useRealTimers());
+
 test('pieces are coalesced: many tokens make one delta per flush interval', async () => {
   const { p, out } = publisher();
   for (const w of 'one two three four'.split(' ')) p.push(1, { kind: 'text', text: `${w} ` });
   p.push(1, { kind: 'tool', index: 0, name: 'bash', argumentsChars: 3 });
   p.push(1, { kind: 'tool', index: 0, name: 'bash', argumentsChars: 9 });
   expect(out).toEqual([]);
-  await new Promise((r) => setTimeout(r, 60));
+  await jest.advanceTimersByTimeAsync(19);
+  expect(out).toEqual([]);
+  await jest.advanceTimersByTimeAsync(1);
   expect(out).toEqual([{ type: 'model.delta', runId: 'run_delta01', turn: 1, ts: new Date(0).toISOString(), text: 'one two three four ', tools: [{ index: 0, name: 'bash', argumentsChars: 9 }] }]);
 });
 
@@ -61,11 +67,12 @@ test('a failed publish is reported, never thrown; close() drops what is buffered
   const { p, errors } = publisher(10, true);
   p.push(1, { kind: 'text', text: 'lost' });
   expect(() => p.flush()).not.toThrow();
-  await new Promise((r) => setTimeout(r, 5));
+  await jest.advanceTimersByTimeAsync(0);
   expect(errors).toEqual(['redis is down']);
   const q = publisher();
   q.p.push(1, { kind: 'text', text: 'buffered' });
   q.p.close();
-  await new Promise((r) => setTimeout(r, 40));
+  expect(jest.getTimerCount()).toBe(0);
+  await jest.advanceTimersByTimeAsync(1000);
   expect(q.out).toEqual([]);
 });
