@@ -17,6 +17,7 @@ import { newRunId } from '../../src/queue/run-queue';
 import { ScheduleStore } from '../../src/queue/schedule-store';
 import { TenantQuota } from '../../src/queue/tenant-quota';
 import { TOKENS, startApiFixture, type ApiFixture } from '../support/api-fixture';
+import { consistently, eventually as waitFor, settled } from '../support/eventually';
 
 jest.setTimeout(60_000);
 const templates = loadTemplates(join(__dirname, '..', '..', 'templates'));
@@ -79,13 +80,8 @@ async function scheduledRuns(id: string): Promise<Array<{ id: string; task: stri
   }
   return out;
 }
-async function eventually<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (ok(v) || Date.now() > end) return v;
-    await new Promise((r) => setTimeout(r, 250));
-  }
+function eventually<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> {
+  return waitFor(fn, { what: 'the schedule to get there', until: ok, timeoutMs: ms, intervalMs: 250 });
 }
 
 test('the pattern is checked: fields, syntax, zone and the server\'s minimum interval', () => {
@@ -117,9 +113,8 @@ test('a schedule fires its template\'s run, unattended and labelled with it; a n
   expect(r.status).toBe(201);
   const s = r.json<{ id: string; next: string; runs: number }>();
   expect(s).toMatchObject({ runs: 0, next: expect.any(String) });
-  // no runner yet: nothing fires
-  await new Promise((res) => setTimeout(res, 2500));
-  expect(await scheduledRuns(s.id)).toHaveLength(0);
+  // no runner yet: nothing fires, over a window in which the schedule (every 2 s) comes due at least once
+  await consistently(() => scheduledRuns(s.id), { what: 'no run without a runner', holds: (x) => x.length === 0, forMs: 2500, intervalMs: 250 });
 
   const first = runner();
   const fired = await eventually(() => scheduledRuns(s.id), (x) => x.length >= 1);
@@ -141,10 +136,10 @@ test('a schedule fires its template\'s run, unattended and labelled with it; a n
   expect((await f.call('GET', `/v1/schedules/${s.id}`, { token: TOKENS.globex })).status).toBe(404);
   expect((await f.call('DELETE', `/v1/schedules/${s.id}`, { token: TOKENS.globex })).status).toBe(404);
   expect((await f.call('DELETE', `/v1/schedules/${s.id}`)).json()).toEqual({ id: s.id, deleted: true });
-  await new Promise((res) => setTimeout(res, 1000));
-  const atDelete = (await scheduledRuns(s.id)).length;
-  await new Promise((res) => setTimeout(res, 4500));
-  expect((await scheduledRuns(s.id)).length).toBe(atDelete);
+  // a firing taken just before the DELETE may still be submitted: wait until the count holds still, then
+  // it must stay so over windows in which the schedule would have fired twice
+  const atDelete = (await settled(async () => (await scheduledRuns(s.id)).length, { what: 'the runs of firings before the DELETE', quietMs: 2500, intervalMs: 250 }));
+  await consistently(async () => (await scheduledRuns(s.id)).length, { what: 'no firing after the DELETE', holds: (n) => n === atDelete, forMs: 4500, intervalMs: 250 });
   expect((await f.call('GET', `/v1/schedules/${s.id}`)).status).toBe(404);
 });
 

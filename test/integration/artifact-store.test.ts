@@ -13,6 +13,7 @@ import { LocalArtifactStore } from '../../src/artifacts/local-artifact-store';
 import { S3ArtifactStore } from '../../src/artifacts/s3-artifact-store';
 import { StoreUnavailableError } from '../../src/domain/errors';
 import { S3_CREDENTIALS, startS3Server, type S3Server } from '../support/s3-server';
+import { eventually } from '../support/eventually';
 
 jest.setTimeout(60_000);
 
@@ -143,8 +144,10 @@ test('a put during a short outage is tried again from the file and lands', async
   const body = randomBytes(100_000);
   writeFileSync(join(scratch, 'blip'), body);
   await s3.pause();
+  const away = s3.turnedAway;
   const put = store.putFile('blip/k', join(scratch, 'blip'), 'application/octet-stream');
-  setTimeout(() => void s3.resume(), 400);
+  await eventually(() => s3.turnedAway > away, { what: 'the put\'s first try to meet the outage' });
+  await s3.resume();
   expect(await put).toEqual({ bytes: body.length });
   expect(sha((await read(store, 'blip/k'))!)).toBe(sha(body));
   await store.close();

@@ -169,7 +169,7 @@ for i in range(1000000):
 
 test('a file growing while it is exported: the tar stays consistent and within the caps', async () => {
   await withSandbox({}, async (sb) => {
-    await sh(sb, 'nohup bash -c "while :; do head -c 65536 /dev/zero >> grow.bin; truncate -s 0 grow.bin; done" >/dev/null 2>&1 & sleep 0.3');
+    await sh(sb, 'nohup bash -c "while :; do head -c 65536 /dev/zero >> grow.bin; truncate -s 0 grow.bin; done" >/dev/null 2>&1 & until [ -e grow.bin ]; do sleep 0.05; done');
     for (let i = 0; i < 5; i++) {
       const { x, tar: t } = await exportOf(sb);
       const entries = await tarEntries(t);

@@ -13,6 +13,7 @@ import { join, resolve } from 'node:path';
 import { promptText } from '../support/fake-decisions-server';
 import { finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness, type Harness } from '../support/corral-harness';
+import { eventually } from '../support/eventually';
 
 jest.setTimeout(120_000);
 
@@ -54,7 +55,7 @@ const agent = scriptedAgent({
   'CLI-LARGE': (body, turn) => (turn === 0
     ? toolCallTurn([{ name: 'bash', args: { command: 'sha256sum big.bin && find . -type f | wc -l' } }])
     : finalTurn(`saw: ${toolMessages(body).at(-1) ?? '(nothing)'}`)),
-  'CLI-CANCEL': () => toolCallTurn([{ name: 'bash', args: { command: 'sleep 60' } }]),
+  'CLI-CANCEL': () => toolCallTurn([{ name: 'bash', args: { command: 'sleep 600' } }]), // ends only if the cancel kills it
   'CLI-ESCAPES': (body, turn) => (turn === 0
     ? toolCallTurn([{ name: 'bash', args: { command: "printf 'out \\033[31mred\\033]0;retitled\\007\\n'" } }])
     : finalTurn('done \u001b[2J\u001b]8;;http://127.0.0.1/\u0007link\u001b]8;;\u0007 \u202eevil\u202c \u009b31m')),
@@ -208,17 +209,10 @@ test('corral cancel stops a running run (--wait prints how it ended); a second c
   expect(id).toMatch(/^run_[A-Za-z0-9_-]+$/); // without --watch stdout is just the id
 
   // Wait until the sleep is running in the sandbox.
-  const end = Date.now() + 60_000;
-  for (;;) {
-    const ev = await h.api<{ events: Array<{ type: string }> }>('GET', `/v1/runs/${id}/events`);
-    if (ev.body.events.some((e) => e.type === 'tool.call')) break;
-    if (Date.now() > end) throw new Error('the run never started its tool call');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  const t0 = Date.now();
+  await eventually(async () => (await h.api<{ events: Array<{ type: string }> }>('GET', `/v1/runs/${id}/events`)).body.events.some((e) => e.type === 'tool.call'), { what: 'the run to start its tool call', timeoutMs: 60_000 });
+  // the sleep would take ten minutes: --wait returning at all means the cancel ended it
   const c = await corral(['cancel', id, '--wait', '--api', h.url]);
   expect(c).toEqual({ code: 0, stdout: expect.stringMatching(new RegExp(`^cancelling ${id}: its worker stops the sandbox and ends the run\\n${id}: cancelled — .+\\n$`)), stderr: '' });
-  expect(Date.now() - t0).toBeLessThan(30_000); // not the 60 s sleep
   const run = await h.api<Record<string, unknown>>('GET', `/v1/runs/${id}`);
   expect(run.body).toMatchObject({ status: 'cancelled', outcome: 'cancelled' });
 
@@ -228,7 +222,7 @@ test('corral cancel stops a running run (--wait prints how it ended); a second c
 
   const w = await corral(['watch', id, '--api', h.url]);
   expect(w.code).toBe(1);
-  expect(w.stdout).toContain('  step 1  bash  sleep 60');
+  expect(w.stdout).toContain('  step 1  bash  sleep 600');
   expect(w.stdout).toMatch(/■ cancelled — /);
 });
 

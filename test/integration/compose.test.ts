@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { parse as parseYaml } from 'yaml';
+import { eventually } from '../support/eventually';
 
 jest.setTimeout(240_000);
 const exec = promisify(execFile);
@@ -62,12 +63,10 @@ async function api<T = Record<string, unknown>>(method: string, path: string, bo
 }
 
 async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`${what}: not within ${ms / 1000} s\n${await composeLogs()}`);
-    await new Promise((r) => setTimeout(r, 500));
+  try {
+    return (await eventually(() => probe().catch(() => undefined), { what, until: (v) => v !== undefined, timeoutMs: ms, intervalMs: 500 })) as T;
+  } catch (err) {
+    throw new Error(`${(err as Error).message}\n${await composeLogs()}`, { cause: err });
   }
 }
 

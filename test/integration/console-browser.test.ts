@@ -19,6 +19,7 @@ import { apiRequest } from '../support/api-request';
 import { decisionsAnswer, promptText } from '../support/fake-decisions-server';
 import { finalTurn, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness, type Harness } from '../support/corral-harness';
+import { eventually } from '../support/eventually';
 
 jest.setTimeout(240_000);
 
@@ -71,13 +72,7 @@ const api = <T = Record<string, unknown>>(method: string, path: string, body?: u
   apiRequest<T>(h.url, method, path, body, { authorization: `Bearer ${TOKEN}` });
 
 async function waitRun(id: string, until: (r: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
-  const end = Date.now() + 120_000;
-  for (;;) {
-    const r = (await api('GET', `/v1/runs/${id}`)).body;
-    if (until(r)) return r;
-    if (Date.now() > end) throw new Error(`run ${id}: ${JSON.stringify(r).slice(0, 500)}`);
-    await new Promise((res) => setTimeout(res, 200));
-  }
+  return eventually(async () => (await api('GET', `/v1/runs/${id}`)).body, { what: `run ${id} in the expected state`, until, timeoutMs: 120_000, intervalMs: 200 });
 }
 
 async function newPage(width: number): Promise<{ page: Page; errors: string[] }> {

@@ -86,8 +86,9 @@ setup:
   commands:
     - npm install --no-audit --no-fund
     # The attack: a loop left behind that would keep using the setup phase's egress.
-    - "setsid nohup bash -c 'while :; do curl -s -o /dev/null http://pkgs.test:${port}/bg; sleep 0.2; done' BGLOOP >/dev/null 2>&1 &"
-    - sleep 1
+    - "setsid nohup bash -c 'while :; do curl -s -o /dev/null http://pkgs.test:${port}/bg; touch /tmp/bg-ran; sleep 0.2; done' BGLOOP >/dev/null 2>&1 &"
+    # setup ends once the loop has been through at least once
+    - "until [ -e /tmp/bg-ran ]; do sleep 0.1; done"
   egress: ["pkgs.test:${port}"]
 cache:
   files: [package.json, package-lock.json]

@@ -35,10 +35,7 @@ async function privateRedis(label: string, args: string[] = []): Promise<{ name:
   const name = `corral-test-redis-${label}-${Date.now().toString(36)}`;
   await sh('docker', ['run', '-d', '--name', name, '--label', `corral.test=redis-${label}`, ...instanceLabelArgs(), '-p', `127.0.0.1:${port}:6379`, 'corral/redis:7',
     'redis-server', '--protected-mode', 'no', '--bind', '0.0.0.0', '--dir', '/tmp', '--maxmemory-policy', 'noeviction', ...args]);
-  for (let i = 0; i < 100; i++) {
-    if ((await sh('docker', ['exec', name, 'redis-cli', 'ping']).catch(() => ({ stdout: '' }))).stdout.includes('PONG')) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await eventually(async () => (await sh('docker', ['exec', name, 'redis-cli', 'ping']).catch(() => ({ stdout: '' }))).stdout.includes('PONG'), { what: `the Redis ${name} to answer PING` });
   return { name, port, url: `redis://127.0.0.1:${port}` };
 }
 
@@ -103,15 +100,7 @@ async function stack(name: string, extra: Record<string, string> = {}): Promise<
     async get(id) {
       return (await (await fetch(`${url}/v1/runs/${id}`)).json()) as Record<string, unknown>;
     },
-    async waitFor(id, until, ms = 60_000) {
-      const end = Date.now() + ms;
-      for (;;) {
-        const r = await s.get(id);
-        if (until(r)) return r;
-        if (Date.now() > end) throw new Error(`run ${id} not in the expected state after ${ms} ms: ${JSON.stringify(r).slice(0, 800)}`);
-        await new Promise((res) => setTimeout(res, 200));
-      }
-    },
+    waitFor: (id, until, ms = 60_000) => eventually(() => s.get(id), { what: `run ${id} in the expected state`, until, timeoutMs: ms, intervalMs: 200 }),
     async close() {
       for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
       await api.close();
@@ -129,21 +118,21 @@ const exited = (c: ChildProcess) => new Promise<{ code: number | null; signal: s
 const containersOf = async (runId: string) => docker.listContainers({ all: true, filters: { label: [`corral.run-id=${runId}`] } });
 /** The run's containers once the reaper removed them (or what is still there after `ms`). */
 async function reapedWithin(runId: string, ms: number): Promise<Docker.ContainerInfo[]> {
-  const end = Date.now() + ms;
-  while ((await containersOf(runId)).length && Date.now() < end) await new Promise((r) => setTimeout(r, 250));
-  return containersOf(runId);
+  return eventually(() => containersOf(runId), { what: `the containers of ${runId} to be removed`, until: (l) => l.length === 0, timeoutMs: ms, intervalMs: 250 }).catch(() => containersOf(runId));
 }
+const logOf = (c: ChildProcess) => (c as ChildProcess & { logText: () => string }).logText();
+/** A child's stderr as it grows: resolves once it holds `what` (or the child ended first). */
+const logged = (child: ChildProcess, text: () => string, what: string) =>
+  eventually(() => text().includes(what) || child.exitCode !== null, { what: `"${what}" in the child's log` }).then(() => text().includes(what));
+/** The sandbox of a run is running this command (docker top). */
+const runsIn = async (containerId: string, command: string) =>
+  ((await docker.getContainer(containerId).top().catch(() => ({ Processes: [] as string[][] }))).Processes ?? []).some((p: string[]) => p.join(' ').includes(command));
 const sleeping = (r: Record<string, unknown>) => r.status === 'running' && !!r.containerId;
 /** Until the model's bash call is running inside the container. */
 async function waitSleeping(s: Stack, id: string): Promise<Record<string, unknown>> {
   const r = await s.waitFor(id, sleeping);
-  const end = Date.now() + 30_000;
-  while (Date.now() < end) {
-    const top = await docker.getContainer(r.containerId as string).top().catch(() => ({ Processes: [] as string[][] }));
-    if (top.Processes.some((p: string[]) => p.join(' ').includes('sleep 600'))) return r;
-    await new Promise((res) => setTimeout(res, 100));
-  }
-  throw new Error('the sleep never started in the sandbox');
+  await eventually(() => runsIn(r.containerId as string, 'sleep 600'), { what: 'the sleep to run in the sandbox' });
+  return r;
 }
 
 test('worker SIGKILL mid-run: the job fails as stalled, the run records why, the container is reaped', async () => {
@@ -198,12 +187,11 @@ test('worker SIGTERM: stops taking jobs, cancels the running run after the grace
     const w = s.startWorker('worker-t');
     const id = await s.submit('SIGTERM-ME: sleep for a long time');
     const running = await waitSleeping(s, id);
-    const t0 = Date.now();
     w.kill('SIGTERM');
     const { code } = await exited(w);
     expect(code).toBe(0);
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(1900);
-    expect(Date.now() - t0).toBeLessThan(20_000);
+    // the grace was waited out with the run still going: its timer fired, and then the run was cancelled
+    expect(logOf(w)).toContain('shutdown grace over: cancelling running runs');
     const ended = await s.get(id);
     expect(ended).toMatchObject({ status: 'cancelled', reason: 'the run was cancelled (shutdown)' });
     expect(await containersOf(id)).toEqual([]);
@@ -222,9 +210,7 @@ test('corral serve and corral api exit 0 on SIGTERM once stopped (nothing left o
     const child = spawn(join(ROOT, 'bin/corral'), [role], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const end = Date.now() + 30_000;
-    while (!err.includes('"msg":"started"') && child.exitCode === null && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
-    expect({ role, started: err.includes('"msg":"started"') }).toEqual({ role, started: true });
+    expect({ role, started: await logged(child, () => err, '"msg":"started"') }).toEqual({ role, started: true });
     child.kill('SIGTERM');
     // bounded wait: a process that stays alive after "stopped" fails here instead of hanging the suite
     const result = await Promise.race([exited(child), new Promise<'alive'>((r) => setTimeout(() => r('alive'), 20_000))]);
@@ -249,9 +235,7 @@ test('every role exits within its grace period on SIGTERM while Redis is away or
       let err = '';
       child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
       try {
-        const end = Date.now() + 30_000;
-        while (!err.includes('"msg":"started"') && child.exitCode === null && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
-        expect({ role, outage, started: err.includes('"msg":"started"') }).toEqual({ role, outage, started: true });
+        expect({ role, outage, started: await logged(child, () => err, '"msg":"started"') }).toEqual({ role, outage, started: true });
         if (role !== 'api') {
           // A run in flight: its sandbox is running `sleep 600` when Redis goes.
           const { Queue } = await import('bullmq');
@@ -264,22 +248,20 @@ test('every role exits within its grace period on SIGTERM while Redis is away or
           const runId = `run_outage${role}${outage}`;
           await new RedisRunStore(conn).create(runId, RunSpec.parse({ task: 'OUTAGE-SLEEP: sleep' }), new Date());
           await enqueueRun(queue, runId, RunSpec.parse({ task: 'OUTAGE-SLEEP: sleep' }));
-          const until = Date.now() + 60_000;
-          while (Date.now() < until && !(await containersOf(runId)).some((c) => c.State === 'running')) await new Promise((r) => setTimeout(r, 200));
-          await new Promise((r) => setTimeout(r, 1000));
+          const box = await eventually(async () => (await containersOf(runId)).find((c) => c.State === 'running'), { what: `the sandbox of ${runId} to run`, timeoutMs: 60_000 });
+          await eventually(() => runsIn(box.Id, 'sleep 600'), { what: 'the run\'s sleep to run in its sandbox' });
           await queue.close();
           await conn.quit();
         }
         await sh('docker', [outage === 'stopped' ? 'stop' : 'pause', ...(outage === 'stopped' ? ['-t', '0'] : []), redis.name]);
-        await new Promise((r) => setTimeout(r, 500));
         const t0 = Date.now();
         child.kill('SIGTERM');
         const result = await Promise.race([exited(child), new Promise<'alive'>((r) => setTimeout(() => r('alive'), 60_000))]);
         const ms = Date.now() - t0;
         if (result === 'alive') child.kill('SIGKILL');
-        results.push({ role, outage, result, seconds: Math.round(ms / 100) / 10 });
-        // Within the grace period plus the bounded clean-up (10 s) that follows it.
-        expect({ role, outage, exited: result !== 'alive', inTime: ms < (GRACE_S + 10) * 1000 + 3000 }).toEqual({ role, outage, exited: true, inTime: true });
+        results.push({ role, outage, result, seconds: Math.round(ms / 100) / 10 }); // printed, not asserted: durations belong in bench/
+        // It exits (the race above bounds a hang), and every shutdown step ended or was given up on: none held it.
+        expect({ role, outage, exited: result !== 'alive' }).toEqual({ role, outage, exited: true });
         expect(err).toContain('"msg":"stopped"');
       } finally {
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
@@ -333,14 +315,17 @@ test('Docker unavailable at job start: the run waits with backoff (no tight loop
   const noDocker = { DOCKER_HOST: 'unix:///tmp/corral-test-no-docker.sock' };
   try {
     // 1. Docker never comes back: 3 waits (300, 600, 1200 ms), then a clear failure.
-    const child = spawn(join(ROOT, 'bin/corral'), ['worker'], { env: { ...process.env, ...s.env, ...noDocker, CORRAL_WORKER_ID: 'worker-nodocker' }, stdio: 'ignore' });
+    const child = spawn(join(ROOT, 'bin/corral'), ['worker'], { env: { ...process.env, ...s.env, ...noDocker, CORRAL_WORKER_ID: 'worker-nodocker' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
     s.children.push(child);
-    const t0 = Date.now();
     const id = await s.submit('NO-DOCKER: anything');
     const waiting = await s.waitFor(id, (r) => String(r.reason ?? '').startsWith('waiting for the Docker engine'), 30_000);
     expect(waiting.status).toBe('queued');
     const ended = await s.waitFor(id, (r) => !!r.finishedAt, 60_000);
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(300 + 600 + 1200);
+    // the backoff, from the worker's own log: three waits, each twice the one before, then the failure
+    const waits = err.split('\n').filter((l) => l.includes('Docker engine unavailable; the run waits')).map((l) => JSON.parse(l) as { runId: string; tries: number; delayMs: number });
+    expect(waits.map((w) => [w.runId, w.tries, w.delayMs])).toEqual([[id, 1, 300], [id, 2, 600], [id, 3, 1200]]);
     expect(ended).toMatchObject({ status: 'error' });
     expect(ended.reason).toMatch(/^the Docker engine was unavailable at 4 tries: .*does not answer/);
 
@@ -360,7 +345,8 @@ test('Docker unavailable at job start: the run waits with backoff (no tight loop
 test('Redis restart (AOF): the API answers 503 while it is away, then everything reconnects and a run in flight finishes', async () => {
   const { name, port } = await privateRedis('restart', ['--appendonly', 'yes', '--appendfsync', 'always']);
   const restartAgent = scriptedAgent({
-    'REDIS-RESTART': (_b, turn) => (turn === 0 ? toolCallTurn([{ name: 'bash', args: { command: 'sleep 4; echo slept' } }]) : finalTurn('finished across a Redis restart')),
+    // the call goes on until the test, after the restart, leaves the marker: the run is in flight across the outage
+    'REDIS-RESTART': (_b, turn) => (turn === 0 ? toolCallTurn([{ name: 'bash', args: { command: 'until [ -e /tmp/go ]; do sleep 0.1; done; echo slept' } }]) : finalTurn('finished across a Redis restart')),
     'AFTER-RESTART': () => finalTurn('a new run after the restart'),
   });
   const chat = await startFakeDecisionsServer({ chat: restartAgent });
@@ -372,15 +358,15 @@ test('Redis restart (AOF): the API answers 503 while it is away, then everything
     s = await stack('redisrestart', { REDIS_URL: url, OPENAI_BASE_URL: chat.baseURL, CORRAL_JOB_LOCK_MS: '30000' });
     s.startWorker('worker-r');
     const id = await s.submit('REDIS-RESTART: sleep across a restart');
-    await s.waitFor(id, (r) => r.status === 'running' && !!r.containerId);
+    const running = await s.waitFor(id, (r) => r.status === 'running' && !!r.containerId);
+    await eventually(() => runsIn(running.containerId as string, 'until [ -e /tmp/go ]'), { what: 'the call to run in the sandbox' });
     await sh('docker', ['stop', '-t', '1', name]);
-    // While Redis is away the API answers quickly with 503, not 500 and not a hang.
-    const t0 = Date.now();
-    const res = await fetch(`${s.url}/v1/runs/${id}`);
+    // While Redis is away the API answers 503, not 500 and not a hang (the signal only bounds a hang).
+    const res = await fetch(`${s.url}/v1/runs/${id}`, { signal: AbortSignal.timeout(30_000) });
     expect(res.status).toBe(503);
-    expect(Date.now() - t0).toBeLessThan(3000);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('unavailable');
     await sh('docker', ['start', name]);
+    await sh('docker', ['exec', running.containerId as string, 'touch', '/tmp/go']);
     const ended = await s.waitFor(id, (r) => !!r.finishedAt, 60_000);
     expect(ended).toMatchObject({ status: 'succeeded', finalAnswer: 'finished across a Redis restart' });
     const id2 = await s.submit('AFTER-RESTART: anything');
@@ -406,7 +392,7 @@ test('a hanging model endpoint: each call times out, the SDK retries within boun
     'HANGING-MODEL': (_b, turn) => {
       if (turn === 0) return toolCallTurn([{ name: 'bash', id: 'c_once', args: { command: 'echo once >> ran.txt; cat ran.txt' } }]);
       ranAfterHang += 1;
-      return { ...finalTurn('too late'), delayMs: 5000 };
+      return { ...finalTurn('too late'), delayMs: 600_000 }; // silent for ten minutes: only the client's timeout ends each try
     },
   });
   const h = await startHarness('hanging-model', { chat }, { CORRAL_MODEL_TIMEOUT_MS: '400' });
@@ -449,14 +435,13 @@ test('start-up refuses a Redis whose maxmemory-policy can evict jobs', async () 
   try {
     const port = (await sh('docker', ['port', name, '6379/tcp'])).stdout.trim().split('\n')[0]!.split(':').pop();
     const url = `redis://127.0.0.1:${port}`;
-    for (let i = 0; i < 50; i++) {
+    await eventually(async () => {
       const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
       r.on('error', () => undefined);
       const ok = await r.connect().then(() => r.ping()).then(() => true, () => false);
       r.disconnect();
-      if (ok) break;
-      await new Promise((res) => setTimeout(res, 100));
-    }
+      return ok;
+    }, { what: 'the LRU Redis to answer PING' });
     await expect(startCorral(loadConfig({ REDIS_URL: url, CORRAL_POLICY_DIR: join(ROOT, 'policies'), CORRAL_API_PORT: '0' }), { api: true, worker: false }, () => undefined))
       .rejects.toMatchObject({ code: 'store_unavailable', message: expect.stringMatching(/maxmemory-policy "allkeys-lru", which can evict queued jobs; set it to "noeviction"/) });
   } finally {

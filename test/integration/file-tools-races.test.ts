@@ -71,10 +71,10 @@ ${body}
 open('/tmp/${name}.count', 'w').write(str(n))
 EOF
 nohup python3 /tmp/${name}.py >/tmp/${name}.log 2>&1 &
-for i in $(seq 100); do [ -s /tmp/${name}.count ] && break; sleep 0.1; done; cat /tmp/${name}.count /tmp/${name}.log`);
+until [ -s /tmp/${name}.count ]; do sleep 0.1; done; cat /tmp/${name}.count /tmp/${name}.log`);
   expect(r.stdout).toMatch(/^[1-9]\d*$/);
   return async () => {
-    await sh(`touch /tmp/${name}.stop; for i in $(seq 50); do pgrep -f /tmp/${name}.py >/dev/null || break; sleep 0.1; done; cat /tmp/${name}.count`).then((o) => o.stdout);
+    await sh(`touch /tmp/${name}.stop; while pgrep -f /tmp/${name}.py >/dev/null; do sleep 0.1; done; cat /tmp/${name}.count`).then((o) => o.stdout);
     const c = await sh(`cat /tmp/${name}.count; cat /tmp/${name}.log >&2`);
     return Number(c.stdout);
   };

@@ -22,6 +22,7 @@ import { decisionsAnswer } from '../support/fake-decisions-server';
 import { finalTurn, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness, type Harness } from '../support/corral-harness';
 import { startSshGitServer, type SshGitServer } from '../support/ssh-git-server';
+import { eventually } from '../support/eventually';
 
 jest.setTimeout(240_000);
 
@@ -151,15 +152,7 @@ beforeAll(async () => {
   privateHead = makeRepo('private', { 'secret-plans.txt': 'world domination\n', 'src/app.py': 'print(1)\n' });
   daemonPort = await freePort();
   daemon = spawn('git', ['daemon', '--reuseaddr', '--export-all', `--base-path=${join(root, 'srv')}`, '--listen=127.0.0.1', `--port=${daemonPort}`, join(root, 'srv')], { stdio: 'ignore' });
-  for (let i = 0; ; i++) {
-    try {
-      execFileSync('git', ['ls-remote', `git://127.0.0.1:${daemonPort}/public.git`], { stdio: 'ignore', timeout: 2000 });
-      break;
-    } catch {
-      if (i > 50) throw new Error('git daemon did not start');
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  await eventually(() => { execFileSync('git', ['ls-remote', `git://127.0.0.1:${daemonPort}/public.git`], { stdio: 'ignore', timeout: 10_000 }); return true; }, { what: 'the git daemon to serve' });
   http = await startHttpGit();
   httpPort = (http.address() as AddressInfo).port;
   const trusted = makeCa(join(root, 'tls'), 'corral-test');

@@ -21,7 +21,8 @@ const agent = scriptedAgent({
     toolCallTurn([{ name: 'bash', args: { command: 'cat in.txt && echo changed > in.txt && echo new > out.txt' } }]),
     finalTurn('edited'),
   ],
-  'STORE-SLOW': [toolCallTurn([{ name: 'bash', args: { command: 'echo started; sleep 4' } }]), finalTurn('slept')],
+  // goes on until the test has read the live log and leaves /tmp/go in the sandbox
+  'STORE-SLOW': [toolCallTurn([{ name: 'bash', args: { command: 'echo started; until [ -e /tmp/go ]; do sleep 0.1; done' } }]), finalTurn('slept')],
   'STORE-UPLOAD': [toolCallTurn([{ name: 'bash', args: { command: 'cat uploaded.txt' } }]), finalTurn('read the upload')],
 });
 
@@ -104,6 +105,9 @@ test('the log of a run still going comes from its event stream; once it ends, fr
   expect(live.headers.get('x-corral-log-source')).toBe('live event stream');
   expect(live.body.toString()).not.toContain('"run.finished"');
   expect((await get(`/v1/runs/${id}/report`)).status).toBe(404);
+  const { containerId } = (await h.api<{ containerId: string }>('GET', `/v1/runs/${id}`)).body;
+  const go = await h.docker.getContainer(containerId).exec({ Cmd: ['touch', '/tmp/go'] });
+  await go.start({ Detach: true });
   await h.waitFor(id);
   const done = await get(`/v1/runs/${id}/logs`);
   expect(done.headers.get('x-corral-log-source')).toBeNull();

@@ -14,6 +14,7 @@ import type { Scripted } from '../support/fake-decisions-server';
 import { promptText } from '../support/fake-decisions-server';
 import { errorTurn, finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness, type Harness } from '../support/corral-harness';
+import { eventually } from '../support/eventually';
 
 jest.setTimeout(180_000);
 
@@ -432,7 +433,7 @@ test('the queue contract as the README states it: name `run`, id = data.runId = 
     // A job id that is no run id: no record can exist; the job's failedReason says why.
     const bare = `job-${tag}`;
     await queue.add('run', { runId: `run_bare${tag}`, spec: spec('bare') }, { ...RUN_JOB_OPTIONS, jobId: bare });
-    for (let i = 0; i < 600 && !(await queue.getJob(bare))?.failedReason; i++) await new Promise((r) => setTimeout(r, 100));
+    await eventually(async () => (await queue.getJob(bare))?.failedReason, { what: `job ${bare} to fail`, timeoutMs: 60_000 });
     expect((await queue.getJob(bare))?.failedReason).toBe(`malformed job: job id "${bare}" is not a run id; a run job's id is its run id (run_…)`);
     expect((await h.api('GET', `/v1/runs/run_bare${tag}`)).status).toBe(404);
     for (const marker of ['name', 'mismatch', 'badid', 'bare']) expect(chatsFor(`CONTRACT-${marker}`)).toEqual([]);

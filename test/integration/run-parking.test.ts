@@ -8,6 +8,7 @@ import { decisionsAnswer, promptText } from '../support/fake-decisions-server';
 import { finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { apiRequest } from '../support/api-request';
 import { startHarness, type Harness } from '../support/corral-harness';
+import { eventually } from '../support/eventually';
 
 jest.setTimeout(180_000);
 
@@ -48,13 +49,7 @@ async function submit(tenant: keyof typeof TOKENS, marker: string): Promise<stri
   return r.body.id;
 }
 async function waitFor(tenant: keyof typeof TOKENS, id: string, until: (r: Record<string, unknown>) => boolean, timeoutMs = 60_000): Promise<Record<string, unknown>> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const { body } = await apiRequest<Record<string, unknown>>(h.url, 'GET', `/v1/runs/${id}`, undefined, as(tenant));
-    if (until(body)) return body;
-    if (Date.now() > end) throw new Error(`run ${id} did not reach the expected state in ${timeoutMs} ms: ${JSON.stringify(body).slice(0, 800)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  return eventually(async () => (await apiRequest<Record<string, unknown>>(h.url, 'GET', `/v1/runs/${id}`, undefined, as(tenant))).body, { what: `run ${id} in the expected state`, until, timeoutMs });
 }
 const awaiting = (r: Record<string, unknown>) => r.status === 'awaiting_approval';
 const finished = (r: Record<string, unknown>) => !!r.finishedAt;

@@ -14,6 +14,7 @@ import { dirname, resolve } from 'node:path';
 import type { Scripted } from '../support/fake-decisions-server';
 import { finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness, type Harness } from '../support/corral-harness';
+import { eventually } from '../support/eventually';
 
 jest.setTimeout(240_000);
 
@@ -99,7 +100,7 @@ const fanOut = (body: Body, turn: number): Scripted =>
     : finalTurn(`${sheets(body).length} sub-runs answered; the fifth call said: ${lastTool(body).slice(0, 200)}`);
 
 /** Two children that block; the test cancels the planner. */
-const blocker = (): Scripted => toolCallTurn([{ name: 'bash', args: { command: 'sleep 60; echo never' } }]);
+const blocker = (): Scripted => toolCallTurn([{ name: 'bash', args: { command: 'sleep 600; echo never' } }]); // ends only when killed
 const cancelTop = (_b: Body, turn: number): Scripted =>
   turn === 0 ? toolCallTurn([
     { name: 'delegate', id: 'c_block1', args: { task: 'CHILD-BLOCK one', budgets: { llmCalls: 2 } } },
@@ -246,7 +247,7 @@ describe('a planner that delegates two sub-runs', () => {
         // The job id is the run id (the queue contract); the real child's finished job is removed first so the add lands.
         await (await queue.getJob(f.runId))?.remove().catch(() => undefined);
         const job = await queue.add(RUN_JOB_NAME, { runId: f.runId, spec, parent: f.link }, { ...RUN_JOB_OPTIONS, jobId: f.runId });
-        for (let i = 0; i < 200 && !(await job.isCompleted()) && !(await job.isFailed()); i++) await new Promise((r) => setTimeout(r, 100));
+        await eventually(async () => (await job.isCompleted()) || (await job.isFailed()), { what: `the forged job ${f.runId} to end` }).catch(() => undefined);
         const j = (await queue.getJob(job.id!))!;
         const rec = (await h.api<Logged>('GET', `/v1/runs/${f.runId}`)).body;
         const said = `${j.failedReason ?? ''} ${rec.reason ?? ''}`;
@@ -350,9 +351,7 @@ test('cancelling the planner cancels its sub-runs: the running one is killed, th
   expect((await h.api<Logged>('GET', `/v1/runs/${second!.id}`)).body.status).toBe('queued');
   const c = await h.api<Logged>('POST', `/v1/runs/${id}/cancel`);
   expect(c).toMatchObject({ status: 202, body: { status: 'cancelling' } });
-  const t0 = Date.now();
-  const run = await h.waitFor(id, undefined, 60_000);
-  expect(Date.now() - t0).toBeLessThan(30_000);
+  const run = await h.waitFor(id, undefined, 60_000); // the children's sleeps take ten minutes: only the cancel ends them in time
   expect(run).toMatchObject({ status: 'cancelled', reason: 'the run was cancelled (requested through the API)' });
   const a = await h.waitFor(first!.id);
   const b = await h.waitFor(second!.id);

