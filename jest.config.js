@@ -8,6 +8,9 @@ const transformIgnorePatterns = ['/node_modules/(?!cookie/)'];
 module.exports = {
   testEnvironment: 'node',
   maxWorkers: 2,
+  // A bound on a test that hangs, not a speed check: a busy host makes tests slower, never red (files
+  // that need longer set their own with jest.setTimeout).
+  testTimeout: 60_000,
   projects: [
     { displayName: 'unit', testEnvironment: 'node', transform, transformIgnorePatterns, testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
     {

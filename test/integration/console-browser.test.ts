@@ -142,10 +142,11 @@ test('sign in, submit a run, watch it live, approve its pending call in the page
   expect(await page.$$eval('#timeline li', (l) => l.map((x) => x.getAttribute('data-type')))).toEqual(expect.arrayContaining(['run.started', 'tool.call', 'approval.pending']));
   await shot(page, '3-run-awaiting-approval');
   // Approve without a name: refused in the page; with one: the run resumes.
-  await page.click('.approval button[data-action=approve]');
-  expect(await page.$eval('[role=alert]', (n) => n.textContent)).toMatch(/Give your name/);
-  await page.type('.approval input[name=by]', 'Ada in the browser');
-  await page.click('.approval button[data-action=approve]');
+  // The live page re-renders the panel as events arrive: locators find the element again (a handle may be detached).
+  await page.locator('.approval button[data-action=approve]').click();
+  await page.waitForFunction('/Give your name/.test(document.querySelector("[role=alert]")?.textContent ?? "")', { timeout: 60_000 });
+  await page.locator('.approval input[name=by]').fill('Ada in the browser');
+  await page.locator('.approval button[data-action=approve]').click();
   await page.waitForFunction('document.querySelector("#run-status")?.textContent === "succeeded"', { timeout: 60_000 });
   await page.waitForSelector('#timeline li[data-type="run.finished"]');
   const run = (await api('GET', `/v1/runs/${id}`)).body;

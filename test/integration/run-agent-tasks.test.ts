@@ -61,7 +61,7 @@ const budgetScript = (name: string) => (_body: Body, turn: number): Scripted => 
     case 'toolCalls': return toolCallTurn([{ name: 'bash', args: { command: 'echo a' } }, { name: 'bash', args: { command: 'echo b' } }]);
     case 'tokens': return toolCallTurn([{ name: 'bash', args: { command: 'echo t' } }], { prompt_tokens: 700, completion_tokens: 50 });
     case 'costUsd': return toolCallTurn([{ name: 'bash', args: { command: 'echo c' } }], { prompt_tokens: 100_000, completion_tokens: 1000 });
-    default: return toolCallTurn([{ name: 'bash', args: { command: 'sleep 60; echo never' } }]);
+    default: return toolCallTurn([{ name: 'bash', args: { command: 'sleep 600; echo never' } }]); // wallTimeS: only the budget's timer ends it
   }
 };
 

@@ -35,23 +35,20 @@ test('under gVisor a memory bomb ends the sandbox: reported at once as oomKilled
   expect(JSON.parse((err as { stdout: string }).stdout)).toMatchObject({ oomKilled: true, timedOut: false, sandboxDied: 'died' });
 });
 
-test('a flood of short and long CONNECTs (10 s): the one-shot command stays small, exits 0, reports counts and leaves no container', async () => {
+test('a flood of short and long CONNECTs (2,000): the one-shot command stays small, exits 0, reports counts and leaves no container', async () => {
   const { spawn } = await import('node:child_process');
   const { readRssMb } = await import('../support/load-rss');
   const flood = [
-    'import socket, threading, time',
-    'end = time.time() + 10',
+    'import socket, threading',
     'def w(k):',
-    '    i = 0',
-    '    while time.time() < end:',
-    '        i += 1',
+    '    for i in range(250):  # a count, not a time: a busy host makes the flood slower, not smaller',
     '        try:',
-    '            s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect("/run/corral/egress.sock")',
+    '            s = socket.socket(socket.AF_UNIX); s.settimeout(30); s.connect("/run/corral/egress.sock")',
     '            s.sendall(("CONNECT %s%d:443 HTTP/1.1\\r\\n\\r\\n" % ("x" * (15000 if k % 2 else 5), i)).encode()); s.recv(100); s.close()',
     '        except Exception: pass',
     '[t.start() or t for t in [threading.Thread(target=w, args=(k,)) for k in range(8)]]',
   ].join('\n');
-  const child = spawn(corral, ['sandbox', 'exec', '--allow-domain', 'pypi.org', '--timeout-s', '60', '--', 'python3', '-c', flood], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(corral, ['sandbox', 'exec', '--allow-domain', 'pypi.org', '--timeout-s', '600', '--', 'python3', '-c', flood], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   let peak = 0;
@@ -68,4 +65,4 @@ test('a flood of short and long CONNECTs (10 s): the one-shot command stays smal
   const { hostname } = await import('node:os');
   const left = await new Docker().listContainers({ all: true, filters: { label: [`corral.worker-id=cli-${hostname()}-${child.pid}`] } });
   expect(left).toEqual([]);
-}, 120_000);
+}, 600_000);

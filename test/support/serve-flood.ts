@@ -40,6 +40,7 @@ ts = [threading.Thread(target=worker, args=(k,)) for k in range(T)]
 [t.start() for t in ts]; [t.join() for t in ts]
 print("attempts=%d" % done[0])
 `;
+import { eventually } from './eventually';
 
 export interface ServeFloodResult {
   attacker: { status: string; reason: string; logBytes: number; events: number; eventTypes: Record<string, number>; aggregatedAttempts: number };
@@ -106,13 +107,12 @@ export async function serveFlood(o: { redisUrl: string; rounds?: number; otherTo
     });
     if (a.status !== 201) throw new Error(`attacker submit: ${a.status} ${JSON.stringify(a.body)}`);
     // The ordinary run goes in once the flood is under way (the attacker's done check has started).
-    for (let i = 0; i < 600; i++) {
+    await eventually(async () => {
       const ev = await apiRequest<{ events: Array<{ type: string; state?: string; pid?: number }> }>(url, 'GET', `/v1/runs/${a.body.id}/events`);
       const started = ev.body.events?.find((e) => e.type === 'egress.proxy' && e.state === 'started');
       if (started?.pid) rss.track('proxy', started.pid);
-      if (ev.body.events?.some((e) => e.type === 'egress')) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+      return ev.body.events?.some((e) => e.type === 'egress');
+    }, { what: 'the attacker\'s flood to be under way', timeoutMs: 120_000, intervalMs: 50 });
     const b = await apiRequest<{ id: string }>(url, 'POST', '/v1/runs', { task: loadTask(o.otherTools ?? 8), budgets: { wallTimeS: 600 } });
     if (b.status !== 201) throw new Error(`other submit: ${b.status} ${JSON.stringify(b.body)}`);
     const wait = async (id: string) => {
