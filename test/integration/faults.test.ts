@@ -123,7 +123,7 @@ async function reapedWithin(runId: string, ms: number): Promise<Docker.Container
 const logOf = (c: ChildProcess) => (c as ChildProcess & { logText: () => string }).logText();
 /** A child's stderr as it grows: resolves once it holds `what` (or the child ended first). */
 const logged = (child: ChildProcess, text: () => string, what: string) =>
-  eventually(() => text().includes(what) || child.exitCode !== null, { what: `"${what}" in the child's log` }).then(() => text().includes(what));
+  eventually(() => text().includes(what) || child.exitCode !== null, { what: `"${what}" in the child's log`, timeoutMs: 120_000 }).then(() => text().includes(what));
 /** The sandbox of a run is running this command (docker top). */
 const runsIn = async (containerId: string, command: string) =>
   ((await docker.getContainer(containerId).top().catch(() => ({ Processes: [] as string[][] }))).Processes ?? []).some((p: string[]) => p.join(' ').includes(command));
@@ -218,7 +218,7 @@ test('corral serve and corral api exit 0 on SIGTERM once stopped (nothing left o
     expect({ role, result }).toEqual({ role, result: { code: 0, signal: null } });
     expect(err).toContain('"msg":"stopped"');
   }
-});
+}, 300_000);
 
 test('every role exits within its grace period on SIGTERM while Redis is away or hanging, a run in flight included (issue 14, defect 13)', async () => {
   const GRACE_S = 2;
@@ -272,7 +272,7 @@ test('every role exits within its grace period on SIGTERM while Redis is away or
   // The sandboxes of the cancelled runs are gone (removed at shutdown, or by the reaper of the next worker).
   for (const role of ['worker', 'serve']) for (const outage of ['stopped', 'paused']) expect(await reapedWithin(`run_outage${role}${outage}`, 30_000)).toEqual([]);
   process.stdout.write(`${JSON.stringify(results)}\n`);
-});
+}, 900_000);
 
 test('a sandbox container killed from outside mid-run: the run ends as error with a clear reason, nothing leaks', async () => {
   const s = await stack('killcontainer');
