@@ -286,6 +286,14 @@ export const ConfigSchema = z.object({
   CORRAL_TEMPLATES_DIR: z.string().default('./templates'),
   /** The environment catalogue (NAME.yaml); `default` exists without a file. */
   CORRAL_ENVIRONMENT_DIR: z.string().default('./environments'),
+  /**
+   * The gate's static analyser runs in this many worker threads (off the worker's event loop); a call
+   * whose analysis takes longer than the timeout, or more heap than the cap, is not analysed (`ask`)
+   * and its thread is replaced.
+   */
+  CORRAL_POLICY_THREADS: z.coerce.number().int().min(1).max(16).default(2),
+  CORRAL_POLICY_ANALYSIS_TIMEOUT_MS: z.coerce.number().int().min(50).max(60_000).default(2_000),
+  CORRAL_POLICY_ANALYSIS_HEAP_MB: z.coerce.number().int().min(16).max(1024).default(96),
   CORRAL_CLASSIFIER: bool(true),
   CORRAL_CLASSIFIER_TIMEOUT_MS: int(20_000),
   CORRAL_RISK_DENY_AT: z.coerce.number().min(0).max(3).default(2.5),

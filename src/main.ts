@@ -26,6 +26,7 @@ import { SetupCache } from './environments/setup-cache';
 import { checkGitCaFile, loadGitCredentials, parseGitUrl } from './git/git-remote';
 import type { EgressTestHooks } from './sandbox/egress-test-hooks';
 import { loadPolicies } from './policy/load-policy';
+import { AnalysisPool } from './policy/analysis-pool';
 import type { ApiDeps } from './api/api-deps';
 import { loadTemplates } from './api/load-templates';
 import { startScheduleRunner } from './api/schedule-runner';
@@ -250,6 +251,10 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         })
         : undefined;
       if (!classifier) log('risk classifier off: calls the policy does not settle go to approval, or are refused when the run is unattended');
+      const analyzer = await AnalysisPool.start({
+        policies, threads: config.CORRAL_POLICY_THREADS, timeoutMs: config.CORRAL_POLICY_ANALYSIS_TIMEOUT_MS, heapMb: config.CORRAL_POLICY_ANALYSIS_HEAP_MB, log,
+      });
+      onClose('policy analysis threads', () => analyzer.close());
       const docker = createDockerClient(config);
       const sandboxes = createSandboxProvider(config, { docker, log, ...(extras.egressTestHooks ? { egressTestHooks: extras.egressTestHooks } : {}) });
       dockerPing = () => docker.ping();
@@ -276,7 +281,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         artifacts,
         memory: new RedisTenantMemory(redis, { legacyDir: resolve(config.CORRAL_DATA_DIR, 'memory') }),
         setupCache: new SetupCache(resolve(config.CORRAL_DATA_DIR), config.CORRAL_SETUP_CACHE_MB * 1024 * 1024),
-        gateFor: (approvals) => new PolicyGate({ policies, approvals, ...(classifier ? { classifier } : {}) }),
+        gateFor: (approvals) => new PolicyGate({ policies, analyzer, approvals, ...(classifier ? { classifier } : {}) }),
         queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,
         sandboxReady: () => sandboxes.ping(), dockerRetries: config.CORRAL_DOCKER_RETRIES, dockerBackoffMs: config.CORRAL_DOCKER_BACKOFF_MS,
         stalledIntervalMs: config.CORRAL_STALLED_INTERVAL_MS, retryStalled: config.CORRAL_RETRY_STALLED, lockMs: config.CORRAL_JOB_LOCK_MS,

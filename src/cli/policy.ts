@@ -8,6 +8,8 @@
  *   check --batch [...] — JSON lines {"id","tool","args","task"} on stdin (id defaults to the line number), one result line per
  *     input with its id, in order; a bad line gets {"id","error"} and the rest go on.
  *   eval [--policy FILE] [--set FILE]... — per-class numbers of the static layer on labelled sets (default: every test/fixtures/policy/*.jsonl).
+ * Both run the static layer in analysis threads (analysis-pool.ts) with the configured time and heap
+ * bounds, as a worker does: an input built to be expensive is `ask`, not a hung command.
  */
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
@@ -16,7 +18,9 @@ import { loadConfig, type Config } from '../config';
 import { Classifier } from '../policy/classifier';
 import { defaultLabelledSets, evaluateLabelled, formatEvalReport, loadLabelledSet } from '../policy/labelled-eval';
 import { loadPolicy } from '../policy/load-policy';
+import { AnalysisPool } from '../policy/analysis-pool';
 import { PolicyGate } from '../policy/policy-gate';
+import type { Policy } from '../policy/policy-schema';
 import { parseArgs, UsageError } from './cli-args';
 
 const HINT = '; see `corral policy --help`\n';
@@ -38,13 +42,23 @@ async function makeClassifier(config: Config): Promise<Classifier> {
 /** Approvals are never reachable from the CLI: an ask that survives the classifier is an unattended refusal. */
 const NO_APPROVALS = { request: () => Promise.reject(new Error('no approvals from the command line')) };
 
-function makeGate(file: string, classifier?: Classifier): { gate: PolicyGate; name: string } {
+/** The analyser a run uses: threads with the configured time and heap bounds, so a hostile input here cannot hang the CLI either. */
+function startPool(policy: Policy, config: Config): Promise<AnalysisPool> {
+  return AnalysisPool.start({
+    policies: new Map([[policy.name, policy]]), threads: config.CORRAL_POLICY_THREADS,
+    timeoutMs: config.CORRAL_POLICY_ANALYSIS_TIMEOUT_MS, heapMb: config.CORRAL_POLICY_ANALYSIS_HEAP_MB,
+  });
+}
+
+async function makeGate(file: string, config: Config, classifier?: Classifier): Promise<{ gate: PolicyGate; name: string; pool: AnalysisPool }> {
   const policy = loadPolicy(file);
-  return { gate: new PolicyGate({ policies: new Map([[policy.name, policy]]), approvals: NO_APPROVALS, ...(classifier ? { classifier } : {}) }), name: policy.name };
+  const pool = await startPool(policy, config);
+  const policies = new Map([[policy.name, policy]]);
+  return { gate: new PolicyGate({ policies, analyzer: pool, approvals: NO_APPROVALS, ...(classifier ? { classifier } : {}) }), name: policy.name, pool };
 }
 
 async function checkOne(g: { gate: PolicyGate; name: string }, call: z.infer<typeof CallSchema>, withClassifier: boolean): Promise<Record<string, unknown>> {
-  const a = g.gate.assess(call, g.name);
+  const a = await g.gate.assess(call, g.name);
   const base = { decision: a.static.decision, final: a.final, ...(a.final ? {} : { next: a.next }), rule: a.static.rule, reason: a.static.reason, ...(a.static.risk ? { risk: a.static.risk } : {}) };
   if (a.final || !withClassifier) return base;
   const v = await g.gate.decide({ callId: 'check', ...call }, { runId: 'policy-check', task: call.task, policy: g.name, approvals: false });
@@ -54,7 +68,15 @@ async function checkOne(g: { gate: PolicyGate; name: string }, call: z.infer<typ
 async function check(argv: string[], config: Config): Promise<number> {
   const { opts } = parseArgs(argv, { policy: 'string', tool: 'string', args: 'string', task: 'string', batch: 'flag', classifier: 'flag' });
   const classifier = opts.classifier ? await makeClassifier(config) : undefined;
-  const g = makeGate(opts.policy ?? join(config.CORRAL_POLICY_DIR, 'default.yaml'), classifier);
+  const g = await makeGate(opts.policy ?? join(config.CORRAL_POLICY_DIR, 'default.yaml'), config, classifier);
+  try {
+    return await checkWith(g, opts, classifier);
+  } finally {
+    await g.pool.close();
+  }
+}
+
+async function checkWith(g: { gate: PolicyGate; name: string }, opts: { args?: string; tool?: string; task?: string; batch?: boolean }, classifier: Classifier | undefined): Promise<number> {
   if (opts.batch) {
     let bad = false;
     let lineNo = 0;
@@ -90,17 +112,22 @@ async function check(argv: string[], config: Config): Promise<number> {
   return 0;
 }
 
-function evaluate(argv: string[], config: Config): number {
+async function evaluate(argv: string[], config: Config): Promise<number> {
   const { opts } = parseArgs(argv, { policy: 'string', set: 'list' });
   const policy = loadPolicy(opts.policy ?? join(config.CORRAL_POLICY_DIR, 'default.yaml'));
   const sets = opts.set.length ? opts.set : defaultLabelledSets();
   const cases = sets.flatMap((s) => loadLabelledSet(s));
-  const t0 = performance.now();
-  const r = evaluateLabelled(policy, cases);
-  const ms = performance.now() - t0;
-  process.stdout.write(`policy ${policy.file} · ${sets.join(', ')} · ${r.total} cases (static layer, ${Math.round((r.total / ms) * 1000)} calls/s)\n`);
-  process.stdout.write(formatEvalReport(r));
-  return 0;
+  const pool = await startPool(policy, config);
+  try {
+    const t0 = performance.now();
+    const r = await evaluateLabelled(policy, cases, (call, history) => pool.analyze(policy.name, call, history), config.CORRAL_POLICY_THREADS);
+    const ms = performance.now() - t0;
+    process.stdout.write(`policy ${policy.file} · ${sets.join(', ')} · ${r.total} cases (static layer in ${config.CORRAL_POLICY_THREADS} analysis threads, ${Math.round((r.total / ms) * 1000)} calls/s)\n`);
+    process.stdout.write(formatEvalReport(r));
+    return 0;
+  } finally {
+    await pool.close();
+  }
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -108,7 +135,7 @@ export async function run(argv: string[]): Promise<number> {
   try {
     const config = loadConfig();
     if (sub === 'check') return await check(rest, config);
-    if (sub === 'eval') return evaluate(rest, config);
+    if (sub === 'eval') return await evaluate(rest, config);
     process.stderr.write(`corral policy: ${sub ? `unknown subcommand "${sub}"` : 'give a subcommand: check or eval'}${HINT}`);
     return 2;
   } catch (e) {

@@ -13,6 +13,25 @@ export interface ToolCallRequest {
   args: Record<string, unknown>;
 }
 
+/** A link a call made: its absolute path, and where it points (absolute; null when computed at run time). */
+export interface MadeLink {
+  name: string;
+  target: string | null;
+}
+
+/**
+ * What a run's earlier calls did that later calls depend on: the files they wrote (deleting one is
+ * deleting the run's own scratch, not the project's work) and the links they made (`rm -rf build/`
+ * after `ln -s . build` is judged where the link points). Literal paths only; bounded by the keeper.
+ */
+export interface CallHistory {
+  /** Files the run wrote as a whole (truncating redirections, write_file, tee): absolute paths. */
+  written: string[];
+  links: MadeLink[];
+  /** In what one call adds: files it changed otherwise (moved, copied or linked onto) — no longer the run's own writing. */
+  clobbered?: string[];
+}
+
 export interface GateContext {
   runId: string;
   /** The task as submitted: the only trusted statement of what the user authorized. */
@@ -22,6 +41,8 @@ export interface GateContext {
   approvals: boolean;
   /** Untrusted evidence (recent tool output, file contents); never widens what is authorized. */
   evidence?: string[];
+  /** What this run's earlier (allowed, executed) calls wrote and linked. */
+  history?: CallHistory;
   signal?: AbortSignal;
 }
 
@@ -47,6 +68,8 @@ export interface GateVerdict {
   approval?: { approved: boolean; by: string; waitedMs: number; timedOut: boolean };
   /** One sentence the model and the report see: why this call was allowed or blocked. */
   reason: string;
+  /** On an allow: what the call adds to the run's history once it has run. */
+  adds?: CallHistory;
 }
 
 export interface Gate {

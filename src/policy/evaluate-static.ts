@@ -10,10 +10,11 @@
  * and then run is at least "ask". Tool arguments that are not well-formed text are denied.
  */
 import { posix } from 'node:path';
-import type { Decision, RiskLevel } from '../domain/gate';
+import type { CallHistory, Decision, MadeLink, RiskLevel } from '../domain/gate';
 import { deceptiveReason, findIllFormed } from '../domain/tool-input';
 import { patchPaths } from '../tools/unified-diff';
 import { findSpec } from './commands';
+import { cheapDelete } from './commands/file-tools';
 import type { CommandUse, PathUse } from './commands/command-spec';
 import { globToRegExp } from './path-glob';
 import { resolveIn } from './path-resolve';
@@ -30,7 +31,12 @@ export interface StaticResult {
   rule: string | null;
   reason: string;
   risk?: RiskLevel;
+  /** What the call adds to the run's history if it runs: literal files it writes, links it makes. */
+  adds?: CallHistory;
 }
+
+/** At most this many paths and links recorded per call. */
+const MAX_ADDS = 64;
 
 const ORDER: Record<Decision, number> = { allow: 0, ask: 1, deny: 2 };
 const RISK: Record<RiskLevel, number> = { low: 0, medium: 1, high: 2, critical: 3 };
@@ -47,9 +53,14 @@ export function combine(verdicts: Verdict[], fallback: Verdict): StaticResult {
   return { decision: best.decision, rule, reason: best.reason, ...(risk ? { risk } : {}) };
 }
 
-export function evaluateStatic(policy: Policy, call: StaticCall): StaticResult {
+/**
+ * The static decision on one call. `history` is what this run's earlier calls wrote and linked: a
+ * later path through one of those links is judged where it leads, and deleting files the run itself
+ * wrote loses no work the run did not make.
+ */
+export function evaluateStatic(policy: Policy, call: StaticCall, history?: CallHistory): StaticResult {
   try {
-    return evaluateStaticUnguarded(policy, call);
+    return evaluateStaticUnguarded(policy, call, history);
   } catch (err) {
     // A defect of the analyser must not crash the gate or let the call through: it is refused, and says so.
     const msg = err instanceof Error ? err.message : String(err);
@@ -57,12 +68,13 @@ export function evaluateStatic(policy: Policy, call: StaticCall): StaticResult {
   }
 }
 
-function evaluateStaticUnguarded(policy: Policy, call: StaticCall): StaticResult {
+function evaluateStaticUnguarded(policy: Policy, call: StaticCall, history?: CallHistory): StaticResult {
   const bad = findIllFormed(call.args);
   if (bad) return combine([{ decision: 'deny', rule: 'input:ill-formed', risk: 'high', reason: `${call.tool}: ${bad.path} ${bad.reason}` }], { decision: 'deny', rule: 'input:ill-formed', reason: '' });
   const entry = policy.tools[call.tool];
   if (!entry) return combine([], { decision: 'ask', rule: 'none:tool', reason: `no policy entry for the tool "${call.tool}"` });
   const verdicts: Verdict[] = [];
+  const adds: CallHistory = { written: [], links: [] };
   if (entry.decision !== 'allow' || !entry.shell) {
     verdicts.push({ decision: entry.decision, rule: `tool:${call.tool}`, reason: `${call.tool} is ${entry.decision === 'allow' ? 'allowed' : entry.decision === 'ask' ? 'to be confirmed' : 'denied'} by the policy`, risk: entry.risk });
   }
@@ -73,6 +85,7 @@ function evaluateStaticUnguarded(policy: Policy, call: StaticCall): StaticResult
     const dec = deceptiveReason(v);
     if (dec) { verdicts.push({ decision: 'deny', rule: 'input:deceptive', risk: 'high', reason: `${call.tool}: the ${arg} argument ${dec}` }); continue; }
     verdicts.push(...checkPath(policy, literalWord(v.startsWith('~') ? policy.home + v.slice(1) : v), access, [policy.workspace], call.tool));
+    if (access === 'write') adds.written.push(resolveIn(policy.workspace, v.startsWith('~') ? policy.home + v.slice(1) : v, policy.workspace).abs);
   }
   if (entry.patch) verdicts.push(...evaluatePatch(policy, call.tool, call.args[entry.patch], entry.patch));
   if (entry.shell) {
@@ -82,10 +95,12 @@ function evaluateStaticUnguarded(policy: Policy, call: StaticCall): StaticResult
     } else {
       const dec = deceptiveReason(command.replace(/\r(?=\n)/g, ''));
       if (dec) verdicts.push({ decision: 'deny', rule: 'input:deceptive', risk: 'high', reason: `${call.tool}: the command ${dec}` });
-      else verdicts.push(...evaluateShell(policy, command));
+      else verdicts.push(...evaluateShell(policy, command, { history, adds }));
     }
   }
-  return combine(verdicts, { decision: 'ask', rule: 'none:nothing', reason: 'no rule matched' });
+  const r = combine(verdicts, { decision: 'ask', rule: 'none:nothing', reason: 'no rule matched' });
+  const bounded = { written: [...new Set(adds.written)].slice(0, MAX_ADDS), links: adds.links.slice(0, MAX_ADDS) };
+  return bounded.written.length || bounded.links.length ? { ...r, adds: bounded } : r;
 }
 
 /** A unified diff's files are write paths: each name its headers could mean is checked like write_file's path. */
@@ -108,7 +123,17 @@ const CONTENT_WRITERS = new Set(['npm', 'split', 'csplit', 'tee', 'cp', 'mv', 'l
 /** Files that cannot carry code a later command runs (writing them first is not "write then run"). */
 const DATA_FILE = /\.(txt|md|log|csv|tsv|out|err|rst|html?|xml|svg|png|jpe?g|gif|diff|patch|orig|bak)$/i;
 
-export function evaluateShell(policy: Policy, command: string, amplify = true): Verdict[] {
+export interface ShellOptions {
+  /** false: the literal re-read on an ask (hiddenDenials) is off — used by that re-read itself. */
+  amplify?: boolean;
+  /** What the run's earlier calls wrote and linked. */
+  history?: CallHistory;
+  /** Filled with what this command writes (literal paths) and links. */
+  adds?: CallHistory;
+}
+
+export function evaluateShell(policy: Policy, command: string, o: ShellOptions = {}): Verdict[] {
+  const amplify = o.amplify ?? true;
   const a = analyze(policy, command);
   const verdicts: Verdict[] = a.findings.map((f) => ({ ...f, risk: f.decision === 'deny' ? 'high' : 'medium' }));
   for (const p of policy.bash.patterns) {
@@ -120,10 +145,14 @@ export function evaluateShell(policy: Policy, command: string, amplify = true): 
     }
   }
   const written: Array<{ seq: number; word: ShellWord }> = [];
-  const links: MadeLink[] = [];
+  const links: MadeLink[] = [...(o.history?.links ?? [])];
+  const madeHere: MadeLink[] = [];
+  // files this run replaced as a whole (earlier calls, then this one as it goes): deleting one loses nothing the run did not write
+  const scratch = new Set(o.history?.written ?? []);
+  const marks = { scratch: [] as string[], clobbered: [] as string[] };
   for (const c of a.commands) {
-    const ctx: CommandContext = { written, seq: c.seq };
-    if (c.speculative) { verdicts.push(...evaluateCommand(policy, c, { written: [], seq: c.seq }, 0).filter((v) => v.decision === 'deny').map((v) => ({ ...v, reason: `if the computed command is ${c.argv[0]!.value}: ${v.reason}` }))); continue; }
+    const ctx: CommandContext = { written, seq: c.seq, scratch, marks };
+    if (c.speculative) { verdicts.push(...evaluateCommand(policy, c, { written: [], seq: c.seq, scratch: new Set() }, 0).filter((v) => v.decision === 'deny').map((v) => ({ ...v, reason: `if the computed command is ${c.argv[0]!.value}: ${v.reason}` }))); continue; }
     const head = c.argv[0];
     // a call of a function this command defined: its body was judged at the call, with these arguments
     if (head && !head.dynamic && a.functions.has(head.value) && !findSpec(head.value)) verdicts.push({ decision: 'allow', rule: 'shell:function-call', risk: 'low', reason: `calls the function ${head.value} defined here` });
@@ -132,16 +161,28 @@ export function evaluateShell(policy: Policy, command: string, amplify = true): 
       const truncatesMany = r.op === '>' && r.target.dynamic && (r.target.confined || r.target.alternatives || r.target.candidates);
       verdicts.push(...checkPath(policy, r.target, truncatesMany ? 'delete' : r.access, c.cwds, `redirection ${r.op}`));
       if (r.access === 'write' && (r.target.dynamic || !/^\/dev\/(null|stdout|stderr|fd\/[0-2])$/.test(r.target.value))) written.push({ seq: c.seq, word: r.target });
+      const abs = r.access === 'write' ? knownPath(policy, r.target, c.cwds) : undefined;
+      if (abs && !abs.startsWith('/dev/')) (['>', '>|', '&>'].includes(r.op) ? marks.scratch : marks.clobbered).push(abs);
     }
+    for (const p of marks.clobbered) scratch.delete(p);
+    for (const p of marks.scratch) scratch.add(p);
     // paths through a link this call made earlier are judged again where the link points
     const through = throughLinks(policy, c, links);
     if (through.problem) verdicts.push({ decision: 'ask', rule: 'path:through-link', risk: 'medium', reason: through.problem });
     if (through.command) {
       const tc = through.command;
-      const again = [...evaluateCommand(policy, tc, { written: [], seq: c.seq }, 0), ...tc.redirects.flatMap((r) => checkPath(policy, r.target, r.access, tc.cwds, `redirection ${r.op}`))];
+      const again = [...evaluateCommand(policy, tc, { written: [], seq: c.seq, scratch: new Set() }, 0), ...tc.redirects.flatMap((r) => checkPath(policy, r.target, r.access, tc.cwds, `redirection ${r.op}`))];
       verdicts.push(...again.filter((v) => v.decision !== 'allow').map((v) => ({ ...v, reason: `${v.reason} (through a link made earlier in this call)` })));
     }
-    links.push(...linksMadeBy(policy, c));
+    const made = linksMadeBy(policy, c);
+    links.push(...made);
+    madeHere.push(...made);
+  }
+  if (o.adds) {
+    o.adds.links.push(...madeHere);
+    // written as a whole and not replaced by something else later in the call
+    for (const p of marks.scratch) if (!marks.clobbered.includes(p) && !o.adds.written.includes(p)) o.adds.written.push(p);
+    (o.adds.clobbered ??= []).push(...marks.clobbered);
   }
   if (a.commands.length === 0 && verdicts.length === 0) verdicts.push({ decision: 'ask', rule: 'none:empty', reason: 'the command runs nothing the analyser can see' });
   if (amplify && verdicts.some((v) => v.decision === 'ask') && !verdicts.some((v) => v.decision === 'deny')) verdicts.push(...hiddenDenials(policy, a.literals));
@@ -165,7 +206,7 @@ function hiddenDenials(policy: Policy, literals: string[]): Verdict[] {
       const v = accesses.flatMap((acc) => checkPath(policy, word, acc, [policy.workspace], 'a string in the command')).find((x) => x.decision === 'deny');
       if (v) return [{ ...v, reason: `${v.reason} (named in a string the command uses as code)` }];
     }
-    const v = evaluateShell(policy, frag, false).find((x) => x.decision === 'deny' && !x.rule.startsWith('shell:') && !x.rule.startsWith('input:'));
+    const v = evaluateShell(policy, frag, { amplify: false }).find((x) => x.decision === 'deny' && !x.rule.startsWith('shell:') && !x.rule.startsWith('input:'));
     if (v) return [{ ...v, rule: v.rule, reason: `a string in the command is code the policy forbids: ${v.reason}` }];
   }
   return [];
@@ -189,10 +230,24 @@ function fragments(literals: string[]): string[] {
   return [...out];
 }
 
-interface CommandContext { written: Array<{ seq: number; word: ShellWord }>; seq: number }
+interface CommandContext {
+  written: Array<{ seq: number; word: ShellWord }>;
+  seq: number;
+  /** Files the run wrote as a whole (earlier calls and this one so far), absolute. */
+  scratch: ReadonlySet<string>;
+  /** Collects files this command writes as a whole (scratch) and files it changes otherwise (clobbered: moved, copied or linked onto). */
+  marks?: { scratch: string[]; clobbered: string[] };
+}
+
+/** The absolute path a literal word names, when the directory it is resolved from is known. */
+function knownPath(policy: Policy, w: ShellWord, cwds: string[] | null): string | undefined {
+  if (w.dynamic || w.glob || !w.value) return undefined;
+  const v = w.value.startsWith('~') ? policy.home + w.value.slice(1) : w.value;
+  if (!v.startsWith('/') && (!cwds || cwds.length !== 1)) return undefined;
+  return resolveIn(policy.workspace, v, cwds?.[0] ?? policy.workspace).abs;
+}
 
 /** A link made by `ln` / `cp -s|-l` in this call: its path, and where it points (null: computed). */
-interface MadeLink { name: string; target: string | null }
 
 const parentOf = (p: string) => p.replace(/\/[^/]*$/, '') || '/';
 const joinPath = (dir: string, seg: string) => (dir === '/' ? `/${seg}` : `${dir}/${seg}`);
@@ -317,7 +372,18 @@ export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandCo
     return out;
   }
   for (const p of use.problems) out.push({ decision: 'ask', rule: 'shell:not-understood', risk: 'medium', reason: p.startsWith(`${use.label}`) || p.startsWith(`${use.label.split(' ')[0]}`) ? p : `${use.label}: ${p}` });
-  for (const e of use.effects) out.push(...effectVerdicts(policy, e.effect, e.why));
+  const ownScratch = deletesOnlyOwnScratch(policy, label, args, use, c, ctx.scratch);
+  for (const e of use.effects) {
+    if (e.effect === 'delete' && ownScratch) { out.push({ decision: 'allow', rule: 'shell:own-scratch', risk: 'low', reason: `${label} deletes only files this run wrote (${ownScratch})` }); continue; }
+    out.push(...effectVerdicts(policy, e.effect, e.why));
+  }
+  if (ctx.marks) {
+    for (const p of use.paths) {
+      if (p.access !== 'write' && p.access !== 'link') continue;
+      const abs = knownPath(policy, p.word, c.cwds);
+      if (abs) (label === 'tee' && !args.some((a) => !a.dynamic && /^(-[a-zA-Z]*a[a-zA-Z]*|--append)$/.test(a.value)) ? ctx.marks.scratch : ctx.marks.clobbered).push(abs);
+    }
+  }
   if (use.env) out.push(...envVerdicts(policy, use.label, use.env));
   for (const p of use.paths) out.push(...pathVerdicts(policy, p, c));
   if (use.runsProjectCode) {
@@ -336,12 +402,33 @@ export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandCo
     for (const f of un.findings) out.push({ ...f, risk: f.decision === 'deny' ? 'high' : 'medium' });
     for (const s of un.scripts) {
       if (s.word.dynamic) out.push({ decision: 'ask', rule: 'shell:dynamic-script', reason: `${label}: ${s.via} runs a string computed at run time` });
-      else out.push(...evaluateShell(policy, s.word.value));
+      else out.push(...evaluateShell(policy, s.word.value, { amplify: false }));
     }
     if (un.stdinScript) out.push({ decision: 'ask', rule: 'shell:stdin-shell', reason: `${label}: runs a shell that reads commands from standard input` });
     for (const u of un.commands) out.push(...evaluateCommand(policy, { ...c, argv: u.argv, assigns: [...c.assigns, ...u.assigns], wrappers: [...c.wrappers, label, ...u.wrappers], wrapperEffects: u.effects }, ctx, depth + 1));
   }
   return out;
+}
+
+/**
+ * `rm FILE…` / `unlink FILE` whose every operand is a file this run wrote as a whole earlier (its
+ * history, or this call before it), or scratch anyway: the deletion loses nothing the run's own
+ * earlier, allowed write had not already replaced. Not recursive (a directory may hold the project's
+ * files), literal names only, no `..`. Returns the names, or undefined.
+ */
+function deletesOnlyOwnScratch(policy: Policy, label: string, args: ShellWord[], use: CommandUse, c: SimpleCommand, scratch: ReadonlySet<string>): string | undefined {
+  if ((label !== 'rm' && label !== 'unlink') || scratch.size === 0) return undefined;
+  if (args.some((a) => a.dynamic || (a.value.startsWith('-') && a.value !== '--' && !/^(-[fv]+|--force|--verbose)$/.test(a.value)))) return undefined;
+  const ops = use.paths.filter((p) => p.access === 'delete');
+  if (ops.length === 0) return undefined;
+  const own: string[] = [];
+  for (const p of ops) {
+    if (p.word.dynamic || p.word.glob || p.word.value.split('/').includes('..') || p.word.value.endsWith('/')) return undefined;
+    const abs = knownPath(policy, p.word, c.cwds);
+    if (abs && scratch.has(abs)) { own.push(p.word.value); continue; }
+    if (!cheapDelete(p.word, false)) return undefined;
+  }
+  return own.length ? own.slice(0, 5).join(', ') + (own.length > 5 ? ', …' : '') : undefined;
 }
 
 function effectVerdicts(policy: Policy, effect: string, why: string): Verdict[] {

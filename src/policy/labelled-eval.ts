@@ -4,12 +4,19 @@
  * false allow), must-deny calls that were denied, denies of ordinary work, final allows of ordinary
  * work and classifier calls per 100 ordinary calls (its asks). Used by `corral policy eval` and the
  * unit tests.
+ *
+ * Cases that share a `run` are one run's calls in file order: each is judged with the history of the
+ * ones before it (the files they wrote, the links they made), as the gate judges a run's calls.
+ * `expected: context` marks a call replayed only for that history (a trajectory's editor writes),
+ * not counted.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { evaluateStatic, type StaticResult } from './evaluate-static';
+import type { CallHistory } from '../domain/gate';
+import { evaluateStatic, type StaticCall, type StaticResult } from './evaluate-static';
 import type { Policy } from './policy-schema';
+import { emptyHistory, extendHistory } from '../domain/call-history';
 
 export const LabelledCaseSchema = z.strictObject({
   id: z.string().min(1),
@@ -17,8 +24,10 @@ export const LabelledCaseSchema = z.strictObject({
   args: z.record(z.string(), z.unknown()),
   task: z.string(),
   /** allow: ordinary work that must stay easy; not_allow: ask or deny both fine; deny/ask: exact. */
-  expected: z.enum(['allow', 'not_allow', 'ask', 'deny']),
+  expected: z.enum(['allow', 'not_allow', 'ask', 'deny', 'context']),
   source: z.string().min(1),
+  /** Cases with the same run are one run's calls, in file order (see the module header). */
+  run: z.string().min(1).optional(),
   /** The attack or work class (c01-functions, ord-python…); defaults to the id's prefix. */
   class: z.string().min(1).optional(),
   /** Why a label differs from what its author first wrote. */
@@ -64,15 +73,45 @@ export function classOf(c: LabelledCase): string {
   return c.class ?? (c.expected === 'allow' ? 'legacy-ordinary' : 'legacy-attacks');
 }
 
-export function evaluateLabelled(policy: Policy, cases: LabelledCase[]): EvalReport {
+/** Judges one call; the default runs the static layer on this thread. */
+export type LabelledAnalyze = (call: StaticCall, history: CallHistory | undefined) => Promise<StaticResult> | StaticResult;
+
+/** Runs at most `concurrency` runs (or single cases) at once; within a run, calls go in order. */
+export async function evaluateLabelled(policy: Policy, cases: LabelledCase[], analyze?: LabelledAnalyze, concurrency = 1): Promise<EvalReport> {
+  const judge: LabelledAnalyze = analyze ?? ((call, history) => evaluateStatic(policy, call, history));
+  const got = new Map<LabelledCase, StaticResult>();
+  const groups = new Map<string, LabelledCase[]>();
+  cases.forEach((c, i) => {
+    const key = c.run ? `run:${c.run}` : `case:${i}`;
+    groups.set(key, [...(groups.get(key) ?? []), c]);
+  });
+  const queue = [...groups.values()];
+  const worker = async () => {
+    for (let g = queue.shift(); g; g = queue.shift()) {
+      let history = emptyHistory();
+      for (const c of g) {
+        const r = await judge({ tool: c.tool, args: c.args }, c.run ? history : undefined);
+        got.set(c, r);
+        if (c.run) history = extendHistory(history, r.adds);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, concurrency) }, worker));
+  return report(cases, got);
+}
+
+function report(cases: LabelledCase[], results: Map<LabelledCase, StaticResult>): EvalReport {
   const all = empty();
   const byClass = new Map<string, ClassReport>();
   const misclassified: EvalReport['misclassified'] = [];
+  let total = 0;
   for (const c of cases) {
+    if (c.expected === 'context') continue;
+    total++;
     const cls = classOf(c);
     const k = byClass.get(cls) ?? empty();
     byClass.set(cls, k);
-    const got = evaluateStatic(policy, { tool: c.tool, args: c.args });
+    const got = results.get(c)!;
     const command = c.tool === 'bash' ? String(c.args.command) : `${c.tool} ${JSON.stringify(c.args)}`;
     for (const r of [all, k]) {
       r.cases++;
@@ -92,7 +131,7 @@ export function evaluateLabelled(policy: Policy, cases: LabelledCase[]): EvalRep
       : got.decision === 'allow' || (c.expected === 'deny' && got.decision !== 'deny') || (c.expected === 'ask' && got.decision !== 'ask');
     if (wrong) misclassified.push({ id: c.id, cls, expected: c.expected, got, command });
   }
-  return { ...all, total: cases.length, byClass, misclassified };
+  return { ...all, total, byClass, misclassified };
 }
 
 const pct = (n: number, d: number) => (d ? `${((n / d) * 100).toFixed(1)}%` : '—');

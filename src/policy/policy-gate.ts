@@ -9,8 +9,8 @@ import { InvalidInputError } from '../domain/errors';
 import type { ClassifierAnswer, Decision, Gate, GateContext, GateVerdict, RiskLevel, ToolCallRequest } from '../domain/gate';
 import type { ApprovalPort } from './approval-port';
 import type { Classifier } from './classifier';
-import { evaluateStatic } from './evaluate-static';
 import type { Policy } from './policy-schema';
+import type { CallHistory, StaticAnalyzer } from './static-analyzer';
 
 export interface GateAssessment {
   static: GateVerdict['static'];
@@ -18,10 +18,14 @@ export interface GateAssessment {
   final: boolean;
   /** What an "ask" goes to: the risk classifier, or (without one) an approval or an unattended refusal. */
   next: 'final' | 'classifier' | 'approval';
+  /** What the call will add to the run's history if it runs (see CallHistory). */
+  adds?: CallHistory;
 }
 
 export interface PolicyGateOptions {
-  policies: Map<string, Policy>;
+  policies: ReadonlyMap<string, Policy>;
+  /** Where the static step runs: an AnalysisPool (off the event loop) for runs, inProcessAnalyzer for tests and trusted input. */
+  analyzer: StaticAnalyzer;
   /** Omit to run without the classifier (CORRAL_CLASSIFIER=false): static ask goes to approval. */
   classifier?: Classifier;
   approvals: ApprovalPort;
@@ -39,24 +43,31 @@ export function blockedReason(why: string): string {
 export class PolicyGate implements Gate {
   constructor(private readonly opts: PolicyGateOptions) {}
 
-  /** The static decision and what follows it: final (allow/deny), or the classifier / an approval / a refusal. */
-  assess(call: Pick<ToolCallRequest, 'tool' | 'args'>, policyName: string): GateAssessment {
-    const policy = this.opts.policies.get(policyName);
-    if (!policy) throw new InvalidInputError(`unknown policy "${policyName}" (known: ${[...this.opts.policies.keys()].join(', ')})`, 'policy');
-    const st = evaluateStatic(policy, { tool: call.tool, args: call.args });
+  /**
+   * The static decision and what follows it: final (allow/deny), or the classifier / an approval / a
+   * refusal. `history` is what the run's earlier calls did (files written, links made).
+   */
+  async assess(call: Pick<ToolCallRequest, 'tool' | 'args'>, policyName: string, history?: CallHistory): Promise<GateAssessment> {
+    if (!this.opts.policies.has(policyName)) throw new InvalidInputError(`unknown policy "${policyName}" (known: ${[...this.opts.policies.keys()].join(', ')})`, 'policy');
+    const st = await this.opts.analyzer.analyze(policyName, { tool: call.tool, args: call.args }, history);
     const next = st.decision !== 'ask' ? 'final' : this.opts.classifier ? 'classifier' : 'approval';
-    return { static: { decision: st.decision, rule: st.rule, reason: st.reason, ...(st.risk ? { risk: st.risk } : {}) }, final: next === 'final', next };
+    return {
+      static: { decision: st.decision, rule: st.rule, reason: st.reason, ...(st.risk ? { risk: st.risk } : {}) }, final: next === 'final', next,
+      ...(st.adds ? { adds: st.adds } : {}),
+    };
   }
 
   async decide(call: ToolCallRequest, ctx: GateContext): Promise<GateVerdict> {
-    const { static: staticPart } = this.assess(call, ctx.policy);
+    const assessed = await this.assess(call, ctx.policy, ctx.history);
+    const { static: staticPart } = assessed;
+    const adds = assessed.adds ? { adds: assessed.adds } : {};
     const st = staticPart;
 
     if (st.decision === 'deny') {
       return { decision: 'deny', static: staticPart, reason: blockedReason(`the policy forbids it (${st.reason})`) };
     }
     if (st.decision === 'allow') {
-      return { decision: 'allow', static: staticPart, reason: `Allowed by the policy: ${trimStop(st.reason)}.` };
+      return { decision: 'allow', static: staticPart, ...adds, reason: `Allowed by the policy: ${trimStop(st.reason)}.` };
     }
 
     let decision: Decision = 'ask';
@@ -76,7 +87,7 @@ export class PolicyGate implements Gate {
     }
     const withC = classifier ? { classifier } : {};
     if (decision === 'deny') return { decision: 'deny', static: staticPart, ...withC, reason: blockedReason(why) };
-    if (decision === 'allow') return { decision: 'allow', static: staticPart, ...withC, reason: `Allowed: ${trimStop(why)}.` };
+    if (decision === 'allow') return { decision: 'allow', static: staticPart, ...withC, ...adds, reason: `Allowed: ${trimStop(why)}.` };
 
     if (!ctx.approvals) {
       return { decision: 'deny', static: staticPart, ...withC, reason: blockedReason(`unattended: it needs a human's approval and this run has none (${trimStop(why)})`) };
@@ -86,7 +97,7 @@ export class PolicyGate implements Gate {
         { runId: ctx.runId, callId: call.callId, tool: call.tool, args: call.args, reason: why, ...(risk ? { risk } : {}) },
         ctx.signal,
       );
-      if (approval.approved) return { decision: 'allow', static: staticPart, ...withC, approval, reason: `Allowed: approved by ${approval.by}.` };
+      if (approval.approved) return { decision: 'allow', static: staticPart, ...withC, ...adds, approval, reason: `Allowed: approved by ${approval.by}.` };
       const no = approval.timedOut ? 'nobody approved it in time' : `${approval.by} denied it`;
       return { decision: 'deny', static: staticPart, ...withC, approval, reason: blockedReason(no) };
     } catch (e) {

@@ -20,7 +20,8 @@
  */
 import { CancelledError, CorralError, type ErrorCode } from '../domain/errors';
 import type { BudgetName, Emit, RunOutcome, RunUsage } from '../domain/events';
-import type { Gate } from '../domain/gate';
+import { emptyHistory, extendHistory } from '../domain/call-history';
+import type { CallHistory, Gate } from '../domain/gate';
 import type { ChatMessage, Model, ModelDelta } from '../domain/model';
 import type { RunBudgets, Routing } from '../domain/run-spec';
 import type { Sandbox } from '../domain/sandbox';
@@ -182,6 +183,8 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
     { role: 'user', content: userMessage(input.contract ? renderContractForModel(input.contract) : input.task, input.workspaceFiles) },
   ];
   let evidence: string[] = saved ? [...saved.evidence] : [];
+  /** What this run's executed calls wrote and linked (the gate judges later calls with it). */
+  let history: CallHistory = saved?.history ?? emptyHistory();
   let finalAnswer: string | null = null;
   let malformed = saved?.malformed ?? 0;
   let blocked = saved?.blocked ?? 0;
@@ -326,7 +329,7 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
         const r = await runToolCall(
           { tools: allTools, allowed, gate: deps.gate, sandbox: deps.sandbox, emit: deps.emit, clock: deps.clock, execTimeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, defer },
           call,
-          { runId: input.runId, task: input.task, policy: input.policy, approvals: input.approvals, evidence: [...evidence], signal },
+          { runId: input.runId, task: input.task, policy: input.policy, approvals: input.approvals, evidence: [...evidence], history, signal },
         );
         const note = repetition.observe(call.name, call.arguments);
         if (r.deferred) {
@@ -334,6 +337,7 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
           pending.push({ callId: call.id, tool: call.name, child: { sheet: d.sheet, budgets: d.budgets } });
           continue;
         }
+        history = extendHistory(history, r.adds);
         const content = note ? `${r.content}\n\n${note}` : r.content;
         pending.push({ callId: call.id, tool: call.name, content, kind: r.kind });
         observeResult(call.name, r.kind, r.content, turnSignals);
@@ -341,7 +345,7 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
       if (delegations.length) {
         childrenStarted += delegations.length;
         const state: LoopState = {
-          v: 1, turn, messages, meter: meter.snapshot(), doneRounds, malformed, blocked, evidence,
+          v: 1, turn, messages, meter: meter.snapshot(), doneRounds, malformed, blocked, evidence, history,
           repetition: repetition.state(), signals: turnSignals, childrenStarted, pending,
         };
         suspension = { outcome: 'suspended', finalAnswer: null, reason: `waiting for ${delegations.length} sub-run(s)`, usage: meter.finish(), state, delegations };

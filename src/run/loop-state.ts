@@ -9,6 +9,7 @@
  * It is read back from Redis, so it is parsed with LoopStateSchema (a trust boundary like any other).
  */
 import { z } from 'zod';
+import type { CallHistory } from '../domain/gate';
 import type { ChatMessage } from '../domain/model';
 import { RunBudgets } from '../domain/run-spec';
 import { TaskSheet } from '../domain/subrun';
@@ -39,6 +40,8 @@ export interface LoopState {
   signals: TurnSignals;
   childrenStarted: number;
   pending: PendingResult[];
+  /** What the run's calls wrote and linked, for the gate (absent in states saved before it existed). */
+  history?: CallHistory;
 }
 
 const ToolCallSchema = z.object({ id: z.string().max(256), name: z.string().max(256), arguments: z.string() }).strict();
@@ -68,6 +71,10 @@ export const LoopStateSchema = z
     repetition: z.object({ lastKey: z.string().nullable(), streak: count }).strict(),
     signals: z.object({ failedCheck: z.boolean(), failedTool: z.boolean(), blockedCall: z.boolean(), malformedCall: z.boolean(), subRunResults: z.boolean(), compacted: z.boolean() }).strict(),
     childrenStarted: count,
+    history: z.object({
+      written: z.array(z.string().max(4096)).max(2_000),
+      links: z.array(z.object({ name: z.string().max(4096), target: z.string().max(4096).nullable() }).strict()).max(2_000),
+    }).strict().optional(),
     pending: z.array(z.object({
       callId: z.string().max(256),
       tool: z.string().max(256),

@@ -6,7 +6,7 @@
 import { CancelledError, describeZodIssues } from '../domain/errors';
 import { findIllFormed } from '../domain/tool-input';
 import type { Emit } from '../domain/events';
-import type { Gate, GateContext } from '../domain/gate';
+import type { CallHistory, Gate, GateContext } from '../domain/gate';
 import type { ModelToolCall } from '../domain/model';
 import type { Sandbox } from '../domain/sandbox';
 import type { Tool } from '../tools/tool';
@@ -52,7 +52,7 @@ export async function runToolCall(
   d: ToolCallDeps,
   call: ModelToolCall,
   gateCtx: GateContext & { signal: AbortSignal },
-): Promise<{ content: string; kind: CallKind; deferred?: true }> {
+): Promise<{ content: string; kind: CallKind; deferred?: true; adds?: CallHistory }> {
   const { signal } = gateCtx;
   const t0 = d.clock();
   const reject = (kind: CallKind, args: unknown, content: string, summary: string) => {
@@ -109,5 +109,6 @@ export async function runToolCall(
     type: 'tool.result', callId: call.id, tool: tool.name, ok: out.ok, blocked: false, summary: out.summary,
     ...(out.exec ? { exec } : {}), ms: d.clock() - t0, output: excerpt(out.content),
   });
-  return { content: out.content, kind: out.ok ? 'ok' : 'failed' };
+  // what this call wrote and linked, as the gate predicted it, becomes part of the run's history
+  return { content: out.content, kind: out.ok ? 'ok' : 'failed', ...(verdict.adds ? { adds: verdict.adds } : {}) };
 }

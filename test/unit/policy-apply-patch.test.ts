@@ -3,6 +3,7 @@ import type { ApprovalPort } from '../../src/policy/approval-port';
 import { evaluateStatic } from '../../src/policy/evaluate-static';
 import { loadPolicy, parsePolicy } from '../../src/policy/load-policy';
 import { PolicyError } from '../../src/policy/policy-error';
+import { inProcessAnalyzer } from '../../src/policy/static-analyzer';
 import { PolicyGate } from '../../src/policy/policy-gate';
 
 const policy = loadPolicy('policies/default.yaml');
@@ -67,7 +68,8 @@ describe('policy: apply_patch', () => {
   it('through the gate: a normal patch is allowed, a hook is blocked, .git/HEAD goes to a human', async () => {
     const asked: string[] = [];
     const approvals: ApprovalPort = { request: async (p) => (asked.push(p.reason), { approved: false, by: 'test', waitedMs: 0, timedOut: false }) };
-    const gate = new PolicyGate({ policies: new Map([['default', policy]]), approvals });
+    const policies = new Map([['default', policy]]);
+    const gate = new PolicyGate({ policies, analyzer: inProcessAnalyzer(policies), approvals });
     const ctx = { runId: 'r1', task: 'Fix the bug', policy: 'default', approvals: true };
     const decide = (text: string) => gate.decide({ callId: 'c1', tool: 'apply_patch', args: { patch: text } }, ctx);
     expect((await decide(NORMAL)).decision).toBe('allow');

@@ -6,6 +6,7 @@ import type { ApprovalPort, ApprovalRequest, ApprovalResult } from '../../src/po
 import { Classifier } from '../../src/policy/classifier';
 import { loadPolicies } from '../../src/policy/load-policy';
 import { PolicyGate } from '../../src/policy/policy-gate';
+import { inProcessAnalyzer } from '../../src/policy/static-analyzer';
 import { FIVE, scriptedByCommand, startFakeDecisionsServer, type FakeServer } from '../support/fake-decisions-server';
 
 class FakeApprovals implements ApprovalPort {
@@ -18,6 +19,7 @@ class FakeApprovals implements ApprovalPort {
 }
 
 const policies = loadPolicies('policies');
+const analyzer = inProcessAnalyzer(policies);
 const ctx = (task: string, approvals = false): GateContext => ({ runId: 'run-1', task, policy: 'default', approvals });
 const call = (command: string, callId = 'call-1') => ({ callId, tool: 'bash', args: { command } });
 
@@ -28,7 +30,7 @@ describe('PolicyGate', () => {
   async function gate(approvals: ApprovalPort, handler = scriptedByCommand) {
     server = await startFakeDecisionsServer({ decisions: handler });
     const classifier = new Classifier({ client: new OpenAI({ apiKey: 'k', baseURL: server.baseURL, maxRetries: 0 }), model: 'm', timeoutMs: 2000 });
-    return new PolicyGate({ policies, classifier, approvals });
+    return new PolicyGate({ policies, analyzer, classifier, approvals });
   }
 
   it('the five labelled examples, unattended: allow, allow, deny (ask), deny (ask), deny', async () => {
@@ -83,7 +85,7 @@ describe('PolicyGate', () => {
 
   it('without a classifier: static allow → allow, static ask → approval or deny', async () => {
     const approvals = new FakeApprovals({ approved: true, by: 'cli', waitedMs: 1, timedOut: false });
-    const g = new PolicyGate({ policies, approvals });
+    const g = new PolicyGate({ policies, analyzer, approvals });
     expect((await g.decide(call('npm test'), ctx('Fix the failing test'))).decision).toBe('allow');
     expect((await g.decide(call('git push'), ctx('Fix the failing test'))).decision).toBe('deny');
     expect((await g.decide(call('git push'), ctx('Fix the failing test', true))).decision).toBe('allow');
@@ -93,16 +95,16 @@ describe('PolicyGate', () => {
 
   it('assess says whether the static answer is final and where an ask goes', async () => {
     const approvals = new FakeApprovals({ approved: true, by: 'x', waitedMs: 0, timedOut: false });
-    const bare = new PolicyGate({ policies, approvals });
-    expect(bare.assess({ tool: 'bash', args: { command: 'pytest -q' } }, 'default')).toMatchObject({ final: true, next: 'final', static: { decision: 'allow' } });
-    expect(bare.assess({ tool: 'bash', args: { command: 'pip install x' } }, 'default')).toMatchObject({ final: false, next: 'approval', static: { decision: 'ask' } });
-    expect(bare.assess({ tool: 'bash', args: { command: 'rm -rf .git' } }, 'default')).toMatchObject({ final: true, static: { decision: 'deny' } });
+    const bare = new PolicyGate({ policies, analyzer, approvals });
+    await expect(bare.assess({ tool: 'bash', args: { command: 'pytest -q' } }, 'default')).resolves.toMatchObject({ final: true, next: 'final', static: { decision: 'allow' } });
+    await expect(bare.assess({ tool: 'bash', args: { command: 'pip install x' } }, 'default')).resolves.toMatchObject({ final: false, next: 'approval', static: { decision: 'ask' } });
+    await expect(bare.assess({ tool: 'bash', args: { command: 'rm -rf .git' } }, 'default')).resolves.toMatchObject({ final: true, static: { decision: 'deny' } });
     const g = await gate(approvals);
-    expect(g.assess({ tool: 'bash', args: { command: 'pip install x' } }, 'default').next).toBe('classifier');
+    expect((await g.assess({ tool: 'bash', args: { command: 'pip install x' } }, 'default')).next).toBe('classifier');
   });
 
   it('unknown policy name → InvalidInputError', async () => {
-    const g = new PolicyGate({ policies, approvals: new FakeApprovals({ approved: true, by: 'x', waitedMs: 0, timedOut: false }) });
+    const g = new PolicyGate({ policies, analyzer, approvals: new FakeApprovals({ approved: true, by: 'x', waitedMs: 0, timedOut: false }) });
     await expect(g.decide(call('ls'), { ...ctx('t'), policy: 'nope' })).rejects.toBeInstanceOf(InvalidInputError);
   });
 });

@@ -3,14 +3,15 @@
  * sets (attacks of every class, ordinary work from Python, Node, Go, Rust and shell projects).
  * `bin/corral policy eval` prints the same report per class.
  */
-import { defaultLabelledSets, evaluateLabelled, formatEvalReport, loadLabelledSet } from '../../src/policy/labelled-eval';
+import { defaultLabelledSets, evaluateLabelled, formatEvalReport, loadLabelledSet, type EvalReport } from '../../src/policy/labelled-eval';
 import { loadPolicy } from '../../src/policy/load-policy';
 
 const SETS = defaultLabelledSets();
 
 describe('the default policy on the labelled sets', () => {
   const policy = loadPolicy('policies/default.yaml');
-  const report = evaluateLabelled(policy, SETS.flatMap((s) => loadLabelledSet(s)));
+  let report: EvalReport;
+  beforeAll(async () => { report = await evaluateLabelled(policy, SETS.flatMap((s) => loadLabelledSet(s))); });
   const explain = () => formatEvalReport(report);
 
   it('allows nothing that must not be allowed', () => {

@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path';
 import { evaluateStatic } from '../../src/policy/evaluate-static';
-import { evaluateLabelled, loadLabelledSet } from '../../src/policy/labelled-eval';
+import { evaluateLabelled, loadLabelledSet, type EvalReport } from '../../src/policy/labelled-eval';
 import { loadPolicies, loadPolicy } from '../../src/policy/load-policy';
 
 const policy = loadPolicy('policies/default.yaml');
@@ -211,7 +211,8 @@ describe('ordinary work: final allows', () => {
 describe('labelled sets', () => {
   const sets = ['labelled', 'attacks', 'ordinary'].map((s) => `test/fixtures/policy/${s}.jsonl`);
   const cases = sets.flatMap((s) => loadLabelledSet(s));
-  const r = evaluateLabelled(policy, cases);
+  let r: EvalReport;
+  beforeAll(async () => { r = await evaluateLabelled(policy, cases); });
 
   it('hold ≥ 1,500 cases: every attack class of issue 11 with ≥ 20 variants, ordinary work from Python, Node, Go and Rust', () => {
     expect(cases.length).toBeGreaterThanOrEqual(1500);
