@@ -88,6 +88,7 @@ function evaluateStaticUnguarded(policy: Policy, call: StaticCall, history?: Cal
     if (access === 'write') adds.written.push(resolveIn(policy.workspace, v.startsWith('~') ? policy.home + v.slice(1) : v, policy.workspace).abs);
   }
   if (entry.patch) verdicts.push(...evaluatePatch(policy, call.tool, call.args[entry.patch], entry.patch));
+  if (entry.shell_list) verdicts.push(...evaluateShellList(policy, call.tool, call.args[entry.shell_list], entry.shell_list));
   if (entry.shell) {
     const command = call.args[entry.shell];
     if (typeof command !== 'string' || command.trim() === '') {
@@ -101,6 +102,20 @@ function evaluateStaticUnguarded(policy: Policy, call: StaticCall, history?: Cal
   const r = combine(verdicts, { decision: 'ask', rule: 'none:nothing', reason: 'no rule matched' });
   const bounded = { written: [...new Set(adds.written)].slice(0, MAX_ADDS), links: adds.links.slice(0, MAX_ADDS) };
   return bounded.written.length || bounded.links.length ? { ...r, adds: bounded } : r;
+}
+
+/** Commands run later for the model (delegate's done checks): each judged like a bash call; none is no command. */
+function evaluateShellList(policy: Policy, tool: string, list: unknown, arg: string): Verdict[] {
+  if (list === undefined) return [];
+  if (!Array.isArray(list) || list.some((c) => typeof c !== 'string')) return [{ decision: 'deny', rule: 'shell:invalid-list', reason: `${tool}: the ${arg} argument must be a list of commands` }];
+  const out: Verdict[] = [];
+  for (const [i, command] of (list as string[]).entries()) {
+    if (command.trim() === '') { out.push({ decision: 'deny', rule: 'shell:empty', reason: `${tool}: ${arg}[${i}] is empty` }); continue; }
+    const dec = deceptiveReason(command.replace(/\r(?=\n)/g, ''));
+    if (dec) { out.push({ decision: 'deny', rule: 'input:deceptive', risk: 'high', reason: `${tool}: ${arg}[${i}] ${dec}` }); continue; }
+    out.push(...evaluateShell(policy, command).map((v) => (v.decision === 'allow' ? v : { ...v, reason: `${arg}[${i}] (run later in the sub-run's sandbox): ${v.reason}` })));
+  }
+  return out;
 }
 
 /** A unified diff's files are write paths: each name its headers could mean is checked like write_file's path. */
@@ -150,8 +165,9 @@ export function evaluateShell(policy: Policy, command: string, o: ShellOptions =
   // files this run replaced as a whole (earlier calls, then this one as it goes): deleting one loses nothing the run did not write
   const scratch = new Set(o.history?.written ?? []);
   const marks = { scratch: [] as string[], clobbered: [] as string[] };
+  const flags = { code: false };
   for (const c of a.commands) {
-    const ctx: CommandContext = { written, seq: c.seq, scratch, marks };
+    const ctx: CommandContext = { written, seq: c.seq, scratch, marks, flags };
     if (c.speculative) { verdicts.push(...evaluateCommand(policy, c, { written: [], seq: c.seq, scratch: new Set() }, 0).filter((v) => v.decision === 'deny').map((v) => ({ ...v, reason: `if the computed command is ${c.argv[0]!.value}: ${v.reason}` }))); continue; }
     const head = c.argv[0];
     // a call of a function this command defined: its body was judged at the call, with these arguments
@@ -185,49 +201,120 @@ export function evaluateShell(policy: Policy, command: string, o: ShellOptions =
     (o.adds.clobbered ??= []).push(...marks.clobbered);
   }
   if (a.commands.length === 0 && verdicts.length === 0) verdicts.push({ decision: 'ask', rule: 'none:empty', reason: 'the command runs nothing the analyser can see' });
-  if (amplify && verdicts.some((v) => v.decision === 'ask') && !verdicts.some((v) => v.decision === 'deny')) verdicts.push(...hiddenDenials(policy, a.literals));
+  // literals are read for what they may become when something asks, and always when the call runs code it carries
+  if (amplify && (flags.code || verdicts.some((v) => v.decision === 'ask')) && !verdicts.some((v) => v.decision === 'deny')) verdicts.push(...hiddenDenials(policy, a.literals));
+  if (flags.code) verdicts.push(...codeEffects(policy, a.literals));
   return verdicts;
 }
 
 /**
- * When a call already asks because something in it is not understood, its literal strings are read
- * as the code they may become (`x='$(rm -rf .git)'; echo "${x@P}"`, `python3 -c 'os.system("…")'`,
- * `vim -c '!…'`): a fragment the policy would deny, as a command or as a path, makes the call deny.
- * This only ever turns an ask into a deny.
+ * The literal re-read: when a call asks because something in it is not understood, or when it runs
+ * code it carries (`python3 -c '…'`, a here-doc it writes and runs), its literal strings are read as
+ * the code they may become (`x='$(rm -rf .git)'; echo "${x@P}"`, `os.system("…")`, `vim -c '!…'`):
+ * a fragment the policy would deny, as a command or as a path, makes the call deny. This only ever
+ * turns an allow or an ask into a deny.
+ *
+ * A literal that reads as a program (Python, JavaScript, Ruby, Perl) is not split into shell lines:
+ * `pass`, `print`, `import` are its own statements, not commands. Only what it hands to a shell
+ * (system/popen/subprocess/exec calls, backticks, `$( )`) is read as shell; its path-like strings are
+ * checked as paths.
  */
 function hiddenDenials(policy: Policy, literals: string[]): Verdict[] {
   const all = literals.join('\n');
   const accesses: Array<'read' | 'write' | 'delete'> = ['read'];
   if (/rmtree|unlink|rmSync|rmdir|remove|rm_rf|rm -|delete|truncate|unlinkSync|FileUtils\.rm/i.test(all)) accesses.push('delete');
   if (/open\([^)]*['"][wa]|write|writeFile|appendFile|copy|move|rename|symlink|chmod|>\s*['"]?[~/.]/i.test(all)) accesses.push('write');
-  for (const frag of fragments(literals)) {
-    if (/^[~/.][^\s]*$|^[^\s]*\/[^\s]*$/.test(frag)) {
-      const word = literalWord(frag.startsWith('~') ? policy.home + frag.slice(1) : frag);
-      const v = accesses.flatMap((acc) => checkPath(policy, word, acc, [policy.workspace], 'a string in the command')).find((x) => x.decision === 'deny');
-      if (v) return [{ ...v, reason: `${v.reason} (named in a string the command uses as code)` }];
-    }
+  const { shell, paths } = fragments(literals);
+  for (const frag of paths) {
+    const word = literalWord(frag.startsWith('~') ? policy.home + frag.slice(1) : frag);
+    const v = accesses.flatMap((acc) => checkPath(policy, word, acc, [policy.workspace], 'a string in the command')).find((x) => x.decision === 'deny');
+    if (v) return [{ ...v, reason: `${v.reason} (named in a string the command uses as code)` }];
+  }
+  for (const frag of shell) {
     const v = evaluateShell(policy, frag, { amplify: false }).find((x) => x.decision === 'deny' && !x.rule.startsWith('shell:') && !x.rule.startsWith('input:'));
     if (v) return [{ ...v, rule: v.rule, reason: `a string in the command is code the policy forbids: ${v.reason}` }];
   }
   return [];
 }
 
+/**
+ * Effects the code a call carries has that no exit check sees afterwards: a setuid or setgid mode
+ * (os.chmod(p, 0o4755), chmodSync, perl's chmod 04755) and a process that outlives the call (fork and
+ * setsid, start_new_session, detached children). Judged by the policy's rules for those effects.
+ */
+const CODE_EFFECTS: Array<{ effect: 'setuid' | 'detach'; re: RegExp; why: string }> = [
+  { effect: 'setuid', re: /\b(?:f|l)?chmod(?:Sync)?\b[^;\n]*?(?:\b0o?|\b)[2-7][0-7]{3}\b|S_IS[UG]ID|\bchmod\b[^;\n]*[ugo]*\+[rwx]*s/, why: 'the code it carries sets a setuid or setgid mode' },
+  { effect: 'detach', re: /\bos\.fork\s*\(|\bsetsid\b|start_new_session\s*=\s*True|\bdaemon(?:ize)?\s*\(|daemon\s*=\s*True|detached\s*:\s*true|\.unref\s*\(\s*\)|\bnohup\b|\bdisown\b|\bdouble[-_ ]?fork/, why: 'the code it carries starts a process that outlives the call' },
+];
+
+/** Calls that run a file as code: a path they are given is judged as a program run from there. */
+const RUNS_FILE = /\b(run_path|run_module|exec\s*\(\s*open|execfile|spec_from_file_location|SourceFileLoader|load_source|import_module|__import__|require|import\s*\(|Module\._load|vm\.runIn\w*|load|dofile|loadfile|source)\b/;
+
+function codeEffects(policy: Policy, literals: string[]): Verdict[] {
+  const all = literals.join('\n');
+  const out = CODE_EFFECTS.filter((c) => c.re.test(all)).flatMap((c) => effectVerdicts(policy, c.effect, c.why));
+  if (RUNS_FILE.test(all)) {
+    for (const frag of fragments(literals).paths) {
+      const word = literalWord(frag.startsWith('~') ? policy.home + frag.slice(1) : frag);
+      for (const v of checkPath(policy, word, 'exec', [policy.workspace], 'the code it carries')) {
+        if (v.decision !== 'allow') out.push({ ...v, reason: `${v.reason} (a file the code it carries may run)` });
+      }
+    }
+  }
+  return out;
+}
+
 const MAX_FRAGMENTS = 96;
 
-/** A literal, the quoted strings inside it, what follows a `!` (editors, pagers, dc), and the arguments of exec-like calls. */
-function fragments(literals: string[]): string[] {
-  const out = new Set<string>();
-  const add = (s: string) => { const t = s.trim(); if (t.length >= 2 && t.length <= 8_192 && out.size < MAX_FRAGMENTS) out.add(t); };
+/** Statements that only a program in another language has (not a shell script). */
+const PROGRAM = /(^|\n)[ \t]*(import [\w.]+|from [\w.]+ import |def \w+\(|class \w+[(:]|print\(|if __name__|for \w+ in .*:\s*$|with .*:\s*$|try:\s*$|except\b.*:\s*$|const \w+ ?=|let \w+ ?=|function \w+\(|require\(|console\.log\(|use strict;|my \$\w+|puts )/m;
+
+/** What follows an exec-like call: the command it hands to a shell. */
+const EXEC_CALL = /(?:system|popen|exec|execSync|spawnSync|spawn|shell-command|syscmd|esyscmd|\.shell|os\.system|subprocess\.\w+|Popen|check_output)\s*\(?\s*([^)]*)\)?/g;
+const QUOTED = /"((?:\\.|[^"\\])*)"|'([^']*)'|`([^`]*)`/g;
+const PATHLIKE = /^[~/.][^\s]*$|^[^\s]*\/[^\s]*$/;
+
+/**
+ * Fragments of the literals: `shell` — a literal, the quoted strings inside it, what follows a `!`
+ * (editors, pagers, dc), the arguments of exec-like calls, `$( )` contents, option values, lines;
+ * `paths` — the path-like ones. A program's literal gives only its exec-like arguments, backticks and
+ * `$( )` as shell, and its path-like quoted strings as paths.
+ */
+function fragments(literals: string[]): { shell: string[]; paths: string[] } {
+  const shell = new Set<string>();
+  const paths = new Set<string>();
+  const add = (s: string, asShell = true) => {
+    const t = s.trim();
+    if (t.length < 2 || t.length > 8_192 || shell.size + paths.size >= MAX_FRAGMENTS) return;
+    if (PATHLIKE.test(t)) paths.add(t);
+    if (asShell) shell.add(t);
+  };
   for (const l of literals) {
-    add(l);
-    for (const m of l.matchAll(/"((?:\\.|[^"\\])*)"|'([^']*)'|`([^`]*)`/g)) add((m[1] ?? m[2] ?? m[3] ?? '').replace(/\\(.)/g, '$1'));
-    for (const m of l.matchAll(/(?:^|[^\w=!])!([^|\n'"]+)/g)) add(m[1]!);
-    for (const m of l.matchAll(/(?:system|popen|exec|execSync|spawnSync|spawn|shell-command|syscmd|esyscmd|\.shell|os\.system|subprocess\.\w+|Popen|check_output)\s*\(?\s*([^)]*)\)?/g)) add(m[1]!.replace(/^["'[]+|["'\]]+$/g, ''));
+    const program = PROGRAM.test(l);
+    for (const m of l.matchAll(EXEC_CALL)) {
+      add(m[1]!.replace(/^["'[]+|["'\]]+$/g, ''));
+      // the strings handed over: a command line, or argv items joined back into one
+      const strings = [...m[1]!.matchAll(QUOTED)].map((q) => (q[1] ?? q[2] ?? q[3] ?? '').replace(/\\(.)/g, '$1'));
+      for (const q of strings) add(q);
+      if (strings.length > 1) add(strings.join(' '));
+    }
     for (const m of l.matchAll(/\$\(((?:[^()]|\([^()]*\))*)\)/g)) add(m[1]!);
+    if (program) {
+      for (const m of l.matchAll(QUOTED)) {
+        const q = (m[1] ?? m[2] ?? m[3] ?? '').replace(/\\(.)/g, '$1');
+        add(q, m[3] !== undefined);
+        // a path inside a longer string ('cat ~/.ssh/id_rsa', f'{HOME}/.aws/credentials')
+        for (const t of q.split(/[\s'"=,;:(){}]+/)) if (t !== q && PATHLIKE.test(t)) add(t, false);
+      }
+      continue;
+    }
+    add(l);
+    for (const m of l.matchAll(QUOTED)) add((m[1] ?? m[2] ?? m[3] ?? '').replace(/\\(.)/g, '$1'));
+    for (const m of l.matchAll(/(?:^|[^\w=!])!([^|\n'"]+)/g)) add(m[1]!);
     for (const m of l.matchAll(/^-[-\w]*=(.+)$/gs)) add(m[1]!);
     for (const part of l.split(/\\n|\n|;|\||&&|\//)) add(part);
   }
-  return [...out];
+  return { shell: [...shell], paths: [...paths] };
 }
 
 interface CommandContext {
@@ -237,6 +324,8 @@ interface CommandContext {
   scratch: ReadonlySet<string>;
   /** Collects files this command writes as a whole (scratch) and files it changes otherwise (clobbered: moved, copied or linked onto). */
   marks?: { scratch: string[]; clobbered: string[] };
+  /** Set when the command runs code the call itself carries (inline code, a file written earlier in it): its literals are scanned. */
+  flags?: { code: boolean };
 }
 
 /** The absolute path a literal word names, when the directory it is resolved from is known. */
@@ -371,8 +460,11 @@ export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandCo
     for (const a of args) if (!a.dynamic) out.push(...scanArgument(policy, a.value, c.cwds, label));
     return out;
   }
+  // `find … | xargs rm`: a file named `x src y.pyc` makes xargs pass `src`; reading a piece is reading some file, changing one is not what was meant
+  if (c.splitsNames && !use.readOnly) out.push({ decision: 'ask', rule: 'shell:xargs-splits-names', risk: 'high', reason: `${label}: xargs without -0 splits the names it is given on blanks and newlines, so a name with a blank becomes other paths (use find -print0 | xargs -0, or find -exec … {} +)` });
   for (const p of use.problems) out.push({ decision: 'ask', rule: 'shell:not-understood', risk: 'medium', reason: p.startsWith(`${use.label}`) || p.startsWith(`${use.label.split(' ')[0]}`) ? p : `${use.label}: ${p}` });
   const ownScratch = deletesOnlyOwnScratch(policy, label, args, use, c, ctx.scratch);
+  if (ctx.flags && use.effects.some((e) => e.effect === 'exec-code-arg')) ctx.flags.code = true;
   for (const e of use.effects) {
     if (e.effect === 'delete' && ownScratch) { out.push({ decision: 'allow', rule: 'shell:own-scratch', risk: 'low', reason: `${label} deletes only files this run wrote (${ownScratch})` }); continue; }
     out.push(...effectVerdicts(policy, e.effect, e.why));
@@ -387,7 +479,9 @@ export function evaluateCommand(policy: Policy, c: SimpleCommand, ctx: CommandCo
   if (use.env) out.push(...envVerdicts(policy, use.label, use.env));
   for (const p of use.paths) out.push(...pathVerdicts(policy, p, c));
   if (use.runsProjectCode) {
-    out.push(...writeThenRun(policy, use, ctx, label));
+    const wtr = writeThenRun(policy, use, ctx, label);
+    if (wtr.length && ctx.flags) ctx.flags.code = true;
+    out.push(...wtr);
     out.push(...passedPaths(policy, use, args, c));
   }
   if (CONTENT_WRITERS.has(label)) for (const p of use.paths) if (p.access === 'write' || p.access === 'link') ctx.written.push({ seq: ctx.seq, word: p.word });
@@ -446,11 +540,33 @@ function pathVerdicts(policy: Policy, p: PathUse, c: SimpleCommand): Verdict[] {
   return out;
 }
 
+/** Options by which test runners, bundlers and linters load code or configuration that names code. */
+const LOADS_CODE = /^--?(r|c|p|require|import|loader|experimental-loader|preload|config|config-file|configfile|rcfile|setup-?files?|setup-?files-after-env|global-?setup|global-?teardown|test-?environment|transform|resolver|reporters?|watch-?plugins|plugins?|load-plugins|rootdir|root-?dir|confcutdir|conftest|env-file|init-file|pre|post|hooks?)$/i;
+
 /**
  * Project code receives its arguments as data the gate cannot interpret; one that names a path
- * outside the workspace or a protected one may be where the program writes, so it asks.
+ * outside the workspace or a protected one may be where the program writes, so it asks. A value of an
+ * option by which such tools load code (`--require /tmp/x.js`, `--setupFiles`, `-c /tmp/pytest.ini`)
+ * is judged as a program run from there.
  */
 function passedPaths(policy: Policy, use: CommandUse, args: ShellWord[], c: SimpleCommand): Verdict[] {
+  const seen = new Set(use.paths.filter((p) => p.access === 'exec').map((p) => p.word));
+  const out: Verdict[] = [];
+  args.forEach((a, i) => {
+    if (a.dynamic || !a.value.startsWith('-')) return;
+    const eq = a.value.indexOf('=');
+    const name = eq > 0 ? a.value.slice(0, eq) : a.value;
+    if (!LOADS_CODE.test(name)) return;
+    const value = eq > 0 ? literalWord(a.value.slice(eq + 1)) : args[i + 1];
+    if (!value || value.dynamic || seen.has(value) || !/^[/~]|(^|\/)\.\.(\/|$)/.test(value.value)) return;
+    for (const v of checkPath(policy, literalWord(value.value.startsWith('~') ? policy.home + value.value.slice(1) : value.value), 'exec', c.cwds, `${use.label} ${name} loads`)) {
+      if (v.decision !== 'allow') out.push({ ...v, reason: `${v.reason} (code or configuration the program loads)` });
+    }
+  });
+  return [...out, ...writtenPaths(policy, use, args, c)];
+}
+
+function writtenPaths(policy: Policy, use: CommandUse, args: ShellWord[], c: SimpleCommand): Verdict[] {
   const seen = new Set(use.paths.map((p) => p.word));
   const out: Verdict[] = [];
   for (const a of args) {
@@ -466,7 +582,7 @@ function passedPaths(policy: Policy, use: CommandUse, args: ShellWord[], c: Simp
   return out;
 }
 
-/** Running project code after writing a file in the same call: the written code is not something the gate saw as code. */
+/** Running project code after writing a file in the same call: allowed, and marks the call's literals for the scan. */
 function writeThenRun(policy: Policy, use: CommandUse, ctx: CommandContext, label: string): Verdict[] {
   const earlier = ctx.written.filter((w) => w.seq < ctx.seq || w.seq === ctx.seq);
   if (earlier.length === 0) return [];
@@ -475,7 +591,10 @@ function writeThenRun(policy: Policy, use: CommandUse, ctx: CommandContext, labe
   const same = (a: string, b: string) => a === b || posix.resolve(policy.workspace, a) === posix.resolve(policy.workspace, b);
   const hit = earlier.find((w) => w.word.dynamic || !DATA_FILE.test(w.word.value) || exec.some((e) => e.dynamic || same(e.value, w.word.value)));
   if (!hit) return [];
-  return [{ decision: 'ask', rule: 'shell:write-then-run', risk: 'high', reason: `${label} runs project code after this call wrote ${hit.word.dynamic ? 'a computed path' : `"${hit.word.value}"`}: code written and run in one call is code the gate has not seen` }];
+  // Code written in this call is no less seen than code written in the call before (which runs as
+  // project code): it runs, and what the call carries (a here-doc, echoed text) is scanned for what the
+  // policy denies; its effects at the exits are checked after the call.
+  return [{ decision: 'allow', rule: 'shell:write-then-run', risk: 'medium', reason: `${label} runs project code this call wrote (${hit.word.dynamic ? 'a computed path' : `"${hit.word.value}"`}); what the call carries was scanned and its effects are checked at the exits` }];
 }
 
 /** Used by the rule examples: does a command rule fire on some simple command of `example`? */

@@ -113,6 +113,7 @@ function checkLiteral(policy: Policy, r: { abs: string; escapes: boolean }, raw:
     for (const rule of policy.paths.rules) {
       if (!applies(rule, ra) || !matchesRule(policy, rule, r.abs)) continue;
       if (rule.decision === 'allow') { if ((access !== 'exec' || !rule.no_exec) && !r.escapes) exemptFor.add(ra); continue; }
+      if (rule.instead_of_outside && rule.decision === 'ask' && !r.escapes) exemptFor.add(ra);
       out.push({ decision: rule.decision, rule: rule.name, risk: rule.decision === 'deny' ? 'high' : 'medium', reason: `${reasonOf(what, access, raw)} — ${rule.reason}` });
     }
   }
@@ -215,11 +216,14 @@ function checkPattern(policy: Policy, word: ShellWord, cwd: string, raw: string,
     const inOpenDir = !!dir && !dir.escapes && (isInside(ws, dir.abs) || coveredDir(ra));
     for (const rule of policy.paths.rules) {
       if (!applies(rule, ra)) continue;
-      if (rule.decision === 'allow') {
+      if (rule.decision === 'allow' || (rule.instead_of_outside && rule.decision === 'ask')) {
         // the pattern stays under a directory a `DIR/**` glob of the rule covers whole
         const contains = dir && !dir.escapes && rule.globs.some((g) => g.endsWith('/**') && globToRegExp(absRuleGlob(policy, g)).test(`${dir.abs}/x`));
-        if (contains && (access !== 'exec' || !rule.no_exec)) exemptFor.add(ra);
-        continue;
+        if (contains && (access !== 'exec' || !rule.no_exec)) {
+          exemptFor.add(ra);
+          if (rule.decision === 'ask') out.push({ decision: 'ask', rule: rule.name, risk: 'medium', reason: `${reasonOf(what, access, raw)} — ${rule.reason}` });
+        }
+        if (rule.decision === 'allow' || contains) continue;
       }
       const globs = rule.globs.map((g) => absRuleGlob(policy, g));
       const overlap = anywhere ? word.pattern !== '**' && globs.some((g) => globsOverlap(`**/${word.pattern.replace(/^\*\*\/?/, '')}`, g, shell)) : globs.some((g) => globsOverlap(abs, g, shell));

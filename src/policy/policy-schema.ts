@@ -21,6 +21,11 @@ const ToolSchema = z.strictObject({
   /** The argument holding a bash command, analysed with the bash rules. */
   shell: z.string().optional(),
   /**
+   * The argument holding a list of bash commands run later on the model's behalf (delegate's
+   * `doneChecks`): each is analysed like `shell`, and the strictest decision is the call's.
+   */
+  shell_list: z.string().optional(),
+  /**
    * The argument holding a unified diff: every file it names (`---`, `+++`, `diff --git` and rename
    * lines, with and without `a/` `b/` prefixes, never /dev/null) is checked as a write path.
    */
@@ -44,6 +49,11 @@ const PathRuleSchema = z.strictObject({
   anywhere: z.boolean().default(false),
   /** An `allow` that does not cover running files from here (scratch space: code there was not seen). */
   no_exec: z.boolean().default(false),
+  /**
+   * An `ask` that takes the place of the outside default (`outside_write: deny`) for the paths it
+   * covers, instead of adding to it: the run's home is outside the workspace, but writing there asks.
+   */
+  instead_of_outside: z.boolean().default(false),
   reason: z.string(),
   ...examples,
 });

@@ -38,7 +38,7 @@
  */
 import type { ShNode } from 'mvdan-sh';
 import { nodeType, opText, parseBash } from './shell-parse';
-import { echoOutput, printfOutput, substituted } from './shell-output';
+import { dashEchoOutput, echoOutput, printfOutput, substituted } from './shell-output';
 import { arithmeticNames, resolveHeredoc, DYNAMIC_WORD, escapeGlob, literalWord, resolveWord, type NestedResult, type ShellWord } from './shell-words';
 import { findNames, unwrapCommand, XARGS_SLOT } from './unwrap-command';
 import { isInside, resolvePathIn } from './path-resolve';
@@ -66,6 +66,8 @@ export interface SimpleCommand {
   wrapperEffects: Array<{ effect: string; why: string }>;
   /** For commands run by `find -exec`: the pattern of the paths `{}` stands for. */
   placeholder?: ShellWord;
+  /** xargs (without -0) appends pieces of the names piped in, split on blanks and newlines, not the names. */
+  splitsNames?: boolean;
 }
 export interface ShellFinding { decision: 'ask' | 'deny'; reason: string; rule: string }
 export interface ShellAnalysis {
@@ -127,8 +129,27 @@ class Walker {
 
   /** The whole command text (for checks that look across it). */
   source = '';
+  /**
+   * The script being walked runs under dash (`sh -c`, `sh FILE`, a `#!/bin/sh` script; ash, zsh, ksh,
+   * flock -c and script -c alike), whose echo always reads backslash escapes: `echo "\056env"` is `.env`.
+   */
+  private dash = false;
 
-  run(src: string, wrappers: string[], inherited: ShellAssign[], nesting: number, positional?: ShellWord[]): void {
+  private echo(args: string[]): string {
+    return this.dash ? dashEchoOutput(args) : echoOutput(args);
+  }
+
+  run(src: string, wrappers: string[], inherited: ShellAssign[], nesting: number, positional?: ShellWord[], dash?: boolean): void {
+    const outer = this.dash;
+    if (dash !== undefined) this.dash = dash;
+    try {
+      this.runIn(src, wrappers, inherited, nesting, positional);
+    } finally {
+      this.dash = outer;
+    }
+  }
+
+  private runIn(src: string, wrappers: string[], inherited: ShellAssign[], nesting: number, positional?: ShellWord[]): void {
     // How often each name may be set: assignments, and every bare word or option value that a builtin
     // could take as a variable name (read x, printf -v x, unset x, getopts o x, mapfile x, ${x:=…}).
     // A variable is bound to a known value only when that value is its one setting.
@@ -245,7 +266,7 @@ class Walker {
     if (argv.some((a) => a.dynamic || a.glob)) return undefined;
     const v = argv.map((a) => a.value);
     const cwd = this.cwds && this.cwds.length === 1 ? this.cwds[0]! : undefined;
-    if (v[0] === 'echo') return { value: substituted(echoOutput(v.slice(1))) };
+    if (v[0] === 'echo') return { value: substituted(this.echo(v.slice(1))) };
     if (v[0] === 'printf' && v[1] !== undefined && !v[1].startsWith('-')) { const o = printfOutput(v[1], v.slice(2)); return o === undefined ? undefined : { value: substituted(o) }; }
     if (v[0] === 'printf' && v[1] === '--' && v[2] !== undefined) { const o = printfOutput(v[2], v.slice(3)); return o === undefined ? undefined : { value: substituted(o) }; }
     if ((v[0] === 'pwd' || (v[0] === 'realpath' && v[1] === '.') || (v[0] === 'readlink' && v[1] === '-f' && v[2] === '.')) && cwd) return { value: cwd };
@@ -308,7 +329,7 @@ class Walker {
         const saved = this.cwds;
         this.stmt(cmd.X, ctx);
         if (piped) this.cwds = saved; // each side of a pipe is a subshell
-        const pipeIn = piped ? this.pipeSource(cmd.X) : undefined;
+        const pipeIn = piped ? this.pipeSource(cmd.X, ctx.pipeIn) : undefined;
         this.stmt(cmd.Y, { ...ctx, ...(pipeIn ? { pipeIn } : {}) });
         // with lastpipe the last command of a pipeline runs in this shell: its cd sticks
         if (piped && !this.lastpipe) this.cwds = saved;
@@ -581,6 +602,8 @@ class Walker {
     for (const inner of un.commands) {
       const saved = this.cwds;
       const tail = inner.dynamicTail || inner.argv.includes(XARGS_SLOT) ? this.tailFor(ctx) : undefined;
+      // names split on blanks and newlines are pieces of the names: known words split the same way, paths a command printed do not
+      const splitsNames = !!inner.splitsNames && !!tail && tail === ctx.pipeIn && !tail.alternatives?.every((a) => !a.dynamic && !/[\s'"\\]/.test(a.value));
       if (tail) inner.argv = inner.argv.map((a) => (a === XARGS_SLOT ? tail : a));
       if (inner.cwd !== undefined) this.cwds = inner.cwd === null || !this.cwds ? null : this.cwds.map((d) => resolvePathIn(this.opts.workspace, inner.cwd!.value, d));
       const extra: ShellRedirect[] = [...(inner.writes ?? []).map((target): ShellRedirect => ({ op: '>', target, access: 'write' })), ...(inner.reads ?? []).map((target): ShellRedirect => ({ op: '<', target, access: 'read' }))];
@@ -599,6 +622,7 @@ class Walker {
       this.pushCommand({
         argv: inner.argv, assigns: [...assigns, ...inner.assigns], wrappers: [...ctx.wrappers, ...inner.wrappers],
         dynamicTail: inner.dynamicTail, ...(tail && inner.dynamicTail ? { tail } : {}), redirects: [...redirects, ...extra], wrapperEffects: inner.effects, ...(inner.placeholder ? { placeholder: inner.placeholder } : {}),
+        ...(splitsNames ? { splitsNames } : {}),
       });
       this.rememberContent(inner.argv, redirects, ctx);
       if (inner.cwd !== undefined) this.cwds = saved;
@@ -611,7 +635,7 @@ class Walker {
       else {
         const saved = this.cwds;
         const args = script.wrappers.includes('xargs') ? [...script.args, this.tailFor(ctx)] : script.args;
-        this.run(script.word.value, [...ctx.wrappers, ...script.wrappers, script.via], [...assigns, ...script.assigns], ctx.nesting + 1, args);
+        this.run(script.word.value, [...ctx.wrappers, ...script.wrappers, script.via], [...assigns, ...script.assigns], ctx.nesting + 1, args, dashFor(script.via));
         this.cwds = saved; // a child shell's cd does not change ours
       }
     }
@@ -658,7 +682,10 @@ class Walker {
     if (!file || file.dynamic) return;
     const key = [...this.fileContents.keys()].find((k) => k === file.value || k.replace(/^\.\//, '') === file.value.replace(/^\.\//, ''));
     if (key === undefined || ctx.nesting + 1 > MAX_SCRIPT_NESTING) return;
-    this.run(this.fileContents.get(key)!, [...ctx.wrappers, `${h} ${file.value} (written in this call)`], [], ctx.nesting + 1, [file, ...argv.slice(argv.indexOf(file) + 1)]);
+    const text = this.fileContents.get(key)!;
+    const bang = /^#!([^\n]*)/.exec(text)?.[1];
+    const dash = h === 'source' || h === '.' ? undefined : h.includes('/') ? (bang ? dashFor(bang.replace(/^.*\benv\s+/, '').trim().split(/\s+/)[0]!) ?? false : false) : dashFor(h);
+    this.run(text, [...ctx.wrappers, `${h} ${file.value} (written in this call)`], [], ctx.nesting + 1, [file, ...argv.slice(argv.indexOf(file) + 1)], dash);
   }
 
   /** What xargs appends: the paths a `find`/`git ls-files`/`grep -l` piped in prints, or a literal here-string's words. */
@@ -672,13 +699,19 @@ class Walker {
     return DYNAMIC_WORD;
   }
 
-  /** The paths a command prints, when it is one whose output is known to be paths under known roots. */
-  private pipeSource(x: ShNode): ShellWord | undefined {
+  /**
+   * The paths a command prints, when it is one whose output is known to be paths under known roots;
+   * a line filter reading the paths piped into it (`grep -v test_`, `sort`, `head`) passes them on.
+   */
+  private pipeSource(x: ShNode, incoming?: ShellWord): ShellWord | undefined {
     const cmd = x?.Cmd;
+    // `a | b | c` nests as `(a | b) | c`: what c reads is what b prints of what a printed
+    if (cmd && nodeType(cmd) === 'BinaryCmd' && !x.Redirs?.length && opText('binaryCmd', cmd.Op) === '|') return this.pipeSource(cmd.Y, this.pipeSource(cmd.X, incoming));
     if (!cmd || nodeType(cmd) !== 'CallExpr' || x.Redirs?.length) return undefined;
     const argv = (cmd.Args ?? []).map((w: ShNode) => resolveWord(w, this.opts.home, () => undefined));
     if (argv.some((a: ShellWord) => a.dynamic)) return undefined;
     const v = argv.map((a: ShellWord) => a.value);
+    if (incoming && lineFilter(v)) return incoming;
     const under = (root: string, name?: string): ShellWord => ({ ...DYNAMIC_WORD, confined: true, prefix: `${root.replace(/\/+$/, '')}/`, pattern: `${escapeGlob(root.replace(/\/+$/, '') || '/')}/**${name ? `/${name}` : ''}` });
     if (v[0] === 'find') {
       const roots = v.slice(1).filter((a: string, i: number, all: string[]) => !/^[-(!),]/.test(a) && all.slice(0, i).every((p) => !/^[-(!),]/.test(p) || ['-H', '-L', '-P'].includes(p)));
@@ -689,7 +722,7 @@ class Walker {
     }
     if (v[0] === 'git' && (v[1] === 'ls-files' || (v[1] === 'diff' && v.includes('--name-only')))) return under('.');
     if (v[0] === 'echo' || v[0] === 'printf') {
-      const text = v[0] === 'echo' ? echoOutput(v.slice(1)) : printfOutput(v[1] ?? '', v.slice(2));
+      const text = v[0] === 'echo' ? this.echo(v.slice(1)) : printfOutput(v[1] ?? '', v.slice(2));
       if (text === undefined) return undefined;
       const words = text.split(/[\s\0]+/).filter(Boolean).map((x: string) => literalWord(x));
       return words.length > 0 && words.length <= 64 ? { ...DYNAMIC_WORD, alternatives: words } : undefined;
@@ -709,7 +742,7 @@ class Walker {
     if (!text || text.dynamic) { this.finding('ask', 'shell:stdin-shell', `${via} runs commands read from standard input, which the gate cannot see`); return; }
     if (ctx.nesting + 1 > MAX_SCRIPT_NESTING) { this.finding('deny', 'shell:nesting', 'nested shell commands are too deep to analyse'); return; }
     const saved = this.cwds;
-    this.run(text.value, [...wrappers, via], assigns, ctx.nesting + 1);
+    this.run(text.value, [...wrappers, via], assigns, ctx.nesting + 1, undefined, dashFor(via));
     this.cwds = saved;
   }
 
@@ -724,6 +757,26 @@ class Walker {
     for (const d of this.cwds) next.add(resolvePathIn(this.opts.workspace, dir, d));
     this.cwds = [...next];
   }
+}
+
+/** A command that prints a subset of the lines piped into it, unchanged: grep without -o/-c/files, sort, uniq, head, tail -n. */
+function lineFilter(v: string[]): boolean {
+  const [h, ...rest] = v;
+  if (h === 'grep' || h === 'egrep' || h === 'fgrep') {
+    const opts = rest.filter((a) => a.startsWith('-'));
+    const ops = rest.filter((a) => !a.startsWith('-'));
+    return opts.every((o) => /^-[vEFiwx]+$/.test(o)) && ops.length === 1;
+  }
+  if (h === 'sort' || h === 'uniq') return rest.every((a) => /^-[ruz]+$/.test(a));
+  if (h === 'head' || h === 'tail') return rest.every((a, i) => /^-z$|^-n$|^-\d+$|^-n\d+$/.test(a) || (/^\+?\d+$/.test(a) && rest[i - 1] === '-n'));
+  return false;
+}
+
+/** true: the shell named first in `via` (`sh -c`, `/bin/dash`, `flock -c`) echoes like dash; false: bash; undefined: the current shell (source). */
+function dashFor(via: string): boolean | undefined {
+  const name = /^(?:\S*\/)?([\w.+-]+)/.exec(via.trim())?.[1] ?? '';
+  if (name === 'source' || name === '.') return undefined;
+  return !/^(r?bash)$/.test(name);
 }
 
 interface Ctx {

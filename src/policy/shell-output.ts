@@ -94,6 +94,34 @@ export function echoOutput(args: string[]): string {
   return r.stop || !newline ? r.text : `${r.text}\n`;
 }
 
+/**
+ * The output of dash's `echo ARGS…` (what `sh -c` runs on Debian, and ash, zsh and ksh behave alike):
+ * only `-n` is an option (`-e` is printed), and backslash escapes are always on — `\0NNN` and `\NNN`
+ * octal (`echo "\056env"` prints `.env`), \a \b \f \n \r \t \v \\, `\c` ends the output; no `\x`.
+ */
+export function dashEchoOutput(args: string[]): string {
+  let newline = true;
+  let i = 0;
+  if (args[0] === '-n') { newline = false; i = 1; }
+  const raw = args.slice(i).join(' ');
+  let out = '';
+  for (let k = 0; k < raw.length; k++) {
+    const c = raw[k]!;
+    if (c !== '\\' || k + 1 >= raw.length) { out += c; continue; }
+    const n = raw[++k]!;
+    if (n === 'c') return out;
+    if ('abfnrtv\\'.includes(n)) { out += SIMPLE[n]; continue; }
+    if (/[0-7]/.test(n)) {
+      const digits = /^[0-7]{0,3}/.exec(raw.slice(n === '0' ? k + 1 : k))![0];
+      k += n === '0' ? digits.length : digits.length - 1;
+      out += String.fromCharCode(parseInt(digits || '0', 8) & 0xff);
+      continue;
+    }
+    out += '\\' + n;
+  }
+  return newline ? `${out}\n` : out;
+}
+
 /** What a command substitution makes of a program's output: NUL bytes dropped, trailing newlines cut. */
 export function substituted(output: string): string {
   return output.replace(/\0/g, '').replace(/\n+$/, '');

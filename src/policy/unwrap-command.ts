@@ -27,6 +27,11 @@ export interface UnwrappedCommand {
   writes?: ShellWord[];
   /** Files its wrappers read (`xargs -a FILE`). */
   reads?: ShellWord[];
+  /**
+   * xargs without -0 splits what it reads on blanks and newlines (and reads quotes): the arguments it
+   * appends are pieces of the names piped in (`x src y.pyc` → `src`), not the names.
+   */
+  splitsNames?: boolean;
 }
 export interface UnwrapResult {
   commands: UnwrappedCommand[];
@@ -141,6 +146,7 @@ export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
   const assigns: ShellAssign[] = [];
   const effects: Array<{ effect: string; why: string }> = [];
   let dynamicTail = false;
+  let splitsNames = false;
   let cwd: ShellWord | null | undefined;
   const writes: ShellWord[] = [];
   const reads: ShellWord[] = [];
@@ -186,6 +192,8 @@ export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
       const repl = p.values('-I', '-i')[0]?.value ?? (p.has('-i') ? '{}' : undefined);
       wrappers.push('xargs');
       dynamicTail = !repl;
+      const delim = p.values('-d')[0];
+      if (!p.has('-0') && !(delim && !delim.dynamic && /^(\\0|\\x00|\\000)$/.test(delim.value))) splitsNames = true;
       argv = p.operands.length ? p.operands : [literalWord('echo')];
       if (repl) argv = argv.map((a, k) => (k > 0 && a.value === repl && !a.dynamic ? XARGS_SLOT : k > 0 && a.value.includes(repl) ? DYNAMIC_WORD : a));
       continue;
@@ -254,7 +262,7 @@ export function unwrapCommand(argv0: ShellWord[]): UnwrapResult {
     wrappers.push(name);
     argv = argv.slice(start);
   }
-  res.commands.push({ argv, assigns, wrappers, dynamicTail, effects, ...(cwd !== undefined ? { cwd } : {}), ...(writes.length ? { writes } : {}), ...(reads.length ? { reads } : {}) });
+  res.commands.push({ argv, assigns, wrappers, dynamicTail, effects, ...(cwd !== undefined ? { cwd } : {}), ...(writes.length ? { writes } : {}), ...(reads.length ? { reads } : {}), ...(splitsNames ? { splitsNames } : {}) });
   return res;
 }
 
@@ -312,7 +320,8 @@ function unwrapFind(argv: ShellWord[], res: UnwrapResult, wrappers: string[]): {
   const actionAt = argv.findIndex((a, k) => k >= i && FIND_ACTIONS.includes(a.value));
   const names = findNames(argv.slice(i, actionAt < 0 ? argv.length : actionAt));
   const root = roots.length === 1 && !roots[0]!.dynamic ? roots[0]!.value.replace(/\/+$/, '') || '/' : roots.length === 0 ? '.' : null;
-  const under = (name?: string): ShellWord => ({ ...DYNAMIC_WORD, prefix: '', confined: true, pattern: `${root!.replace(/[*?[\]\\{}]/g, '\\$&')}/**${name ? `/${name}` : ''}` });
+  // every path find prints starts with its root: not an option when the root is not one (`find . -exec grep -l x {} +`)
+  const under = (name?: string): ShellWord => ({ ...DYNAMIC_WORD, prefix: root === '/' ? '/' : `${root!}/`, confined: true, pattern: `${root!.replace(/[*?[\]\\{}]/g, '\\$&')}/**${name ? `/${name}` : ''}` });
   const placeholder: ShellWord = root === null ? DYNAMIC_WORD : names && names.length > 1 ? { ...under(), alternatives: names.map(under) } : under(names?.[0]);
   outer.unshift(argv[0]!, ...roots);
   for (; i < argv.length; i++) {

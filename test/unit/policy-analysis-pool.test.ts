@@ -20,8 +20,9 @@ const NO_APPROVALS = { request: () => Promise.reject(new Error('no approvals in 
 const HOSTILE: Record<string, string> = {
   // a glob of 100 `**/` segments: matching it against the protected paths backtracks for minutes in-process
   globstarChain: `cat ${'**/'.repeat(100)}.env`,
-  // 60 functions, each calling the next twice with its arguments doubled
+  // 60 functions, each calling the next with its arguments doubled / tripled (the latter exhausts a 128 MB heap in-process)
   functionFanout: `${Array.from({ length: 60 }, (_, i) => `f${i}(){ f${i + 1} "$@" "$@"; }`).join('; ')}; f0 a`,
+  functionTriple: `${Array.from({ length: 60 }, (_, i) => `f${i}(){ f${i + 1} "$@" "$@" "$@"; }`).join('; ')}; f0 a`,
   braceProduct: `echo ${'{a,b}'.repeat(30)}`,
   braceRanges: 'echo {1..100000000}{1..100000000}',
   nestedSubstitutions: `echo ${'$('.repeat(150)}x${')'.repeat(150)}`,
@@ -59,8 +60,9 @@ describe('AnalysisPool', () => {
   }, 60_000);
 
   it('a thread that runs out of heap is replaced and its call asks', async () => {
-    const pool = await start({ threads: 1, heapMb: 24, timeoutMs: 30_000 });
-    await expect(pool.analyze('default', bash(HOSTILE.functionFanout!))).resolves.toMatchObject({ decision: 'ask', rule: 'gate:analysis-memory', reason: expect.stringMatching(/ran out of memory/) });
+    // (the same input aborts a whole Node process with a 128 MB heap when analysed in-process)
+    const pool = await start({ threads: 1, heapMb: 48, timeoutMs: 60_000 });
+    await expect(pool.analyze('default', bash(HOSTILE.functionTriple!))).resolves.toMatchObject({ decision: 'ask', rule: 'gate:analysis-memory', reason: expect.stringMatching(/ran out of memory/) });
     expect(pool.stats()).toMatchObject({ outOfMemory: 1, replaced: 1 });
     await expect(pool.analyze('default', bash('ls -la'))).resolves.toMatchObject({ decision: 'allow' });
   });

@@ -5,7 +5,7 @@
  * arguments), javac/java, maven and gradle (deploy/publish publish; `--init-script` is hidden code).
  */
 import { grammar, parseArgs } from './argv-parser';
-import { simpleSpec, UseBuilder, type CommandSpec } from './command-spec';
+import { MAX_SCANNED_CODE, simpleSpec, UseBuilder, type CommandSpec } from './command-spec';
 import { literalWord, type ShellWord } from '../shell-words';
 
 const MAKE_EXEC_VARS = /^(SHELL|MAKESHELL|\.SHELLFLAGS|MAKEFLAGS|MFLAGS|MAKEFILES|MAKE|MAKEOVERRIDES|CC|CXX|CPP|LD|AR|AS|FC|PC|CO|GET|LEX|YACC|TEX|WEAVE|CWEAVE|TANGLE|CTANGLE|RM|M2C|INSTALL|LINK\.\w+|COMPILE\.\w+|PREPROCESS\.\w+|OUTPUT_OPTION|LOADLIBES)$/;
@@ -181,7 +181,11 @@ const cmakeAll: CommandSpec = {
   },
 };
 
-/** perl, ruby, php: a script is project code; -e/-r code is inline; -i edits the files in place. */
+/**
+ * perl, ruby, php: a script is project code; -e/-r code is inline; -i edits the files in place. A
+ * switch cluster counts as inline code only through switches that take no value (`-ne`, `-pie`), so
+ * `-MFile::Temp;unlink…` is a module argument (code, not a name: not seen), never a readable -e.
+ */
 function scripting(names: string[], inline: RegExp): CommandSpec {
   return {
     names,
@@ -211,7 +215,14 @@ function scripting(names: string[], inline: RegExp): CommandSpec {
         if (/^-[a-zA-Z]*d/.test(a.value) && name !== 'php' || name === 'php' && /^-d/.test(a.value)) { b.problem(`${name} ${a.value}: a debugger or setting that can load code is not modelled`); if (name === 'php' && a.value === '-d') i++; continue; }
       }
       const rest = args.slice(i);
-      if (inl) { b.effect('exec-inline', `${name} runs code given on the command line`); for (const f of rest) b.path(f, inPlace ? 'write' : 'read'); return b.use; }
+      if (inl) {
+        // the code follows -e/-E/-r; readable when every word up to the files is literal and short
+        // editing files in place by a pattern or a computed list (`perl -i -ne '' src/*.rs`) can empty them all: not waved through
+        const seen = args.slice(0, i).every((a) => !a.dynamic && a.value.length <= MAX_SCANNED_CODE) && !(inPlace && rest.some((f) => f.dynamic || f.glob));
+        b.effect(seen ? 'exec-code-arg' : 'exec-inline', `${name} runs code given on the command line`);
+        for (const f of rest) b.path(f, inPlace ? 'write' : 'read');
+        return b.use;
+      }
       const script = rest[0];
       if (!script || script.value === '-') return b.effect('exec-stdin', `${name} reads a program from standard input`).use;
       b.path(script, 'exec', `${name} runs a script`).project();
@@ -221,23 +232,51 @@ function scripting(names: string[], inline: RegExp): CommandSpec {
 }
 
 /** GNU parallel: `parallel CMD ::: ARGS` runs CMD once per argument. */
+/**
+ * GNU parallel: its own options (a grammar: anything it does not list is not understood), then the
+ * command and the `:::` values it is given. Remote hosts (-S/--sshlogin, --slf, --onall, files sent
+ * or fetched) are the network through ssh; --ssh, --rpl and the compress programs name programs it
+ * runs; --bg/--semaphore leave jobs running after the call.
+ */
+const PARALLEL = grammar([
+  '-j|-P|--jobs|--max-procs=any -k|--keep-order -n|--max-args=any -N=any -L|-l|--max-lines=any -m -X --xargs -q|--quote -0|--null -d|--delimiter=any -E=any',
+  '-I=any --colsep|-C=any --header=any -a|--arg-file|--arg-sep|--arg-file-sep=any --joblog=write --results|--res|--output-as-files|--outputasfiles|--files --tmpdir=write',
+  '--progress --eta --bar --halt|--halt-on-error=any --timeout=any --retries=any --delay=any --memfree=any --load=any --nice=any --tag --tagstring=any --line-buffer|--lb',
+  '-u|--ungroup --group --pipe|--spreadstdin --block|--block-size=any --recstart=any --recend=any --regexp --round-robin|--round --dry-run -v|--verbose',
+  '--no-notice --will-cite --citation --plain --shuf --resume --resume-failed --retry-failed --xapply|--link --shellquote --plus --cat --fifo --tty --version -h|--help --id=any --fg',
+  '-S|--sshlogin|--sshlogins=any!network --slf|--sshloginfile=read!network --onall!network --nonall!network --filter-hosts!network --transferfile|--tf=any!network --transfer!network --trc=any!network --return=any!network',
+  '--basefile|--bf=read!network --cleanup --workdir|--wd=any --env=any --record-env --controlmaster|-M --sshdelay=any --ssh=exec --rpl=exec --compress --compress-program=exec',
+  '--decompress-program=exec --limit=exec --termseq=any --bg!detach --semaphore|--sem!detach --semaphorename|--semaphoretimeout|--st=any',
+].join(' '), { stopAtOperand: true });
+
 const parallel: CommandSpec = {
   names: ['parallel'],
   use(args, name) {
     const b = new UseBuilder(name);
-    const sep = args.findIndex((a) => a.value === ':::' || a.value === '::::');
-    const cmd = args.slice(0, sep < 0 ? args.length : sep).filter((a, i, all) => !(a.value.startsWith('-') && all.slice(0, i).every((x) => x.value.startsWith('-'))));
+    const sep = args.findIndex((a) => !a.dynamic && (a.value === ':::' || a.value === '::::' || a.value === ':::+' || a.value === '::::+'));
+    const p = parseArgs(PARALLEL, sep < 0 ? args : args.slice(0, sep));
+    b.options(p);
+    const cmd = p.operands;
     if (!cmd.length) return b.problem('parallel without a command').use;
-    const values = sep < 0 ? [] : args.slice(sep + 1).filter((a) => a.value !== ':::');
+    const values = sep < 0 ? [] : args.slice(sep + 1).filter((a) => !/^:{3,4}\+?$/.test(a.value));
+    if (args.slice(sep + 1).some((a) => a.value.startsWith('::::'))) b.problem('parallel :::: reads its arguments from files');
+    // parallel hands the command line to a shell, each {} {.} {/} … replaced by a (quoted) value
     const slot: ShellWord = values.length ? { ...values[0]!, dynamic: true, alternatives: values } : { ...literalWord(''), dynamic: true, pattern: '**' };
-    const hasSlot = cmd.some((a) => a.value.includes('{}'));
-    b.inner(hasSlot ? cmd.map((a) => (a.value === '{}' ? slot : a)) : [...cmd, slot]);
+    if (cmd.some((a) => a.dynamic)) return b.problem('parallel: the command is computed at run time').use;
+    const REPL = /\{(?:\d*[./#%]*|\/\/|\/\.|\.\.)?\}/g;
+    const text = cmd.map((a) => a.value).join(' ');
+    const withSlot = REPL.test(text) ? text : `${text} {}`;
+    const quote = (v: string) => `'${v.replace(/'/g, `'\\''`)}'`;
+    // each value it is given, put in as parallel quotes it (up to 8); otherwise the values are not known
+    if (values.length && values.length <= 8 && values.every((v) => !v.dynamic)) {
+      for (const v of values) b.inner([literalWord('bash'), literalWord('-c'), literalWord(withSlot.replace(REPL, quote(v.value)))]);
+    } else b.inner([literalWord('bash'), literalWord('-c'), literalWord(withSlot.replace(REPL, '"$1"')), literalWord('parallel'), slot]);
     return b.use;
   },
 };
 
 export const BUILD_TOOL_SPECS: CommandSpec[] = [
-  make, cmakeAll, scripting(['perl'], /^-[a-zA-Z]*[eE]/), scripting(['ruby'], /^-[a-zA-Z]*e/), scripting(['php'], /^-[a-zA-Z]*r/), parallel, ctest, cc, javac, java,
+  make, cmakeAll, scripting(['perl'], /^-[aclnpsStTuUvwWXi]*[eE]/), scripting(['ruby'], /^-[acdlnpsSvwWy]*e/), scripting(['php'], /^-[a-zA-Z]*r/), parallel, ctest, cc, javac, java,
   jvmBuild(['mvn', 'mvnw', './mvnw'], /^(deploy|release:|gpg:|site-deploy|nexus-staging:|wagon:)/),
   jvmBuild(['gradle', 'gradlew', './gradlew'], /^(publish|upload|bintray|artifactory|closeAndRelease)/i),
 ];

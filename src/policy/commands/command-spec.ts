@@ -14,10 +14,22 @@ import type { ShellWord } from '../shell-words';
 /** The effects a command can have; policies decide on each (policy-schema.ts lists them). */
 export const EFFECTS = [
   'network', 'install', 'publish', 'upload', 'server', 'detach', 'signal', 'privilege', 'discard-work',
-  'delete', 'setuid', 'exec-inline', 'exec-stdin', 'exec-hidden', 'exec-written', 'config-code',
+  'delete', 'setuid', 'exec-inline', 'exec-code-arg', 'exec-stdin', 'exec-hidden', 'exec-written', 'config-code',
   'interactive', 'never-ends', 'shell-state', 'destroy-history', 'secrets', 'tunnel',
 ] as const;
 export type Effect = (typeof EFFECTS)[number];
+
+/**
+ * Inline code the gate can read (`python3 -c '…'`, `node -e '…'`, `perl -e '…'`): a literal of at most
+ * this many characters is `exec-code-arg` (scanned by evaluate-static for what the policy denies);
+ * computed or longer code is `exec-inline` (not seen).
+ */
+export const MAX_SCANNED_CODE = 8_192;
+
+/** The effect of running `code` given on the command line: readable (scanned) or not. */
+export function inlineCodeEffect(code: ShellWord | undefined): 'exec-code-arg' | 'exec-inline' {
+  return code && !code.dynamic && code.value.length <= MAX_SCANNED_CODE ? 'exec-code-arg' : 'exec-inline';
+}
 
 export type Access = 'read' | 'write' | 'delete' | 'clear' | 'exec' | 'link';
 export interface PathUse {

@@ -19,21 +19,26 @@ const SCRATCH_FILE = /^(tmp|temp|scratch|junk)([._-][\w.-]*)?$/i;
 const BY_PRODUCT = /\.(o|obj|a|so|dylib|pyc|pyo|class|bak|orig|rej|tmp|swp|log|out|d|gcda|gcno)$/;
 
 /**
- * Deleting `w` loses no work: it is, or lies under, a scratch or build directory (by name, or /tmp),
- * or it names by-products (`*.pyc`, `x.o`), or (without `recursive`) one file named as scratch
- * (`tmp.txt`). Anything else, a project file by name included, asks. A path that climbs (`..`) or is
- * computed is never cheap. Protected paths are still judged by the path rules.
+ * Deleting `w` loses no work: it is a scratch or build directory by name (or, not recursively, lies
+ * under one or under /tmp), or it names by-products (`*.pyc`, `x.o`), or (without `recursive`) one file
+ * named as scratch (`tmp.txt`). Anything else, a project file by name included, asks. A path that
+ * climbs (`..`) or is computed is never cheap. Protected paths are still judged by the path rules.
  */
 export function cheapDelete(w: ShellWord, recursive: boolean): boolean {
   if (w.alternatives) return w.alternatives.every((x) => cheapDelete(x, recursive));
   const text = w.dynamic ? (w.confined ? w.pattern : undefined) : w.glob ? w.pattern : escapeGlob(w.value);
   if (text === undefined) return false;
+  // A recursive delete resolves every directory on its way: `build/` with a trailing slash, or anything
+  // below `build`, is wherever `build` points if it is a link (`ln -s . build`, planted by an earlier
+  // call, a checked-out repository or an archive). Only the last name itself — which rm removes as a
+  // link if it is one — can be scratch by its name; below /tmp, only a name directly in it.
+  if (recursive && /\/$/.test(text) && !/^\/tmp\/?$/.test(text)) return false;
   const segs = text.replace(/\/+$/, '').split('/').map((x) => x.replace(/\\(.)/g, '$1'));
   if (segs.some((x) => x === '..') || segs.length === 0) return false;
   const base = segs[segs.length - 1]!;
   const dirs = segs.slice(0, -1);
-  if (/^\/tmp\/[^/]/.test(segs.join('/'))) return true;
-  if (dirs.some((x) => SCRATCH_NAME.test(x))) return true;
+  if (recursive ? /^\/tmp\/[^/]+$/.test(segs.join('/')) && !w.glob && !w.dynamic : /^\/tmp\/[^/]/.test(segs.join('/'))) return true;
+  if (!recursive && dirs.some((x) => SCRATCH_NAME.test(x))) return true;
   if (SCRATCH_NAME.test(base) || (BY_PRODUCT.test(base) && !base.startsWith('*.*'))) return true;
   return !recursive && !w.dynamic && !w.glob && SCRATCH_FILE.test(base);
 }
@@ -291,10 +296,12 @@ export const FILE_TOOL_SPECS: CommandSpec[] = [
       const named = p.operands.filter((o) => !cheapDelete(o, true));
       const oneOrTwo = !p.has('-r', '-d') && named.length <= 2 && named.every((o) => !o.dynamic && !o.glob && !o.value.includes('..') && !/(^|\/)\.{0,2}\/?$/.test(o.value));
       const cheap = p.operands.length > 0 && (p.operands.every((o) => cheapDelete(o, p.has('-r'))) || oneOrTwo);
-      if (!cheap) b.effect('delete', 'rm deletes files');
+      const slashed = p.has('-r') && p.operands.some((o) => !o.dynamic && /[^/]\/+$/.test(o.value) && cheapDelete(literalWord(o.value.replace(/\/+$/, '')), true));
+      if (!cheap) b.effect('delete', slashed ? 'rm -r NAME/ deletes what NAME points to when it is a link (write NAME without the trailing slash)' : 'rm deletes files');
     },
   }),
-  simpleSpec('rmdir', `--ignore-fail-on-non-empty -p|--parents -v|--verbose ${HV}`, 'delete*', { effects: [['delete', 'rmdir deletes directories']] }),
+  // rmdir removes only empty directories: no file is lost (the paths are still checked as deletes)
+  simpleSpec('rmdir', `--ignore-fail-on-non-empty -p|--parents -v|--verbose ${HV}`, 'delete*'),
   simpleSpec('unlink', HV, ['delete'], { effects: [['delete', 'unlink deletes a file']] }),
   simpleSpec('shred', `-f|--force -n|--iterations=any -s|--size=any -u --remove?any -v|--verbose -x|--exact -z|--zero --random-source=read ${HV}`, 'delete*', { effects: [['delete', 'shred destroys files']] }),
   chmod,

@@ -56,14 +56,16 @@ const network = (why: string, extra: (p: ParsedArgs, b: UseBuilder) => void = ()
  * `git checkout X`: git switches to branch X if there is one, else restores the path X and discards
  * its uncommitted changes. The gate cannot list branches, so X is a branch only when it reads as a
  * revision: `-`, HEAD~2, a tag (v1.2.0), a hash, an upstream (origin/x), a usual branch name (main,
- * develop, release-1.2) or a `kind/topic` name (feature/login). Anything else may be a directory.
+ * develop, release-1.2) or a `kind/topic` name (feature/login). Anything else may be a directory —
+ * `tests/unit`, `docs/api`, `src/app/views` are directories far more often than branches, so a
+ * `kind/` that names a usual directory (test, tests, docs, ci, build, dev, …) does not make a branch.
  */
 const BRANCH_WORDS = /^(main|master|trunk|develop|development|dev|staging|stage|production|prod|next|stable|beta|alpha|canary|gh-pages|HEAD|FETCH_HEAD|ORIG_HEAD|MERGE_HEAD)$/;
 function looksLikeRevision(v: string): boolean {
   return v === '-' || v === '@' || /^@\{-?\d+\}$/.test(v) || /[~^]\d*$|@\{/.test(v) || BRANCH_WORDS.test(v) || /^[0-9a-f]{7,40}$/.test(v)
     || /^v?\d+(\.\d+)+([-+.][\w.-]+)?$/.test(v) || /^(origin|upstream|remotes?|refs)\//.test(v)
-    || /^(feature|feat|fix|bugfix|hotfix|release|chore|docs|refactor|test|tests|ci|build|perf|style|wip|dependabot|renovate|user|users|dev|exp|experiment|topic|backport)[/-][\w./-]+$/.test(v)
-    || /^(release|rel|hotfix|version|branch)[-_]?\d[\w.-]*$/.test(v) || /^[\w.-]+\/[\w.-]+\/[\w./-]+$/.test(v) && !/\.[A-Za-z0-9]{1,8}$/.test(v);
+    || /^(feature|feat|fix|bugfix|hotfix|release|chore|refactor|wip|dependabot|renovate|exp|experiment|topic|backport)[/-][\w./-]+$/.test(v)
+    || /^(release|rel|hotfix|version|branch)[-_]?\d[\w.-]*$/.test(v);
 }
 function looksLikePath(w: ShellWord): boolean {
   return w.dynamic || w.glob || !looksLikeRevision(w.value);

@@ -5,7 +5,7 @@
  * anything else may download a package), and tsc, jest, vitest, mocha, eslint, prettier, tsx.
  */
 import { grammar, parseArgs } from './argv-parser';
-import { simpleSpec, UseBuilder, type CommandSpec, type CommandUse } from './command-spec';
+import { inlineCodeEffect, simpleSpec, UseBuilder, type CommandSpec, type CommandUse } from './command-spec';
 import { literalWord, type ShellWord } from '../shell-words';
 import { scriptNameEffects } from './build-tools';
 
@@ -33,7 +33,10 @@ export function nodeUse(args: ShellWord[], name: string): CommandUse {
   for (const r of p.values('-r', '--import', '--loader')) loadedModule(b, r, `${name} preloads a module`);
   if (p.has('--inspect', '--inspect-brk', '--inspect-wait')) b.effect('server', `${name} --inspect opens a debugger port`);
   if (p.has('-i')) b.effect('interactive', `${name} -i starts a prompt`);
-  if (p.has('-e', '-p')) return b.effect('exec-inline', `${name} -e/-p runs code given on the command line`).use;
+  if (p.has('-e', '-p')) {
+    const codes = p.values('-e', '-p');
+    return b.effect(codes.length > 0 && codes.every((c) => inlineCodeEffect(c) === 'exec-code-arg') ? 'exec-code-arg' : 'exec-inline', `${name} -e/-p runs code given on the command line`).use;
+  }
   if (p.has('-v', '-h', '--v8-options') && !p.operands.length) return b.use;
   if (p.has('--run')) return b.project().use;
   const script = p.operands[0];
@@ -69,7 +72,9 @@ function npxUse(args: ShellWord[], name: string): CommandUse {
   if (!tool) return b.problem(`${name} without a command`).use;
   if (tool.dynamic) return b.problem(`${name}: the package is computed at run time`).use;
   if (tool.value === 'husky') return mergeInto(b, huskyUse(rest, 'husky'));
-  if (LOCAL_DEV_TOOLS.has(tool.value)) return b.inner([tool, ...rest]).use;
+  // the project's own copy: node_modules/.bin under the directory it runs in — outside the workspace
+  // (`cd /tmp && npx tsc`) there is none, and npx downloads the package and runs it
+  if (LOCAL_DEV_TOOLS.has(tool.value)) return b.path(literalWord(`node_modules/.bin/${tool.value}`), 'exec', `${name} runs the project's own ${tool.value}`).inner([tool, ...rest]).use;
   return b.effect('install', `${name} ${tool.value} may download and run a package that is not a known dev tool`).use;
 }
 

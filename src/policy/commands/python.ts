@@ -4,8 +4,8 @@
  * (`--basetemp` deletes its directory, `--junitxml`/`--log-file` write, `--pastebin` uploads),
  * linters and type checkers, venv, and the runners that run another command (poetry/uv/pipenv run).
  */
-import { grammar, parseArgs } from './argv-parser';
-import { simpleSpec, subcommandSpec, UseBuilder, type CommandSpec, type CommandUse } from './command-spec';
+import { grammar, parseArgs, type ParsedArgs } from './argv-parser';
+import { inlineCodeEffect, simpleSpec, subcommandSpec, UseBuilder, type CommandSpec, type CommandUse } from './command-spec';
 import { literalWord, type ShellWord } from '../shell-words';
 
 const PY = grammar('-b -bb -B -d -E -h -i -I -O -OO -P -q -R -s -S -u -v -vv -V -x -X=any -W=any -c=any -m=any --version --help --help-env --help-xoptions --help-all --check-hash-based-pycs=any', { stopAtOperand: true, abbrev: false });
@@ -14,9 +14,9 @@ const PY = grammar('-b -bb -B -d -E -h -i -I -O -OO -P -q -R -s -S -u -v -vv -V 
 const MODULE_AS_COMMAND: Record<string, string> = {
   pytest: 'pytest', pip: 'pip', mypy: 'mypy', black: 'black', ruff: 'ruff', flake8: 'flake8', pylint: 'pylint', isort: 'isort',
   coverage: 'coverage', pyflakes: 'pyflakes', pycodestyle: 'pycodestyle', bandit: 'bandit', tox: 'tox', nox: 'nox', venv: 'venv', virtualenv: 'venv',
-  unittest: 'python-unittest', doctest: 'python-script-module', py_compile: 'python-script-module', compileall: 'python-script-module', 'json.tool': 'python-json-tool',
+  unittest: 'python-unittest', doctest: 'python-doctest', py_compile: 'python-script-module', compileall: 'python-script-module', 'json.tool': 'python-json-tool',
   timeit: 'python-timeit', platform: 'python-info-module', site: 'python-info-module', sysconfig: 'python-info-module', tabnanny: 'python-script-module',
-  pydoc: 'python-pydoc', pdb: 'python-pdb', cProfile: 'python-script-module', profile: 'python-script-module', trace: 'python-script-module',
+  pydoc: 'python-pydoc', pdb: 'python-pdb', cProfile: 'python-profile', profile: 'python-profile', trace: 'python-trace',
   'http.server': 'python-http-server', ensurepip: 'pip-install-module', build: 'python-build', twine: 'twine', pip_audit: 'pip-audit', pipx: 'pipx',
 };
 
@@ -59,7 +59,7 @@ export function pythonUse(args: ShellWord[], name: string): CommandUse {
   if (p.has('-h', '--help', '-V', '--version', '--help-env', '--help-xoptions', '--help-all') && p.operands.length === 0 && !p.has('-c', '-m')) return b.use;
   if (p.has('-i')) b.effect('interactive', `${name} -i starts an interactive prompt`);
   const code = p.values('-c')[0];
-  if (code) return b.effect('exec-inline', `${name} -c runs code given on the command line`).use;
+  if (code) return b.effect(inlineCodeEffect(code), `${name} -c runs code given on the command line`).use;
   const mod = p.values('-m')[0];
   if (mod) {
     if (mod.dynamic) return b.problem(`${name} -m: the module is computed at run time`).use;
@@ -89,9 +89,35 @@ const python: CommandSpec = {
   use: pythonUse,
 };
 
+/**
+ * The modules that run a program they are given (cProfile, profile, trace, doctest, pdb, unittest):
+ * that program is code run — a path to it is `exec` (from /tmp, from home: code the gate has not
+ * seen, as `python3 /tmp/x.py` is), a module name is the project's code. What follows the script
+ * is its own arguments.
+ */
+function runsProgram(spec: string): (p: ParsedArgs, b: UseBuilder) => void {
+  return (p, b) => {
+    const [target, ...rest] = p.operands;
+    if (!p.has('-m', '--module') && target) b.path(target, 'exec', `python -m ${spec} runs`);
+    for (const a of rest) if (!a.dynamic && /^[/~]|^\.\.\//.test(a.value)) b.path(a, 'read', `the program run by python -m ${spec} is given`);
+  };
+}
+
 const moduleSpecs: CommandSpec[] = [
-  simpleSpec('python-unittest', '-v|--verbose -q|--quiet --locals --durations=any -f|--failfast -c|--catch -b|--buffer -k=any -s|--start-directory=dir -p|--pattern=any -t|--top-level-directory=dir -h|--help', 'any*', { project: true }),
+  // `unittest discover -s DIR -t DIR` imports the tests it finds there; `unittest path/test_x.py` runs the file
+  simpleSpec('python-unittest', '-v|--verbose -q|--quiet --locals --durations=any -f|--failfast -c|--catch -b|--buffer -k=any -s|--start-directory=any -p|--pattern=any -t|--top-level-directory=any -h|--help', (p, b) => {
+    for (const d of p.values('-s', '-t')) b.path(d, 'exec', 'python -m unittest discover imports the tests under');
+    const ops = p.operands[0]?.value === 'discover' ? p.operands.slice(1) : p.operands;
+    ops.forEach((o, i) => {
+      const discover = p.operands[0]?.value === 'discover';
+      if (discover ? i === 0 || i === 2 : o.dynamic || /[/\\]|\.py$/.test(o.value)) b.path(o, 'exec', 'python -m unittest runs the tests in');
+    });
+  }, { project: true }),
   simpleSpec('python-script-module', '-q -v -f -l -r=any -d=any -x=any -j=any -o=write -b -i=any -s=any -p=any -n=any -c -t -m -h --help', 'read*', { project: true }),
+  simpleSpec('python-profile', '-o|--outfile=write -s|--sort=any -m|--module -h|--help', runsProgram('cProfile'), { project: true, stopAtOperand: true }),
+  simpleSpec('python-trace', '-c|--count -t|--trace -l|--listfuncs -r|--report -T|--trackcalls -s|--summary -m|--missing -g|--timing -R|--no-report -f|--file=write -C|--coverdir=write --ignore-module=any --ignore-dir=any --module -h|--help --version', runsProgram('trace'), { project: true, stopAtOperand: true }),
+  // doctest imports every file it is given and runs its examples
+  simpleSpec('python-doctest', '-v|--verbose -o|--option=any -f|--fail-fast -h|--help', (p, b) => { for (const o of p.operands) b.path(o, 'exec', 'python -m doctest runs the examples in'); }, { project: true }),
   simpleSpec('python-info-module', '-n=any -r=any -s -u -p -c=any -v -h --help -k=any -w', 'any*'),
   // timeit's statements and its -s setup are Python code
   simpleSpec('python-timeit', '-n|--number=any -r|--repeat=any -s|--setup=any -p|--process -t|--time -c|--clock -u|--unit=any -v|--verbose -h|--help', 'any*', { effects: [['exec-inline', 'python -m timeit runs the statements given on the command line']] }),
@@ -106,7 +132,7 @@ const moduleSpecs: CommandSpec[] = [
     if (p.operands.length) b.project();
   }),
   simpleSpec('python-json-tool', '--sort-keys --no-ensure-ascii --json-lines --indent=any --tab --no-indent --compact -h --help', ['read', 'write']),
-  simpleSpec('python-pdb', '-c=any -m=any -h --help', 'read*', { project: true, effects: [['interactive', 'pdb waits for debugger commands']] }),
+  simpleSpec('python-pdb', '-c=any -m=any -h --help', (p, b) => { if (!p.has('-m') && p.operands[0]) b.path(p.operands[0], 'exec', 'python -m pdb runs'); }, { project: true, stopAtOperand: true, effects: [['interactive', 'pdb waits for debugger commands']] }),
   simpleSpec('python-http-server', '-b|--bind=any -d|--directory=dir -p|--protocol=any --cgi -h|--help', 'any*', { effects: [['server', 'http.server listens for connections'], ['never-ends', 'a server runs until stopped']] }),
   simpleSpec('pip-install-module', '--upgrade --default-pip --user --root=write --altinstall -v -h --help', 'none', { effects: [['install', 'installs pip']] }),
   simpleSpec('python-build', '-s|--sdist -w|--wheel -o|--outdir=write -n|--no-isolation -x|--skip-dependency-check -C|--config-setting=any -h|--help', 'read*', { project: true, effects: [['network', 'python -m build fetches build dependencies']] }),

@@ -8,15 +8,35 @@ import { grammar, parseArgs } from './argv-parser';
 import { findNames } from '../unwrap-command';
 import { cheapDelete } from './file-tools';
 import { simpleSpec, UseBuilder, type CommandSpec } from './command-spec';
-import { literalWord, type ShellWord } from '../shell-words';
+import { escapeGlob, literalWord, type ShellWord } from '../shell-words';
 
 const HV = '--help --version';
 
 const GREP_OPTS = '-E|--extended-regexp -F|--fixed-strings -G|--basic-regexp -P|--perl-regexp -i|-y|--ignore-case --no-ignore-case -v|--invert-match -w|--word-regexp -x|--line-regexp -c|--count --color?any --colour?any -L|--files-without-match -l|--files-with-matches -o|--only-matching -q|--quiet|--silent -s|--no-messages -b|--byte-offset -H|--with-filename -h|--no-filename --label=any -n|--line-number -T|--initial-tab -Z|--null -z|--null-data -a|--text -I -r|--recursive -R|--dereference-recursive -U|--binary --line-buffered -e|--regexp=any -f|--file=read -m|--max-count=any -A|--after-context=any -B|--before-context=any -C|--context=any --include=any --exclude=any --exclude-from=read --exclude-dir=any --binary-files=any -d|--directories=any -D|--devices=any --no-group-separator --group-separator=any';
 
+/**
+ * A recursive search narrowed by name (`grep -r --include='*.env*'`, `rg -g '.env'`) reads the files
+ * that filter names under each directory searched: each filter is also read as the path pattern
+ * `DIR/**\/FILTER`, so the path rules see `.env` files chosen by a filter as they see them named.
+ * Negated rg globs (`!x`) exclude, so they are not read.
+ */
+function filteredReads(b: UseBuilder, dirs: ShellWord[], filters: ShellWord[]): void {
+  for (const f of filters) {
+    if (f.dynamic) { b.problem(`${b.use.label}: a file filter computed at run time`); continue; }
+    if (f.value.startsWith('!') || f.value === '') continue;
+    for (const d of dirs.length ? dirs : [literalWord('.')]) {
+      if (d.dynamic) continue;
+      const root = d.value.replace(/\/+$/, '') || '/';
+      const glob = f.value.replace(/^\/+/, '');
+      b.read({ value: '', dynamic: true, glob: false, confined: true, splits: false, unmodelled: [], prefix: `${root}/`, pattern: `${escapeGlob(root)}/**/${glob}` });
+    }
+  }
+}
+
 const grep = simpleSpec(['grep', 'egrep', 'fgrep', 'zgrep', 'zegrep', 'zfgrep'], `${GREP_OPTS} ${HV}`, (p, b) => {
   const ops = p.has('-e', '-f') ? p.operands : p.operands.slice(1);
   for (const o of ops) b.read(o);
+  if (p.has('-r', '-R')) filteredReads(b, ops, p.values('--include'));
 }, { numeric: true });
 
 const RG_OPTS = '-e|--regexp=any -f|--file=read -i|--ignore-case -S|--smart-case -s|--case-sensitive -w|--word-regexp -x|--line-regexp -v|--invert-match -c|--count --count-matches -l|--files-with-matches --files-without-match -n|--line-number -N|--no-line-number -H|--with-filename -I|--no-filename -o|--only-matching -p|--pretty -q|--quiet -u|--unrestricted -g|--glob=any --iglob=any -t|--type=any -T|--type-not=any --type-add=any --type-clear=any --type-list -A|--after-context=any -B|--before-context=any -C|--context=any -m|--max-count=any -d|--max-depth=any -L|--follow --hidden --no-hidden --no-ignore --no-ignore-vcs --no-ignore-parent --no-ignore-dot --no-ignore-global --no-ignore-exclude --ignore-file=read --files --json --no-heading --heading --column --no-column --color=any --colors=any -M|--max-columns=any --max-columns-preview --max-filesize=any -j|--threads=any -F|--fixed-strings -P|--pcre2 -U|--multiline --multiline-dotall -r|--replace=any --sort=any --sortr=any --stats --trim -0|--null --vimgrep -a|--text --binary --passthru --context-separator=any --field-match-separator=any --field-context-separator=any --path-separator=any --no-config --no-messages --debug --trace -b|--byte-offset --crlf --encoding=any -E --engine=any --null-data --one-file-system --line-buffered --block-buffered -z|--search-zip --pre=exec --pre-glob=any --hostname-bin=exec --hyperlink-format=any --include-zero';
@@ -24,6 +44,7 @@ const RG_OPTS = '-e|--regexp=any -f|--file=read -i|--ignore-case -S|--smart-case
 const rg = simpleSpec('rg', `${RG_OPTS} -h|--help -V|--version`, (p, b) => {
   const ops = p.has('-e', '-f', '--files', '--type-list') ? p.operands : p.operands.slice(1);
   for (const o of ops) b.read(o);
+  filteredReads(b, ops, p.values('-g', '--iglob'));
 });
 
 // ---- sed -----------------------------------------------------------------------------------
@@ -203,12 +224,30 @@ export function scanAwk(program: string): AwkFacts {
   return f;
 }
 
-const AWK = grammar(`-F|--field-separator=any -v|--assign=any -f|--file=read -e|--source=any -E|--exec=read -i|--include=read -l|--load=exec -b|--characters-as-bytes -c|--traditional -C|--copyright -d|--dump-variables?write -D|--debug?any -g|--gen-pot -L|--lint?any -M|--bignum -N|--use-lc-numeric -n|--non-decimal-data -o|--pretty-print?write -O|--optimize -p|--profile?write -P|--posix -r|--re-interval -s|--no-optimize -S|--sandbox -t|--lint-old -h|--help -V|--version -W=any`, { stopAtOperand: false });
+const AWK = grammar(`-F|--field-separator=any -v|--assign=any -f|--file=read -e|--source=any -E|--exec=read -i|--include=read -l|--load=exec -b|--characters-as-bytes -c|--traditional -C|--copyright -d|--dump-variables?write -D|--debug?any -g|--gen-pot -L|--lint?any -M|--bignum -N|--use-lc-numeric -n|--non-decimal-data -o|--pretty-print?write -O|--optimize -p|--profile?write -P|--posix -r|--re-interval -s|--no-optimize -S|--sandbox -t|--lint-old -h|--help -V|--version --usage --dump --interactive --sprintf=any --posix_space --random=any`, { stopAtOperand: false });
+
+/**
+ * `-W name[=value]` is gawk's and mawk's spelling of `--name[=value]` (`-W source='BEGIN{…}'` is a
+ * program, `-W exec file` a program file, `-W load=x` an extension): rewritten to the long option so the
+ * grammar judges it like one. A computed `-W` argument stays as it is (the grammar's problem).
+ */
+function awkLongOptions(args: ShellWord[]): ShellWord[] {
+  const out: ShellWord[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a.dynamic || !a.value.startsWith('-W') || a.value === '--') { out.push(a); if (!a.dynamic && a.value === '--') { out.push(...args.slice(i + 1)); break; } continue; }
+    const rest = a.value === '-W' ? args[++i] : literalWord(a.value.slice(2));
+    if (!rest || rest.dynamic) { out.push(a); if (rest) out.push(rest); continue; }
+    out.push(literalWord(`--${rest.value}`));
+  }
+  return out;
+}
 
 const awk: CommandSpec = {
   names: ['awk', 'gawk', 'mawk', 'nawk'],
-  use(args, name) {
+  use(rawArgs, name) {
     const b = new UseBuilder(name);
+    const args = awkLongOptions(rawArgs);
     const p = parseArgs(AWK, args);
     b.options(p);
     const programs = p.values('-e');
