@@ -111,6 +111,16 @@ export const ParentLink = z
     checkpoint: z.string().regex(/^checkpoint-[0-9]{1,4}\.tar$/, 'must be checkpoint-N.tar'),
     /** Epoch ms: the parent's wall-time deadline; the child ends by then whatever its own budget says. */
     deadlineAt: z.number().int().positive(),
+    /**
+     * The task as the submitter wrote it, at the root of the tree: what the child's gate takes as the
+     * user's authorization. The child's own task is the parent model's writing, never authorization.
+     */
+    authorizedTask: z.string().max(50_000).optional(),
+    /** What the parent's calls wrote and linked before it delegated (the gate judges the child's calls with it). */
+    history: z.object({
+      written: z.array(z.string().max(4096)).max(500),
+      links: z.array(z.object({ name: z.string().max(4096), target: z.string().max(4096).nullable() }).strict()).max(500),
+    }).strict().optional(),
   })
   .strict();
 export type ParentLink = z.infer<typeof ParentLink>;

@@ -23,7 +23,10 @@ export interface BundleResult {
 export async function exportBundle(o: { sandbox: LeasedSandbox; base: string; runId: string; repo: string; dest: string; signal?: AbortSignal }): Promise<BundleResult> {
   const branch = `corral/${o.runId}`;
   const none = (note: string, commits = 0): BundleResult => ({ branch, commits, path: null, bytes: 0, note });
+  // git here runs corral's commands in the agent's repository: no hooks (git branch -f runs the
+  // reference-transaction hook) and no fsmonitor program, whatever the repository's config says
   const script = `cd /workspace || exit 3
+git() { command git -c core.hooksPath=/dev/null -c core.fsmonitor=false "$@"; }
 git rev-parse -q --verify HEAD >/dev/null 2>&1 || { echo "no-head"; exit 0; }
 n=$(git rev-list --count "$1..HEAD" 2>/dev/null) || { echo "no-base"; exit 0; }
 [ "$n" = 0 ] && { echo 0; exit 0; }

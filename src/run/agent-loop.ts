@@ -104,6 +104,19 @@ export interface AgentLoopInput {
   subruns?: SubRunCaps;
   /** Continue a suspended loop: its state and the results of the sub-runs it waited for. */
   resume?: { state: LoopState; results: DelegationResult[]; note?: string };
+  /**
+   * Where `task` is not the submitter's writing (a sub-run's task sheet comes from its parent's model):
+   * the submitter's task at the root, which the gate takes as the user's authorization, while `task`
+   * goes to the gate as untrusted evidence. Absent: `task` is the submitter's.
+   */
+  authorizedTask?: string;
+  /**
+   * The done checks were written by a model (a sub-run's, from its parent's delegate call): each passes
+   * the gate as a bash call before it runs, and one the gate refuses fails without running.
+   */
+  gateDoneChecks?: boolean;
+  /** What calls before this run wrote and linked in the workspace it starts from (a sub-run: its parent's). */
+  history?: CallHistory;
 }
 
 export interface RunLoopEnd {
@@ -184,7 +197,10 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
   ];
   let evidence: string[] = saved ? [...saved.evidence] : [];
   /** What this run's executed calls wrote and linked (the gate judges later calls with it). */
-  let history: CallHistory = saved?.history ?? emptyHistory();
+  let history: CallHistory = saved?.history ?? input.history ?? emptyHistory();
+  /** The gate's view of the run: the submitter's task as authorization; a model-written task is evidence only. */
+  const gateTask = input.authorizedTask ?? input.task;
+  const taskEvidence = input.authorizedTask !== undefined ? [`the sub-run's task, as its parent's model wrote it: ${input.task.slice(0, EVIDENCE_CHARS)}`] : [];
   let finalAnswer: string | null = null;
   let malformed = saved?.malformed ?? 0;
   let blocked = saved?.blocked ?? 0;
@@ -281,7 +297,15 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
 
       if (res.toolCalls.length === 0) {
         if (checks.length) {
-          const results = await runDoneChecks(deps.sandbox, checks, { timeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, signal });
+          const gateCheck = input.gateDoneChecks
+            ? async (command: string, i: number) => {
+              const callId = `done-check-${doneRounds + 1}-${i + 1}`;
+              const verdict = await deps.gate.decide({ callId, tool: 'bash', args: { command } }, { runId: input.runId, task: gateTask, policy: input.policy, approvals: input.approvals, evidence: [...taskEvidence, ...evidence], history, signal });
+              deps.emit({ type: 'policy.decision', callId, tool: 'bash', verdict });
+              return verdict;
+            }
+            : undefined;
+          const results = await runDoneChecks(deps.sandbox, checks, { timeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, signal, ...(gateCheck ? { gate: gateCheck } : {}) });
           for (const r of results) deps.emit({ type: 'done.check', command: r.command, ok: r.ok, exitCode: r.exitCode, summary: r.summary });
           const failed = results.filter((r) => !r.ok);
           if (failed.length) {
@@ -329,7 +353,7 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
         const r = await runToolCall(
           { tools: allTools, allowed, gate: deps.gate, sandbox: deps.sandbox, emit: deps.emit, clock: deps.clock, execTimeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, defer },
           call,
-          { runId: input.runId, task: input.task, policy: input.policy, approvals: input.approvals, evidence: [...evidence], history, signal },
+          { runId: input.runId, task: gateTask, policy: input.policy, approvals: input.approvals, evidence: [...taskEvidence, ...evidence], history, signal },
         );
         const note = repetition.observe(call.name, call.arguments);
         if (r.deferred) {

@@ -2,7 +2,12 @@
  * Done checks: the `check: <command>` items of a task contract's `# Done means`, run in the sandbox
  * when the model says it is done. A check passes when it exits 0 without timing out. A failing check
  * is an outcome (the model is told and may continue); a cancel or a broken sandbox still throws.
+ *
+ * Checks a model wrote (a sub-run's, from its parent's delegate call) come with `gate`: each is
+ * decided like a bash tool call first, and one the gate does not allow fails without running — the
+ * submitter's own checks are the submitter's commands and run as they are.
  */
+import type { GateVerdict } from '../domain/gate';
 import type { ExecResult, Sandbox } from '../domain/sandbox';
 
 /** Characters of combined output kept per check (the tail, where test runners put their verdict). */
@@ -24,12 +29,21 @@ export interface DoneCheckOptions {
   /** Per stream, passed to the sandbox. */
   maxOutputBytes: number;
   signal?: AbortSignal;
+  /** Decides each check before it runs (model-written checks); absent: every check runs. */
+  gate?: (command: string, index: number) => Promise<GateVerdict>;
 }
 
 /** Runs each command as `bash -c <command>` in /workspace, one after another; all run even if one fails. */
 export async function runDoneChecks(sandbox: Sandbox, checks: readonly string[], opts: DoneCheckOptions): Promise<DoneCheckResult[]> {
   const results: DoneCheckResult[] = [];
-  for (const command of checks) {
+  for (const [i, command] of checks.entries()) {
+    if (opts.gate) {
+      const v = await opts.gate(command, i);
+      if (v.decision !== 'allow') {
+        results.push({ command, ok: false, exitCode: null, summary: 'not run: the policy gate refused it', output: v.reason });
+        continue;
+      }
+    }
     const exec = await sandbox.exec({
       argv: ['bash', '-c', command],
       timeoutMs: opts.timeoutMs,

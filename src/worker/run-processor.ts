@@ -332,6 +332,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     const { limits, contract } = admitted;
     checks = contract.doneMeans.filter((d) => d.kind === 'check').length;
     const depth = parent?.depth ?? 0;
+    // A sub-run's task and checks are its parent model's writing: the gate takes the submitter's task
+    // at the root as the authorization, gates the checks, and starts from the parent's call history.
+    const authorizedTask = parent ? parent.authorizedTask ?? '(the submitted task is not known to this sub-run: nothing beyond routine work is authorized)' : spec.task;
     const specTar = spec.workspace.tarBase64 ? Buffer.from(spec.workspace.tarBase64, 'base64') : undefined;
     let seed: { files: Record<string, string>; tar?: Buffer; file?: string } = {
       files: spec.workspace.files, ...(specTar ? { tar: specTar } : {}), ...(admitted.upload ? { file: admitted.upload.path } : {}),
@@ -438,6 +441,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
           ...(workspaceFiles ? { workspaceFiles } : {}), signal: runSignal, contract, context, compactAtTokens: config.CORRAL_COMPACT_AT_TOKENS,
           ...(routing ? { routing } : {}), ...(subruns ? { subruns } : {}),
           ...(inPlace ? { resume: { ...inPlace, ...(fresh ? { note: RESUME_NOTE } : {}) } } : {}),
+          ...(parent ? { authorizedTask, gateDoneChecks: true, ...(parent.history ? { history: parent.history } : {}) } : {}),
         },
       );
       inPlace = null;
@@ -450,7 +454,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       const checkpoint = nextCheckpoint(lastCheckpoint);
       const started = await startSubRuns(
         { config, store, tree: tree!, job: job!, newRunId: deps.newRunId!, clock, emit, ...(attempt.fence ? { fence: attempt.fence } : {}) },
-        { runId, spec, tenant, runDir, depth, contract }, sandbox, result, checkpoint,
+        { runId, spec, tenant, runDir, depth, contract, authorizedTask }, sandbox, result, checkpoint,
       );
       if ('failed' in started) {
         inPlace = { state: result.state, results: started.failed };

@@ -51,6 +51,8 @@ export interface ParentRun {
   /** 0 for a top-level run. */
   depth: number;
   contract: TaskContract;
+  /** The submitter's task at the root of the tree (a top-level run's own task). */
+  authorizedTask: string;
 }
 
 function failAll(s: RunLoopSuspended, why: string): { failed: DelegationResult[] } {
@@ -107,7 +109,12 @@ export async function startSubRuns(
       return failAll(s, `a task sheet made an invalid run (${(err as Error).message})`);
     }
     const runId = d.newRunId();
-    children.push({ callId: del.callId, task: del.sheet.task.slice(0, 500), job: { runId, spec, parent: { runId: p.runId, callId: del.callId, depth: p.depth + 1, checkpoint, deadlineAt } } });
+    const h = s.state.history;
+    const history = h ? { history: { written: h.written.slice(-500), links: h.links.slice(-500) } } : {};
+    children.push({
+      callId: del.callId, task: del.sheet.task.slice(0, 500),
+      job: { runId, spec, parent: { runId: p.runId, callId: del.callId, depth: p.depth + 1, checkpoint, deadlineAt, authorizedTask: p.authorizedTask, ...history } },
+    });
   }
   const now = new Date(d.clock());
   for (const c of children) await d.store.create(c.job.runId, c.job.spec, now, p.tenant);

@@ -107,7 +107,14 @@ const cancelTop = (_b: Body, turn: number): Scripted =>
     { name: 'delegate', id: 'c_block2', args: { task: 'CHILD-BLOCK two', budgets: { llmCalls: 2 } } },
   ]) : finalTurn('should not get here');
 
+/** Issue 37: a delegate call whose done check (run later in the child's sandbox) would write a CI workflow. */
+const ciChecker = (body: Body, turn: number): Scripted =>
+  turn === 0 ? toolCallTurn([{ name: 'delegate', id: 'c_ci', args: { task: 'CHILD-CI: tidy up', doneChecks: ['mkdir -p .github/workflows && echo "on: push" > .github/workflows/pwn.yml'], budgets: { llmCalls: 2 } } }])
+    : finalTurn(`delegating said: ${lastTool(body).slice(0, 300)}`);
+
 const agent = scriptedAgent({
+  'CI-CHECK-TOP': ciChecker,
+  'CHILD-CI': () => finalTurn('done'),
   'PLANNER-TWO': planner,
   'CARVER': carver,
   'CHILD-GREEDY': greedy,
@@ -135,6 +142,22 @@ async function submit(spec: Record<string, unknown>): Promise<string> {
   expect(r.status).toBe(201);
   return r.body.id;
 }
+
+describe("a delegate call's done checks are model-written commands: they pass the gate (issue 37)", () => {
+  test('a check that would write a CI workflow gets the call refused; no sub-run starts and nothing reaches the patch', async () => {
+    const id = await submit({ task: `# Task\nCI-CHECK-TOP: delegate the tidy-up\n\n# Allowed tools\n- bash\n- delegate\n`, budgets: { llmCalls: 4, toolCalls: 4, wallTimeS: 90 } });
+    const run = await h.waitFor(id, undefined, 120_000);
+    const events = readEvents(run.logPath as string);
+    expect(run.status).toBe('succeeded');
+    const decision = events.find((e) => e.type === 'policy.decision' && e.callId === 'c_ci')!;
+    expect(decision.verdict).toMatchObject({ decision: 'deny', static: { decision: 'ask', rule: 'ci-and-dev-configs' } });
+    expect(decision.verdict.static.reason).toContain('doneChecks[0]');
+    expect(events.filter((e) => e.type === 'subrun.started')).toEqual([]);
+    expect(String(run.finalAnswer)).toMatch(/blocked/);
+    const patchPath = `${dirname(run.logPath as string)}/workspace.patch`;
+    expect(existsSync(patchPath) ? readFileSync(patchPath, 'utf8') : '').not.toContain('.github');
+  });
+});
 
 describe('a planner that delegates two sub-runs', () => {
   let id: string;
