@@ -1,10 +1,12 @@
 /**
  * The bash parser behind the gate: mvdan/sh (LangBash) as compiled to JavaScript by GopherJS
- * (`mvdan-sh`). Chosen over the maintained alternatives after measuring them here: `sh-syntax` 0.7
- * (mvdan/sh v3 in WASM) takes ≈ 5.7 ms a parse against ≈ 0.25 ms here and its JSON tree drops the
- * contents of every interface-typed node (a command comes back as `{Pos, End}`), so it cannot be
- * analysed; `tree-sitter-bash` is an error-recovering grammar that accepts what bash refuses, where
- * mvdan/sh refuses what it does not parse exactly.
+ * (`mvdan-sh`, deprecated upstream). Kept over the maintained alternatives after measuring them here:
+ * `sh-syntax` 0.7.0 (mvdan/sh v3 in WASM, its successor) takes ≈ 4.8 ms a parse (a fresh Go runtime
+ * per call) against ≈ 0.25 ms here, and its JSON tree drops the contents of every interface-typed node
+ * — a statement's `Cmd` and a word's `Parts` come back as `{Pos, End}` only (un-ts/sh-syntax#123) —
+ * so there is nothing to analyse; `tree-sitter-bash` is an error-recovering grammar that accepts what
+ * bash refuses, where mvdan/sh refuses what it does not parse exactly. It runs in the analysis threads
+ * (analysis-pool.ts), so a parse that recurses or allocates without end costs a thread, not the worker.
  *
  * `parseBash` never throws: a syntax error, or input so deeply nested that the parser runs out of
  * stack, comes back as an error with a reason. Operator codes are not hard-coded: `OPS` maps each
