@@ -109,9 +109,9 @@ function policyTargets(p: PolicyBench): Record<string, Target> {
 }
 
 /** Stage 7 alone (BENCH_STAGES=policy): its result merged into bench/results.json. */
-function policyOnly(): void {
+async function policyOnly(): Promise<void> {
   note('stage 7: policy — corral policy check --batch beside the baseline');
-  const policy = benchPolicy();
+  const policy = await benchPolicy();
   mergeResults('policy', policy, policyTargets(policy));
 }
 
@@ -164,7 +164,7 @@ async function main(): Promise<void> {
   if (process.env.BENCH_STAGES === 'streaming') return streamingOnly();
   if (process.env.BENCH_STAGES === 'egress') return egressOnly();
   if (process.env.BENCH_STAGES === 'artifacts') return artifactsOnly();
-  if (process.env.BENCH_STAGES === 'policy') return policyOnly();
+  if (process.env.BENCH_STAGES === 'policy') return await policyOnly();
   const started = new Date();
   const t0 = Date.now();
   note('stage 1/5: sandbox exec / acquire / remove');
@@ -226,7 +226,7 @@ async function main(): Promise<void> {
     note('stage 6: artifacts — export and file tools beside the baseline');
     const artifacts = benchArtifacts();
     note('stage 7: policy — corral policy check --batch beside the baseline');
-    const policy = benchPolicy();
+    const policy = await benchPolicy();
     note('stage 8: streaming — streamed turns beside plain ones, and live deltas to Redis');
     const streaming = await benchStreaming({ redisUrl: redisBox.db(3) });
     note('stage 9: docker gate — exec and create+start through the gate beside direct');

@@ -11,11 +11,21 @@
  *   end_to_end_per_s lines / wall
  *   decisions       how many lines came back allow / ask / deny / error
  * The crash class is then sent alone to each side: answered lines and the exit status.
+ *
+ * `analysis_threads` (issue 37): the static layer in-process beside the same calls through the
+ * analysis threads (AnalysisPool, 2 threads): calls per second one at a time and with 4 in flight,
+ * and the main thread's event-loop delay (monitorEventLoopDelay, p50/p99/max) while one hostile call
+ * (60 functions each calling the next twice: ≈ 0.5 s of analysis) is analysed on the main thread
+ * beside the same call in a thread — what every other run on that worker would feel.
  * Part of `npm run bench` (stage 7); alone: `BENCH_STAGES=policy npm run bench` or `npx tsx bench/policy.ts`.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { AnalysisPool } from '../src/policy/analysis-pool';
+import { evaluateStatic, type StaticCall } from '../src/policy/evaluate-static';
+import { loadPolicies } from '../src/policy/load-policy';
 import { envInt, note, round } from './stats';
 
 const ROOT = resolve(__dirname, '..');
@@ -29,11 +39,65 @@ export interface PolicySide {
   decisions: Record<string, number>;
   crash_class: { lines: number; answered: number; status: number | null };
 }
+export interface LoopDelay { p50_ms: number; p99_ms: number; max_ms: number }
+export interface AnalysisThreadsBench {
+  calls: number;
+  in_process_per_s: number;
+  threads_sequential_per_s: number;
+  threads_4_in_flight_per_s: number;
+  /** The main thread's event-loop delay while one hostile call is analysed. */
+  hostile_call: { analysis_ms_in_process: number; loop_delay_in_process: LoopDelay; loop_delay_with_threads: LoopDelay };
+}
 export interface PolicyBench {
   baseline_commit: string;
   calls: number;
   current: PolicySide;
   baseline: PolicySide | { error: string };
+  analysis_threads?: AnalysisThreadsBench;
+}
+
+const HOSTILE = `${Array.from({ length: 60 }, (_, i) => `f${i}(){ f${i + 1} "$@" "$@"; }`).join('; ')}; f0 a`;
+
+async function loopDelayWhile(work: () => Promise<unknown>): Promise<LoopDelay> {
+  const h = monitorEventLoopDelay({ resolution: 5 });
+  h.enable();
+  // a timer keeps the loop turning while the work is pending, as other runs' I/O would
+  const tick = setInterval(() => undefined, 5);
+  try {
+    await work();
+    await new Promise((r) => setTimeout(r, 20)); // the tick a blocked loop delayed is recorded when it runs
+  } finally { clearInterval(tick); h.disable(); }
+  return { p50_ms: round(h.percentile(50) / 1e6, 1), p99_ms: round(h.percentile(99) / 1e6, 1), max_ms: round(h.max / 1e6, 1) };
+}
+
+export async function benchAnalysisThreads(calls: StaticCall[]): Promise<AnalysisThreadsBench> {
+  const policies = loadPolicies(join(ROOT, 'policies'));
+  const policy = policies.get('default')!;
+  note(`policy: ${calls.length} calls in-process and through the analysis threads`);
+  let t = performance.now();
+  for (const c of calls) evaluateStatic(policy, c);
+  const inProcess = (calls.length / (performance.now() - t)) * 1000;
+  const pool = await AnalysisPool.start({ policies, threads: 2, timeoutMs: 10_000, heapMb: 96 });
+  try {
+    t = performance.now();
+    for (const c of calls) await pool.analyze('default', c);
+    const sequential = (calls.length / (performance.now() - t)) * 1000;
+    t = performance.now();
+    let i = 0;
+    await Promise.all(Array.from({ length: 4 }, async () => { while (i < calls.length) await pool.analyze('default', calls[i++]!); }));
+    const inFlight = (calls.length / (performance.now() - t)) * 1000;
+    note('policy: event-loop delay during one hostile call, in-process and in a thread');
+    const hostile: StaticCall = { tool: 'bash', args: { command: HOSTILE } };
+    let analysisMs = 0;
+    const loopIn = await loopDelayWhile(async () => { await new Promise((r) => setTimeout(r, 20)); const t0 = performance.now(); evaluateStatic(policy, hostile); analysisMs = performance.now() - t0; });
+    const loopThreads = await loopDelayWhile(() => pool.analyze('default', hostile));
+    return {
+      calls: calls.length, in_process_per_s: round(inProcess, 0), threads_sequential_per_s: round(sequential, 0), threads_4_in_flight_per_s: round(inFlight, 0),
+      hostile_call: { analysis_ms_in_process: round(analysisMs, 0), loop_delay_in_process: loopIn, loop_delay_with_threads: loopThreads },
+    };
+  } finally {
+    await pool.close();
+  }
 }
 
 function baselineRoot(commit: string): string {
@@ -77,7 +141,7 @@ function side(root: string, label: string, lines: string[], crash: string[]): Po
   };
 }
 
-export function benchPolicy(): PolicyBench {
+export async function benchPolicy(): Promise<PolicyBench> {
   const commit = process.env.BENCH_POLICY_BASELINE ?? '693ea79';
   const n = envInt('BENCH_POLICY_CALLS', 10_000);
   const cases = SETS.flatMap((f) => readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { id: string; tool: string; args: unknown; task?: string; class?: string }));
@@ -91,9 +155,11 @@ export function benchPolicy(): PolicyBench {
   } catch (err) {
     baseline = { error: (err as Error).message };
   }
-  return { baseline_commit: commit, calls: n, current: side(ROOT, 'current', lines, crash), baseline };
+  const current = side(ROOT, 'current', lines, crash);
+  const analysis = await benchAnalysisThreads(pool.slice(0, Math.min(pool.length, 3000)).map((c) => ({ tool: c.tool, args: c.args as Record<string, unknown> })));
+  return { baseline_commit: commit, calls: n, current, baseline, analysis_threads: analysis };
 }
 
 if (require.main === module) {
-  process.stdout.write(`${JSON.stringify(benchPolicy(), null, 2)}\n`);
+  void benchPolicy().then((r) => process.stdout.write(`${JSON.stringify(r, null, 2)}\n`));
 }

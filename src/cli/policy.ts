@@ -70,33 +70,41 @@ async function check(argv: string[], config: Config): Promise<number> {
   const classifier = opts.classifier ? await makeClassifier(config) : undefined;
   const g = await makeGate(opts.policy ?? join(config.CORRAL_POLICY_DIR, 'default.yaml'), config, classifier);
   try {
-    return await checkWith(g, opts, classifier);
+    return await checkWith(g, opts, classifier, config.CORRAL_POLICY_THREADS * 2);
   } finally {
     await g.pool.close();
   }
 }
 
-async function checkWith(g: { gate: PolicyGate; name: string }, opts: { args?: string; tool?: string; task?: string; batch?: boolean }, classifier: Classifier | undefined): Promise<number> {
+async function checkWith(g: { gate: PolicyGate; name: string }, opts: { args?: string; tool?: string; task?: string; batch?: boolean }, classifier: Classifier | undefined, window: number): Promise<number> {
   if (opts.batch) {
     let bad = false;
     let lineNo = 0;
+    // lines are judged a few at a time (the analysis threads work side by side), answered in input order
+    const inFlight: Array<Promise<string>> = [];
+    const flush = async (keep: number) => { while (inFlight.length > keep) process.stdout.write(await inFlight.shift()!); };
+    const answer = async (line: string, n: number): Promise<string> => {
+      let id: unknown = n;
+      try {
+        if (line.length > MAX_LINE) throw new Error(`the line is longer than ${MAX_LINE} characters`);
+        const json = JSON.parse(line) as { id?: unknown };
+        id = json?.id ?? n;
+        const r = BatchLine.safeParse(json);
+        if (!r.success) throw new Error(r.error.issues.map((x) => `${x.path.join('.') || '(line)'}: ${x.message}`).join('; '));
+        return JSON.stringify({ id: r.data.id ?? n, ...(await checkOne(g, r.data, !!classifier)) }) + '\n';
+      } catch (e) {
+        bad = true;
+        return JSON.stringify({ id, error: `bad input: ${(e as Error).message}` }) + '\n';
+      }
+    };
     const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
     for await (const line of lines) {
       lineNo++;
       if (!line.trim()) continue;
-      let id: unknown = lineNo;
-      try {
-        if (line.length > MAX_LINE) throw new Error(`the line is longer than ${MAX_LINE} characters`);
-        const json = JSON.parse(line) as { id?: unknown };
-        id = json?.id ?? lineNo;
-        const r = BatchLine.safeParse(json);
-        if (!r.success) throw new Error(r.error.issues.map((x) => `${x.path.join('.') || '(line)'}: ${x.message}`).join('; '));
-        process.stdout.write(JSON.stringify({ id: r.data.id ?? lineNo, ...(await checkOne(g, r.data, !!classifier)) }) + '\n');
-      } catch (e) {
-        bad = true;
-        process.stdout.write(JSON.stringify({ id, error: `bad input: ${(e as Error).message}` }) + '\n');
-      }
+      inFlight.push(answer(line, lineNo));
+      await flush(window);
     }
+    await flush(0);
     return bad ? 2 : 0;
   }
   if (opts.tool === undefined || opts.args === undefined) throw new UsageError('--tool and --args are required');

@@ -47,7 +47,7 @@ async function tarFiles(path: string): Promise<Map<string, string>> {
   const ex = tar.extract();
   ex.on('entry', (h, s, next) => {
     const chunks: Buffer[] = [];
-    s.on('data', (c: Buffer) => chunks.push(c));
+    s.on('data', (c: unknown) => chunks.push(c as Buffer));
     s.on('end', () => { if (h.type === 'file') out.set(h.name.replace(/^\.\//, ''), Buffer.concat(chunks).toString('utf8')); next(); });
   });
   await new Promise<void>((r) => { ex.on('finish', () => r()); ex.end(readFileSync(path)); });
