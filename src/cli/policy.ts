@@ -5,8 +5,9 @@
  *     classifier, no human); otherwise `next` says where an ask goes (classifier, or approval —
  *     refused when the run is unattended). With --classifier an ask is sent to it, as in a run.
  *     Exit 0 whatever the decision; exit 2 for bad input.
- *   check --batch [...] — JSON lines {"id","tool","args","task"} on stdin (id defaults to the line number), one result line per
- *     input with its id, in order; a bad line gets {"id","error"} and the rest go on.
+ *   check --batch [...] — JSON lines {"id","tool","args","task","run"} on stdin (id defaults to the line number), one result
+ *     line per input with its id, in order; a bad line gets {"id","error"} and the rest go on. Lines with the same `run`
+ *     are one run's calls in order, each judged with the history of the ones before it (files written, links made).
  *   eval [--policy FILE] [--set FILE]... — per-class numbers of the static layer on labelled sets (default: every test/fixtures/policy/*.jsonl).
  * Both run the static layer in analysis threads (analysis-pool.ts) with the configured time and heap
  * bounds, as a worker does: an input built to be expensive is `ask`, not a hung command.
@@ -16,6 +17,8 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { loadConfig, type Config } from '../config';
 import { Classifier } from '../policy/classifier';
+import { emptyHistory, extendHistory } from '../domain/call-history';
+import type { CallHistory } from '../domain/gate';
 import { defaultLabelledSets, evaluateLabelled, formatEvalReport, loadLabelledSet } from '../policy/labelled-eval';
 import { loadPolicy } from '../policy/load-policy';
 import { AnalysisPool } from '../policy/analysis-pool';
@@ -27,7 +30,11 @@ const HINT = '; see `corral policy --help`\n';
 const MAX_LINE = 1_000_000;
 
 const CallSchema = z.object({ tool: z.string().min(1), args: z.record(z.string(), z.unknown()), task: z.string().default('') });
-const BatchLine = CallSchema.extend({ id: z.union([z.string(), z.number()], { message: 'must be a string or a number' }).optional() });
+const BatchLine = CallSchema.extend({
+  id: z.union([z.string(), z.number()], { message: 'must be a string or a number' }).optional(),
+  /** Lines with the same run are one run's calls, in order: each is judged with what the earlier ones wrote and linked. */
+  run: z.string().min(1).max(200).optional(),
+});
 
 async function makeClassifier(config: Config): Promise<Classifier> {
   if (!config.OPENAI_API_KEY && !config.OPENAI_BASE_URL) throw new UsageError('--classifier needs OPENAI_API_KEY and/or OPENAI_BASE_URL');
@@ -57,12 +64,13 @@ async function makeGate(file: string, config: Config, classifier?: Classifier): 
   return { gate: new PolicyGate({ policies, analyzer: pool, approvals: NO_APPROVALS, ...(classifier ? { classifier } : {}) }), name: policy.name, pool };
 }
 
-async function checkOne(g: { gate: PolicyGate; name: string }, call: z.infer<typeof CallSchema>, withClassifier: boolean): Promise<Record<string, unknown>> {
-  const a = await g.gate.assess(call, g.name);
+async function checkOne(g: { gate: PolicyGate; name: string }, call: z.infer<typeof CallSchema>, withClassifier: boolean, history?: CallHistory): Promise<{ answer: Record<string, unknown>; adds?: CallHistory }> {
+  const a = await g.gate.assess(call, g.name, history);
   const base = { decision: a.static.decision, final: a.final, ...(a.final ? {} : { next: a.next }), rule: a.static.rule, reason: a.static.reason, ...(a.static.risk ? { risk: a.static.risk } : {}) };
-  if (a.final || !withClassifier) return base;
-  const v = await g.gate.decide({ callId: 'check', ...call }, { runId: 'policy-check', task: call.task, policy: g.name, approvals: false });
-  return { ...base, decision: v.decision, static: a.static.decision, classifier: v.classifier, reason: v.reason };
+  const adds = a.adds ? { adds: a.adds } : {};
+  if (a.final || !withClassifier) return { answer: base, ...adds };
+  const v = await g.gate.decide({ callId: 'check', ...call }, { runId: 'policy-check', task: call.task, policy: g.name, approvals: false, ...(history ? { history } : {}) });
+  return { answer: { ...base, decision: v.decision, static: a.static.decision, classifier: v.classifier, reason: v.reason }, ...adds };
 }
 
 async function check(argv: string[], config: Config): Promise<number> {
@@ -82,6 +90,7 @@ async function checkWith(g: { gate: PolicyGate; name: string }, opts: { args?: s
     let lineNo = 0;
     // lines are judged a few at a time (the analysis threads work side by side), answered in input order
     const inFlight: Array<Promise<string>> = [];
+    const runs = new Map<string, Promise<CallHistory>>();
     const flush = async (keep: number) => { while (inFlight.length > keep) process.stdout.write(await inFlight.shift()!); };
     const answer = async (line: string, n: number): Promise<string> => {
       let id: unknown = n;
@@ -91,7 +100,16 @@ async function checkWith(g: { gate: PolicyGate; name: string }, opts: { args?: s
         id = json?.id ?? n;
         const r = BatchLine.safeParse(json);
         if (!r.success) throw new Error(r.error.issues.map((x) => `${x.path.join('.') || '(line)'}: ${x.message}`).join('; '));
-        return JSON.stringify({ id: r.data.id ?? n, ...(await checkOne(g, r.data, !!classifier)) }) + '\n';
+        const { run, ...call } = r.data;
+        if (run === undefined) return JSON.stringify({ id: r.data.id ?? n, ...(await checkOne(g, call, !!classifier)).answer }) + '\n';
+        // one run's lines in order: each waits for the one before it, and sees its history
+        const prev = runs.get(run) ?? Promise.resolve(emptyHistory());
+        const done = prev.then(async (history) => {
+          const c = await checkOne(g, call, !!classifier, history);
+          return { c, history: extendHistory(history, c.adds) };
+        });
+        runs.set(run, done.then((x) => x.history, () => prev));
+        return JSON.stringify({ id: r.data.id ?? n, ...(await done).c.answer }) + '\n';
       } catch (e) {
         bad = true;
         return JSON.stringify({ id, error: `bad input: ${(e as Error).message}` }) + '\n';
@@ -116,7 +134,7 @@ async function checkWith(g: { gate: PolicyGate; name: string }, opts: { args?: s
   }
   const r = CallSchema.safeParse({ tool: opts.tool, args, task: opts.task ?? '' });
   if (!r.success) throw new UsageError(`--args must be a JSON object (${r.error.issues[0]?.message})`);
-  process.stdout.write(JSON.stringify(await checkOne(g, r.data, !!classifier)) + '\n');
+  process.stdout.write(JSON.stringify((await checkOne(g, r.data, !!classifier)).answer) + '\n');
   return 0;
 }
 
