@@ -85,7 +85,8 @@ function evaluateStaticUnguarded(policy: Policy, call: StaticCall, history?: Cal
     const dec = deceptiveReason(v);
     if (dec) { verdicts.push({ decision: 'deny', rule: 'input:deceptive', risk: 'high', reason: `${call.tool}: the ${arg} argument ${dec}` }); continue; }
     verdicts.push(...checkPath(policy, literalWord(v.startsWith('~') ? policy.home + v.slice(1) : v), access, [policy.workspace], call.tool));
-    if (access === 'write') adds.written.push(resolveIn(policy.workspace, v.startsWith('~') ? policy.home + v.slice(1) : v, policy.workspace).abs);
+    // write_file replaces the whole file: it is the run's own writing from then on (edit_file changes part of it: not)
+    if (access === 'write') (call.tool === 'write_file' ? adds.written : (adds.clobbered ??= [])).push(resolveIn(policy.workspace, v.startsWith('~') ? policy.home + v.slice(1) : v, policy.workspace).abs);
   }
   if (entry.patch) verdicts.push(...evaluatePatch(policy, call.tool, call.args[entry.patch], entry.patch));
   if (entry.shell_list) verdicts.push(...evaluateShellList(policy, call.tool, call.args[entry.shell_list], entry.shell_list));
@@ -100,8 +101,9 @@ function evaluateStaticUnguarded(policy: Policy, call: StaticCall, history?: Cal
     }
   }
   const r = combine(verdicts, { decision: 'ask', rule: 'none:nothing', reason: 'no rule matched' });
-  const bounded = { written: [...new Set(adds.written)].slice(0, MAX_ADDS), links: adds.links.slice(0, MAX_ADDS) };
-  return bounded.written.length || bounded.links.length ? { ...r, adds: bounded } : r;
+  const clobbered = [...new Set(adds.clobbered ?? [])].slice(0, MAX_ADDS);
+  const bounded = { written: [...new Set(adds.written)].filter((p) => !clobbered.includes(p)).slice(0, MAX_ADDS), links: adds.links.slice(0, MAX_ADDS), ...(clobbered.length ? { clobbered } : {}) };
+  return bounded.written.length || bounded.links.length || clobbered.length ? { ...r, adds: bounded } : r;
 }
 
 /** Commands run later for the model (delegate's done checks): each judged like a bash call; none is no command. */

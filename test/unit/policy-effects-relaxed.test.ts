@@ -117,3 +117,16 @@ describe('classes that reached an exit through the analyser', () => {
     expect(d(['git checkout tests/unit'])).toMatchObject({ decision: 'ask' });
   });
 });
+
+describe('the run history from the file tools', () => {
+  it('write_file makes a file the run\'s own; edit_file on a project file does not', () => {
+    const w = evaluateStatic(policy, { tool: 'write_file', args: { path: 'repro.py', content: 'print(1)\n' } });
+    const e = evaluateStatic(policy, { tool: 'edit_file', args: { path: 'setup.py', old: 'a', new: 'b' } });
+    expect(w.adds).toEqual({ written: ['/workspace/repro.py'], links: [] });
+    expect(e.adds).toEqual({ written: [], links: [], clobbered: ['/workspace/setup.py'] });
+    let h = extendHistory(emptyHistory(), w.adds);
+    h = extendHistory(h, evaluateStatic(policy, { tool: 'write_file', args: { path: 'setup.py', content: 'x' } }).adds);
+    h = extendHistory(h, e.adds);
+    expect(h.written).toEqual(['/workspace/repro.py']);
+  });
+});
