@@ -543,7 +543,7 @@ function pathVerdicts(policy: Policy, p: PathUse, c: SimpleCommand): Verdict[] {
 }
 
 /** Options by which test runners, bundlers and linters load code or configuration that names code. */
-const LOADS_CODE = /^--?(r|c|p|require|import|loader|experimental-loader|preload|config|config-file|configfile|rcfile|setup-?files?|setup-?files-after-env|global-?setup|global-?teardown|test-?environment|transform|resolver|reporters?|watch-?plugins|plugins?|load-plugins|rootdir|root-?dir|confcutdir|conftest|env-file|init-file|pre|post|hooks?)$/i;
+const LOADS_CODE = /^--?(r|c|p|require|import|loader|experimental-loader|preload|config|config-file|configfile|rcfile|setup-?files?|setup-?files-after-env|global-?setup|global-?teardown|test-?environment|transform|resolver|reporters?|watch-?plugins|plugins?|load-plugins|rootdir|root-?dir|confcutdir|conftest|env-file|init-file|pre|post|hooks?|pythonpath|settings|conf-?dir)$/i;
 
 /**
  * Project code receives its arguments as data the gate cannot interpret; one that names a path

@@ -12,6 +12,9 @@ import { loadPolicies } from '../../src/policy/load-policy';
 import { PolicyGate } from '../../src/policy/policy-gate';
 import { FakeSandbox, ScriptedModel, answers, callsTools, recordEvents, toolCall } from '../support/fake-ports';
 
+// real threads on a shared 2-core host: starting one and exhausting a heap take seconds, not a fixed time
+jest.setTimeout(90_000);
+
 const policies = loadPolicies('policies');
 const bash = (command: string) => ({ tool: 'bash', args: { command } });
 const NO_APPROVALS = { request: () => Promise.reject(new Error('no approvals in this test')) };

@@ -74,6 +74,7 @@ export function pythonUse(args: ShellWord[], name: string): CommandUse {
   const script = p.operands[0];
   if (!script || (!script.dynamic && script.value === '-')) return b.effect('exec-stdin', `${name} reads a program from standard input`).use;
   b.path(script, 'exec', `${name} runs a script`).project();
+  if (!script.dynamic && /(^|\/)manage\.py$/.test(script.value)) djangoEffects(b, p.operands.slice(1).find((a) => a.dynamic || !a.value.startsWith('-')), 'manage.py');
   if (!script.dynamic && /(^|\/)setup\.py$/.test(script.value)) {
     for (const a of p.operands.slice(1)) {
       if (a.dynamic) continue;
@@ -273,8 +274,36 @@ function runnerSpec(names: string[], installs: string[]): CommandSpec {
   };
 }
 
+/**
+ * Django's manage.py / django-admin: a subcommand over the project's settings (project code);
+ * runserver/testserver serve, shell/dbshell open a prompt. The other commands run and end.
+ */
+function djangoEffects(b: UseBuilder, sub: ShellWord | undefined, label: string): void {
+  if (!sub || sub.dynamic) return;
+  if (sub.value === 'runserver' || sub.value === 'testserver') { b.effect('server', `${label} ${sub.value} serves the site`); b.effect('never-ends', 'a server runs until stopped'); }
+  if (sub.value === 'shell' || sub.value === 'dbshell') b.effect('interactive', `${label} ${sub.value} opens a prompt`);
+}
+
+const djangoAdmin: CommandSpec = {
+  names: ['django-admin'],
+  use(args, name) {
+    const b = new UseBuilder(name).project();
+    const sub = args.find((a) => a.dynamic || !a.value.startsWith('-'));
+    djangoEffects(b, sub, name);
+    return b.use;
+  },
+};
+
+/** sphinx-build: conf.py and the extensions it names are the project's code; -d, -w and the output directory are written. */
+const sphinxBuild = simpleSpec(['sphinx-build'], '-b|--builder=any -M=any -a|--write-all -E|--fresh-env -d|--doctree-dir=write -j|--jobs=any -c|--conf-dir=any -C|--isolated -D|--define=any -A|--html-define=any -t|--tag=any -n|--nitpicky -N|--no-color --color -v|--verbose -q|--quiet -Q|--silent -w|--warning-file=write -W|--fail-on-warning --keep-going -T|--show-traceback -P|--pdb!interactive --exception-on-warning -h|--help --version', (p, b) => {
+  const [src, out, ...files] = p.operands;
+  if (src) b.read(src);
+  if (out) b.write(out);
+  for (const f of files) b.read(f);
+}, { project: true });
+
 export const PYTHON_SPECS: CommandSpec[] = [
-  python, pip, pytest, ...moduleSpecs, ...linters,
+  python, pip, pytest, ...moduleSpecs, ...linters, djangoAdmin, sphinxBuild,
   runnerSpec(['poetry'], ['install', 'add', 'remove', 'update', 'lock', 'sync', 'build', 'new', 'init', 'self', 'source']),
   runnerSpec(['uv'], ['pip', 'add', 'remove', 'sync', 'lock', 'tool', 'python', 'venv', 'init', 'build']),
   runnerSpec(['pipenv'], ['install', 'uninstall', 'update', 'lock', 'sync', 'clean']),
