@@ -15,6 +15,8 @@ import { deceptiveReason, findIllFormed } from '../domain/tool-input';
 import { patchPaths } from '../tools/unified-diff';
 import { findSpec } from './commands';
 import { cheapDelete } from './commands/file-tools';
+import { codeEffects, hiddenDenials } from './carried-code';
+import { linksMadeBy, throughLinks } from './made-links';
 import type { CommandUse, PathUse } from './commands/command-spec';
 import { globToRegExp } from './path-glob';
 import { resolveIn } from './path-resolve';
@@ -197,126 +199,19 @@ export function evaluateShell(policy: Policy, command: string, o: ShellOptions =
     madeHere.push(...made);
   }
   if (o.adds) {
-    o.adds.links.push(...madeHere);
+    // a link whose name is computed cannot be followed later: it is not kept (within this call it asks)
+    o.adds.links.push(...madeHere.filter((l) => l.name !== ''));
     // written as a whole and not replaced by something else later in the call
     for (const p of marks.scratch) if (!marks.clobbered.includes(p) && !o.adds.written.includes(p)) o.adds.written.push(p);
     (o.adds.clobbered ??= []).push(...marks.clobbered);
   }
   if (a.commands.length === 0 && verdicts.length === 0) verdicts.push({ decision: 'ask', rule: 'none:empty', reason: 'the command runs nothing the analyser can see' });
   // literals are read for what they may become when something asks, and always when the call runs code it carries
-  if (amplify && (flags.code || verdicts.some((v) => v.decision === 'ask')) && !verdicts.some((v) => v.decision === 'deny')) verdicts.push(...hiddenDenials(policy, a.literals));
-  if (flags.code) verdicts.push(...codeEffects(policy, a.literals));
+  if (amplify && (flags.code || verdicts.some((v) => v.decision === 'ask')) && !verdicts.some((v) => v.decision === 'deny')) {
+    verdicts.push(...hiddenDenials(policy, a.literals, (frag) => evaluateShell(policy, frag, { amplify: false })));
+  }
+  if (flags.code) verdicts.push(...codeEffects(policy, a.literals, (effect, why) => effectVerdicts(policy, effect, why)));
   return verdicts;
-}
-
-/**
- * The literal re-read: when a call asks because something in it is not understood, or when it runs
- * code it carries (`python3 -c '…'`, a here-doc it writes and runs), its literal strings are read as
- * the code they may become (`x='$(rm -rf .git)'; echo "${x@P}"`, `os.system("…")`, `vim -c '!…'`):
- * a fragment the policy would deny, as a command or as a path, makes the call deny. This only ever
- * turns an allow or an ask into a deny.
- *
- * A literal that reads as a program (Python, JavaScript, Ruby, Perl) is not split into shell lines:
- * `pass`, `print`, `import` are its own statements, not commands. Only what it hands to a shell
- * (system/popen/subprocess/exec calls, backticks, `$( )`) is read as shell; its path-like strings are
- * checked as paths.
- */
-function hiddenDenials(policy: Policy, literals: string[]): Verdict[] {
-  const all = literals.join('\n');
-  const accesses: Array<'read' | 'write' | 'delete'> = ['read'];
-  if (/rmtree|unlink|rmSync|rmdir|remove|rm_rf|rm -|delete|truncate|unlinkSync|FileUtils\.rm/i.test(all)) accesses.push('delete');
-  if (/open\([^)]*['"][wa]|write|writeFile|appendFile|copy|move|rename|symlink|chmod|>\s*['"]?[~/.]/i.test(all)) accesses.push('write');
-  const { shell, paths } = fragments(literals);
-  for (const frag of paths) {
-    const word = literalWord(frag.startsWith('~') ? policy.home + frag.slice(1) : frag);
-    const v = accesses.flatMap((acc) => checkPath(policy, word, acc, [policy.workspace], 'a string in the command')).find((x) => x.decision === 'deny');
-    if (v) return [{ ...v, reason: `${v.reason} (named in a string the command uses as code)` }];
-  }
-  for (const frag of shell) {
-    const v = evaluateShell(policy, frag, { amplify: false }).find((x) => x.decision === 'deny' && !x.rule.startsWith('shell:') && !x.rule.startsWith('input:'));
-    if (v) return [{ ...v, rule: v.rule, reason: `a string in the command is code the policy forbids: ${v.reason}` }];
-  }
-  return [];
-}
-
-/**
- * Effects the code a call carries has that no exit check sees afterwards: a setuid or setgid mode
- * (os.chmod(p, 0o4755), chmodSync, perl's chmod 04755) and a process that outlives the call (fork and
- * setsid, start_new_session, detached children). Judged by the policy's rules for those effects.
- */
-const CODE_EFFECTS: Array<{ effect: 'setuid' | 'detach'; re: RegExp; why: string }> = [
-  { effect: 'setuid', re: /\b(?:f|l)?chmod(?:Sync)?\b[^;\n]*?(?:\b0o?|\b)[2-7][0-7]{3}\b|S_IS[UG]ID|\bchmod\b[^;\n]*[ugo]*\+[rwx]*s/, why: 'the code it carries sets a setuid or setgid mode' },
-  { effect: 'detach', re: /\bos\.fork\s*\(|\bsetsid\b|start_new_session\s*=\s*True|\bdaemon(?:ize)?\s*\(|daemon\s*=\s*True|detached\s*:\s*true|\.unref\s*\(\s*\)|\bnohup\b|\bdisown\b|\bdouble[-_ ]?fork/, why: 'the code it carries starts a process that outlives the call' },
-];
-
-/** Calls that run a file as code: a path they are given is judged as a program run from there. */
-const RUNS_FILE = /\b(run_path|run_module|exec\s*\(\s*open|execfile|spec_from_file_location|SourceFileLoader|load_source|import_module|__import__|require|import\s*\(|Module\._load|vm\.runIn\w*|load|dofile|loadfile|source)\b/;
-
-function codeEffects(policy: Policy, literals: string[]): Verdict[] {
-  const all = literals.join('\n');
-  const out = CODE_EFFECTS.filter((c) => c.re.test(all)).flatMap((c) => effectVerdicts(policy, c.effect, c.why));
-  if (RUNS_FILE.test(all)) {
-    for (const frag of fragments(literals).paths) {
-      const word = literalWord(frag.startsWith('~') ? policy.home + frag.slice(1) : frag);
-      for (const v of checkPath(policy, word, 'exec', [policy.workspace], 'the code it carries')) {
-        if (v.decision !== 'allow') out.push({ ...v, reason: `${v.reason} (a file the code it carries may run)` });
-      }
-    }
-  }
-  return out;
-}
-
-const MAX_FRAGMENTS = 96;
-
-/** Statements that only a program in another language has (not a shell script). */
-const PROGRAM = /(^|\n)[ \t]*(import [\w.]+|from [\w.]+ import |def \w+\(|class \w+[(:]|print\(|if __name__|for \w+ in .*:\s*$|with .*:\s*$|try:\s*$|except\b.*:\s*$|const \w+ ?=|let \w+ ?=|function \w+\(|require\(|console\.log\(|use strict;|my \$\w+|puts )/m;
-
-/** What follows an exec-like call: the command it hands to a shell. */
-const EXEC_CALL = /(?:system|popen|exec|execSync|spawnSync|spawn|shell-command|syscmd|esyscmd|\.shell|os\.system|subprocess\.\w+|Popen|check_output)\s*\(?\s*([^)]*)\)?/g;
-const QUOTED = /"((?:\\.|[^"\\])*)"|'([^']*)'|`([^`]*)`/g;
-const PATHLIKE = /^[~/.][^\s]*$|^[^\s]*\/[^\s]*$/;
-
-/**
- * Fragments of the literals: `shell` — a literal, the quoted strings inside it, what follows a `!`
- * (editors, pagers, dc), the arguments of exec-like calls, `$( )` contents, option values, lines;
- * `paths` — the path-like ones. A program's literal gives only its exec-like arguments, backticks and
- * `$( )` as shell, and its path-like quoted strings as paths.
- */
-function fragments(literals: string[]): { shell: string[]; paths: string[] } {
-  const shell = new Set<string>();
-  const paths = new Set<string>();
-  const add = (s: string, asShell = true) => {
-    const t = s.trim();
-    if (t.length < 2 || t.length > 8_192 || shell.size + paths.size >= MAX_FRAGMENTS) return;
-    if (PATHLIKE.test(t)) paths.add(t);
-    if (asShell) shell.add(t);
-  };
-  for (const l of literals) {
-    const program = PROGRAM.test(l);
-    for (const m of l.matchAll(EXEC_CALL)) {
-      add(m[1]!.replace(/^["'[]+|["'\]]+$/g, ''));
-      // the strings handed over: a command line, or argv items joined back into one
-      const strings = [...m[1]!.matchAll(QUOTED)].map((q) => (q[1] ?? q[2] ?? q[3] ?? '').replace(/\\(.)/g, '$1'));
-      for (const q of strings) add(q);
-      if (strings.length > 1) add(strings.join(' '));
-    }
-    for (const m of l.matchAll(/\$\(((?:[^()]|\([^()]*\))*)\)/g)) add(m[1]!);
-    if (program) {
-      for (const m of l.matchAll(QUOTED)) {
-        const q = (m[1] ?? m[2] ?? m[3] ?? '').replace(/\\(.)/g, '$1');
-        add(q, m[3] !== undefined);
-        // a path inside a longer string ('cat ~/.ssh/id_rsa', f'{HOME}/.aws/credentials')
-        for (const t of q.split(/[\s'"=,;:(){}]+/)) if (t !== q && PATHLIKE.test(t)) add(t, false);
-      }
-      continue;
-    }
-    add(l);
-    for (const m of l.matchAll(QUOTED)) add((m[1] ?? m[2] ?? m[3] ?? '').replace(/\\(.)/g, '$1'));
-    for (const m of l.matchAll(/(?:^|[^\w=!])!([^|\n'"]+)/g)) add(m[1]!);
-    for (const m of l.matchAll(/^-[-\w]*=(.+)$/gs)) add(m[1]!);
-    for (const part of l.split(/\\n|\n|;|\||&&|\//)) add(part);
-  }
-  return { shell: [...shell], paths: [...paths] };
 }
 
 interface CommandContext {
@@ -336,76 +231,6 @@ function knownPath(policy: Policy, w: ShellWord, cwds: string[] | null): string 
   const v = w.value.startsWith('~') ? policy.home + w.value.slice(1) : w.value;
   if (!v.startsWith('/') && (!cwds || cwds.length !== 1)) return undefined;
   return resolveIn(policy.workspace, v, cwds?.[0] ?? policy.workspace).abs;
-}
-
-/** A link made by `ln` / `cp -s|-l` in this call: its path, and where it points (null: computed). */
-
-const parentOf = (p: string) => p.replace(/\/[^/]*$/, '') || '/';
-const joinPath = (dir: string, seg: string) => (dir === '/' ? `/${seg}` : `${dir}/${seg}`);
-
-function linksMadeBy(policy: Policy, c: SimpleCommand): MadeLink[] {
-  const head = c.argv[0] && !c.argv[0].dynamic ? commandName(c.argv[0]) : '';
-  if (head !== 'ln' && head !== 'cp') return [];
-  const opts = c.argv.slice(1).filter((a) => !a.dynamic && a.value.startsWith('-') && a.value !== '-');
-  const has = (short: string, long: string) => opts.some((o) => o.value === long || (/^-[A-Za-z]+$/.test(o.value) && o.value.includes(short)));
-  if (head === 'cp' && !has('s', '--symbolic-link') && !has('l', '--link')) return [];
-  const symbolic = head === 'ln' ? has('s', '--symbolic') : has('s', '--symbolic-link');
-  const ops = c.argv.slice(1).filter((a) => a.dynamic || !a.value.startsWith('-') || a.value === '-');
-  if (ops.length === 0) return [];
-  const cwd = c.cwds && c.cwds.length === 1 ? c.cwds[0]! : policy.workspace;
-  const abs = (v: string, from: string) => resolveIn(policy.workspace, v, from).abs;
-  const last = ops[ops.length - 1]!;
-  const targets = ops.length === 1 ? ops : ops.slice(0, -1);
-  const out: MadeLink[] = [];
-  for (const t of targets) {
-    const base = t.dynamic ? null : t.value.replace(/\/+$/, '').split('/').pop() ?? null;
-    const names = ops.length === 1 ? (base ? [joinPath(cwd, base)] : []) : last.dynamic ? [] : [abs(last.value, cwd), ...(base ? [joinPath(abs(last.value, cwd), base)] : [])];
-    for (const name of names) {
-      const target = t.dynamic ? null : t.value.startsWith('/') ? abs(t.value, '/') : abs(t.value, symbolic ? parentOf(name) : cwd);
-      out.push({ name, target });
-    }
-    if (names.length === 0 && last.dynamic) out.push({ name: '', target: null });
-  }
-  return out;
-}
-
-/** Follows `raw` from `cwd` segment by segment, replacing a made link by its target as it is reached. */
-function followLinks(raw: string, cwd: string, links: MadeLink[]): { path: string; through: boolean; unknown: boolean } {
-  let cur = raw.startsWith('/') ? '/' : cwd;
-  let through = false;
-  for (const seg of raw.split('/')) {
-    if (seg === '' || seg === '.') continue;
-    cur = seg === '..' ? parentOf(cur) : joinPath(cur, seg);
-    const l = links.find((x) => x.name === cur);
-    if (l) { through = true; if (l.target === null) return { path: cur, through, unknown: true }; cur = l.target; }
-  }
-  return { path: cur, through, unknown: false };
-}
-
-/** The command with each path that passes through a link made earlier replaced by where it leads. */
-function throughLinks(policy: Policy, c: SimpleCommand, links: MadeLink[]): { command?: SimpleCommand; problem?: string } {
-  if (links.length === 0) return {};
-  if (links.some((l) => l.name === '')) return { problem: 'a link with a computed name was made earlier in this call; paths after it cannot be followed' };
-  const cwd = c.cwds && c.cwds.length === 1 ? c.cwds[0]! : policy.workspace;
-  let changed = false;
-  let problem: string | undefined;
-  const map = (w: ShellWord): ShellWord => {
-    if (w.dynamic || w.glob) {
-      if (w.prefix && followLinks(w.prefix, cwd, links).through) problem = `"${w.prefix}…" passes through a link made earlier in this call`;
-      return w;
-    }
-    const eq = w.value.startsWith('-') ? w.value.indexOf('=') : -1;
-    const raw = eq >= 0 ? w.value.slice(eq + 1) : w.value;
-    if (!raw.includes('/') && !links.some((l) => l.name === joinPath(cwd, raw))) return w;
-    const f = followLinks(raw, cwd, links);
-    if (!f.through) return w;
-    if (f.unknown) { problem = `"${raw}" passes through a link to a computed place made earlier in this call`; return w; }
-    changed = true;
-    return literalWord(eq >= 0 ? `${w.value.slice(0, eq + 1)}${f.path}` : f.path);
-  };
-  const argv = c.argv.map((w, i) => (i === 0 ? w : map(w)));
-  const redirects = c.redirects.map((r) => ({ ...r, target: map(r.target) }));
-  return { ...(changed ? { command: { ...c, argv, redirects } } : {}), ...(problem ? { problem } : {}) };
 }
 
 function envMatches(policy: Policy, rule: EnvRule, name: string, value: ShellWord | null): boolean {
