@@ -32,6 +32,7 @@ import { loadTemplates } from './api/load-templates';
 import { startScheduleRunner } from './api/schedule-runner';
 import { ScheduleStore } from './queue/schedule-store';
 import { PolicyGate } from './policy/policy-gate';
+import { DEFAULT_PROTECTED_SET } from './policy/protected-set';
 import { createRunQueue, newRunId } from './queue/run-queue';
 import { IdempotencyStore } from './queue/idempotency';
 import { RunMetrics } from './queue/run-metrics';
@@ -282,6 +283,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         memory: new RedisTenantMemory(redis, { legacyDir: resolve(config.CORRAL_DATA_DIR, 'memory') }),
         setupCache: new SetupCache(resolve(config.CORRAL_DATA_DIR), config.CORRAL_SETUP_CACHE_MB * 1024 * 1024),
         gateFor: (approvals) => new PolicyGate({ policies, analyzer, approvals, ...(classifier ? { classifier } : {}) }),
+        protectedSetFor: (name) => policies.get(name)?.compiled.protectedSet ?? DEFAULT_PROTECTED_SET,
         queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,
         sandboxReady: () => sandboxes.ping(), dockerRetries: config.CORRAL_DOCKER_RETRIES, dockerBackoffMs: config.CORRAL_DOCKER_BACKOFF_MS,
         stalledIntervalMs: config.CORRAL_STALLED_INTERVAL_MS, retryStalled: config.CORRAL_RETRY_STALLED, lockMs: config.CORRAL_JOB_LOCK_MS,

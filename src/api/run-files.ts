@@ -13,6 +13,7 @@ import { stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { NotFoundError } from '../domain/errors';
+import type { RunFileName } from '../artifacts/artifact-store';
 import type { RunView } from '../queue/run-store';
 import type { ApiDeps } from './api-deps';
 import { route, type RouteDoc } from './openapi';
@@ -22,7 +23,7 @@ import { parseInput } from './http-errors';
 
 interface RunFile {
   url: string;
-  name: 'report.md' | 'events.jsonl' | 'workspace.tar' | 'workspace.patch' | 'agent.bundle';
+  name: RunFileName;
   contentType: string;
   summary: string;
   /** The path the run record gives for it, and what to say when there is none yet. */
@@ -37,6 +38,7 @@ const FILES: RunFile[] = [
   { url: '/v1/runs/:id/logs', name: 'events.jsonl', contentType: 'application/x-ndjson', summary: 'The run\'s log: one RunEvent JSON per line (grows while the run goes)', recorded: (r) => r.logPath },
   { url: '/v1/runs/:id/artifacts/workspace.tar', name: 'workspace.tar', contentType: 'application/x-tar', summary: 'The workspace as the run left it (uncompressed tar), once it has ended', recorded: artifact('workspace.tar'), download: true },
   { url: '/v1/runs/:id/artifacts/agent.bundle', name: 'agent.bundle', contentType: 'application/octet-stream', summary: 'workspace.git with bundle: the agent\'s commits as a git bundle of branch corral/RUN_ID (git fetch agent.bundle corral/RUN_ID), once the run has ended', recorded: artifact('agent.bundle'), download: true },
+  { url: '/v1/runs/:id/artifacts/needs-review.jsonl', name: 'needs-review.jsonl', contentType: 'application/x-ndjson', summary: 'Every change to review before using the artifacts (the workspace\'s and the git bundle\'s): one review flag JSON per line, once the run has ended', recorded: artifact('needs-review.jsonl') },
   { url: '/v1/runs/:id/artifacts/patch', name: 'workspace.patch', contentType: 'text/x-diff; charset=utf-8', summary: 'What the run changed in the workspace (unified diff), once it has ended', recorded: artifact('workspace.patch') },
 ];
 

@@ -86,8 +86,10 @@ export const PendingApprovalDoc = z.object({
 
 const ReviewFlagDoc = z.object({
   path: z.string().meta({ description: 'workspace path (refused characters never occur here: such names are not exported)' }),
-  rule: z.enum(REVIEW_RULES).meta({ description: 'git-hook, git-config, git-dir, git-attributes, ci, agent-config, executable, setuid' }),
+  rule: z.enum(REVIEW_RULES).meta({ description: 'git-hook, git-config, git-dir, git-attributes, git-internal, ci, agent-config (a file of the protected set), executable, setuid (new permission bits), confusable-name (a name that shows as another), control-bytes (raw terminal control or bidi characters in added lines)' }),
   reason: z.string(),
+  where: z.enum(['workspace', 'bundle']).optional().meta({ description: 'the artifact that carries the change: the workspace (patch and tar; the default) or the git bundle' }),
+  commit: z.string().optional().meta({ description: 'for a bundle flag: the commit that makes the change' }),
 });
 const NotExportedDoc = z.object({
   path: z.string().meta({ description: 'workspace path as the sandbox named it; may hold control or bidi characters (bad-name): escape before showing' }),
@@ -98,8 +100,9 @@ const NotExportedDoc = z.object({
 export const RunWorkspaceDoc = z.object({
   filesChanged: z.number().meta({ description: 'files changed outside .git (the sections of workspace.patch)' }),
   gitFilesChanged: z.number().meta({ description: 'files changed under .git: in workspace.tar, never in workspace.patch' }),
-  needsReview: z.array(ReviewFlagDoc).meta({ description: 'changes to review before using the artifacts: git hooks and config, CI files, agent and editor configs, new executable or setuid/setgid bits (at most 200)' }),
+  needsReview: z.array(ReviewFlagDoc).meta({ description: 'changes to review before using the artifacts (workspace and git bundle): git hooks and config, CI files, agent and editor configs, new executable or setuid/setgid bits, confusable names, control bytes (the first 200; every one is in GET …/artifacts/needs-review.jsonl)' }),
   needsReviewTotal: z.number(),
+  needsReviewByRule: z.record(z.string(), z.number()).optional().meta({ description: 'every flag counted by rule' }),
   notExported: z.array(NotExportedDoc).meta({ description: 'workspace entries left out of the artifacts and why: unexportable names, links, special files, size caps (at most 200)' }),
   notExportedTotal: z.number(),
 });

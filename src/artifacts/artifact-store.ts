@@ -10,7 +10,7 @@
  */
 import type { Readable } from 'node:stream';
 
-export type RunFileName = 'report.md' | 'events.jsonl' | 'workspace.tar' | 'workspace.patch' | 'agent.bundle';
+export type RunFileName = 'report.md' | 'events.jsonl' | 'workspace.tar' | 'workspace.patch' | 'agent.bundle' | 'needs-review.jsonl';
 
 export interface StoredObject {
   body: Readable;

@@ -2,7 +2,7 @@
  * RunEvent: the single log vocabulary. The JSONL log, the progress stream and report.md are all
  * derived from these. Every event carries the run id, a sequence number and an ISO timestamp.
  */
-import type { ExecResult, EgressAttempt, EgressCode, EgressStats, FileChange, NotExported, NotExportedCode, ReviewFlag } from './sandbox';
+import type { ExecResult, EgressAttempt, EgressCode, EgressStats, FileChange, NotExported, NotExportedCode, ReviewFlag, ReviewRule } from './sandbox';
 import type { GateVerdict } from './gate';
 import type { ModelToolCall, ModelUsage } from './model';
 import type { RoutingRule } from './run-spec';
@@ -36,7 +36,11 @@ export type RunEventBody =
   /** workspace.git: what the worker cloned (the URL as given to git: never a credential). */
   | { type: 'workspace.cloned'; url: string; ref: string | null; commit: string; depth: number; files: number; bytes: number; ms: number; credential: boolean }
   /** workspace.git.bundle: the agent's commits since the clone, as a bundle of branch `branch` (path null: none to bundle, `note` says why). */
-  | { type: 'git.bundle'; branch: string; commits: number; path: string | null; bytes: number; note?: string }
+  | {
+    type: 'git.bundle'; branch: string; commits: number; path: string | null; bytes: number; note?: string;
+    /** The review of its commits: the first flags (all are in needs-review.jsonl), how many in all, what it could not do. */
+    needsReview?: ReviewFlag[]; needsReviewTotal?: number; reviewNotes?: string[];
+  }
   /** The environment's setup phase (environments/setup-phase.ts): `cache` hit skips the commands. */
   | { type: 'setup.started'; environment: string; commands: number; egressAllow: string[]; cache: 'hit' | 'miss' | 'off'; key?: string }
   | { type: 'setup.command'; index: number; command: string; exitCode: number | null; timedOut: boolean; ms: number; output: string; truncated: boolean }
@@ -96,7 +100,12 @@ export interface WorkspaceChanges {
   notExported?: NotExported[];
   notExportedOmitted?: Partial<Record<NotExportedCode, number>>;
   needsReview?: ReviewFlag[];
+  /** Flags past the listed ones (all of them are in `needsReviewFile`). */
   needsReviewOmitted?: number;
+  /** Every flag counted by rule (the workspace's and the bundle's). */
+  needsReviewByRule?: Partial<Record<ReviewRule, number>>;
+  /** The run file that lists every flag (needs-review.jsonl). */
+  needsReviewFile?: string;
   notes?: string[];
   stats?: { files: number; dirs: number; bytes: number; ms: number };
 }

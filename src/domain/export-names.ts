@@ -29,22 +29,58 @@ export function comparePaths(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 }
 
-/** Code points HFS+ ignores in names (git's is_hfs_dotgit), dropped before names are compared. */
-const HFS_IGNORABLE = /[\u200b-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/gu;
+/**
+ * Code points some filesystem drops when it compares names: HFS+ ignores the zero-width and bidi
+ * format characters git lists in is_hfs_dotgit (U+200C–U+200F, U+202A–U+202E, U+206A–U+206F,
+ * U+FEFF), and every Default_Ignorable_Code_Point (soft hyphen, variation selectors, U+2060 word
+ * joiner, tags, …) renders as nothing, so a name holding one looks like the name without it.
+ */
+const IGNORABLE = /[\p{Default_Ignorable_Code_Point}\u200b-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/gu;
 
 /**
- * A path segment as a case-insensitive filesystem would see it: lowercase, without HFS+ ignorable
- * code points, without the trailing dots and spaces NTFS drops. `.GIT`, `.git.` and `.g\u200cit`
- * all fold to `.git`.
+ * A path segment as a case-insensitive, normalising filesystem would see it, so that every spelling
+ * another filesystem folds to one name compares equal to it:
+ * - Unicode normalisation: NFKC (APFS and HFS+ do not tell NFC from NFD; compatibility forms such as
+ *   fullwidth `．ｇｉｔ` are folded too — over-inclusive on purpose, this only ever adds matches);
+ * - ignorable code points dropped (`.g\u200cit`);
+ * - an NTFS stream suffix cut: everything from the first `:` (`.git::$INDEX_ALLOCATION`, `x:$DATA`);
+ * - case: upper- then lower-cased, so the letters NTFS's upcase table merges (`ı`, `ſ`, `K`) merge too;
+ * - the trailing dots and spaces Win32 drops (`.git.`, `.git `).
+ * NTFS 8.3 short names (`GIT~1`, `GITHUB~1`) are matched by shortNameOf / isShortNameOf.
  */
 export function foldSegment(segment: string): string {
-  return segment.replace(HFS_IGNORABLE, '').toLowerCase().replace(/[. ]+$/, '');
+  let s = segment.normalize('NFKC').replace(IGNORABLE, '');
+  const colon = s.indexOf(':');
+  if (colon >= 0) s = s.slice(0, colon);
+  return s.toUpperCase().toLowerCase().normalize('NFKC').replace(/[. ]+$/, '');
+}
+
+/** A folded segment in the form of an NTFS 8.3 short name (`github~1`, `pre-co~1.yam`, `gi7eba~1`). */
+const SHORT = /^([^~.]{1,6})~([1-9][0-9]{0,5})(?:\.([^.]{0,3}))?$/;
+
+/**
+ * Whether folded segment `seg` may be NTFS's 8.3 short name of the folded long name `long`: the first
+ * up-to-six characters of the name without its leading dots, spaces and extension, `~N`, and the first
+ * three characters of its extension. When many names share a prefix NTFS switches to two characters
+ * and four hex digits of a hash (`gi7eba~1` for .gitmodules in git's list); any such segment is taken as
+ * possibly naming `long` when its first two characters agree (over-inclusive on purpose).
+ */
+export function isShortNameOf(seg: string, long: string): boolean {
+  const m = SHORT.exec(seg);
+  if (!m) return false;
+  const bare = long.replace(/^\.+/, '').replace(/ /g, '');
+  const dot = bare.lastIndexOf('.');
+  const base = (dot > 0 ? bare.slice(0, dot) : bare).replace(/\./g, '');
+  const ext = dot > 0 ? bare.slice(dot + 1, dot + 4) : '';
+  if ((m[3] ?? '') !== ext && !(m[3] === undefined && ext === '')) return false;
+  if (base.startsWith(m[1]!) && (m[1]!.length === 6 || m[1] === base)) return true;
+  return /^[^~]{2}[0-9a-f]{4}$/.test(m[1]!) && base.slice(0, 2) === m[1]!.slice(0, 2);
 }
 
 /** True when any segment of `path` is a git directory (`.git`, or NTFS's short name `git~1`) in any spelling. */
 export function isGitPath(path: string): boolean {
   return path.split('/').some((s) => {
     const f = foldSegment(s);
-    return f === '.git' || f === 'git~1';
+    return f === '.git' || isShortNameOf(f, '.git');
   });
 }

@@ -2,6 +2,7 @@
  * The Sandbox port: everything the run loop and the tools may do to a run's container. Only
  * src/sandbox/ implements it (with dockerode); tests of the loop use a fake.
  */
+import type { ProtectedMatcher } from './effects';
 /**
  * How a sandbox is isolated from the host kernel: `runc` (namespaces, no capabilities, corral's seccomp
  * profile) or `gvisor` (gVisor's runsc: the sandbox's system calls go to a user-space kernel).
@@ -85,6 +86,8 @@ export interface ExportTarget {
   tarPath: string;
   patchPath: string;
   signal?: AbortSignal;
+  /** The run's protected set (its policy's), for the review flags; absent: the built-in one. */
+  protectedSet?: ProtectedMatcher;
 }
 
 /** One changed file, as the report shows it and as its section of workspace.patch says. */
@@ -112,7 +115,11 @@ export interface NotExported {
   size?: number;
 }
 
-export const REVIEW_RULES = ['git-hook', 'git-config', 'git-dir', 'git-attributes', 'ci', 'agent-config', 'executable', 'setuid'] as const;
+/**
+ * Why a change needs review: a class of the protected set (policy/protected-set.ts), a new
+ * executable or setuid bit, a name that shows as another name, raw control bytes in added lines.
+ */
+export const REVIEW_RULES = ['git-hook', 'git-config', 'git-dir', 'git-attributes', 'git-internal', 'ci', 'agent-config', 'executable', 'setuid', 'confusable-name', 'control-bytes'] as const;
 export type ReviewRule = (typeof REVIEW_RULES)[number];
 
 /** A change a human should look at before using the artifacts (a hook, CI or agent config, a new executable…). */
@@ -120,6 +127,10 @@ export interface ReviewFlag {
   path: string;
   rule: ReviewRule;
   reason: string;
+  /** Which artifact carries the change: the workspace (patch and tar; the default) or the git bundle. */
+  where?: 'workspace' | 'bundle';
+  /** For a bundle flag: the commit (12 hex digits) that makes the change. */
+  commit?: string;
 }
 
 export interface WorkspaceExport {

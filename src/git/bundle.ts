@@ -5,10 +5,15 @@
  * MAX_BUNDLE_BYTES, `git bundle verify` must accept it against the worker's own clone (it needs only
  * the commit the run started from), and it must carry exactly that one branch — else it is dropped and
  * the event says why. Apply it with `git fetch agent.bundle corral/RUN_ID`.
+ *
+ * A bundle that verifies is then reviewed commit by commit like the patch (bundle-review.ts): its
+ * flags join the run's needs-review list; one whose objects git's fsck refuses is dropped.
  */
 import { spawn } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
-import type { LeasedSandbox } from '../domain/sandbox';
+import type { ProtectedMatcher } from '../domain/effects';
+import type { LeasedSandbox, ReviewFlag } from '../domain/sandbox';
+import { reviewBundle } from './bundle-review';
 
 const MAX_BUNDLE_BYTES = 16 * 1024 * 1024;
 
@@ -18,9 +23,13 @@ export interface BundleResult {
   path: string | null;
   bytes: number;
   note?: string;
+  /** What the review of its commits flagged (absent when there was no bundle to review). */
+  needsReview?: ReviewFlag[];
+  /** Things the review could not do in full. */
+  reviewNotes?: string[];
 }
 
-export async function exportBundle(o: { sandbox: LeasedSandbox; base: string; runId: string; repo: string; dest: string; signal?: AbortSignal }): Promise<BundleResult> {
+export async function exportBundle(o: { sandbox: LeasedSandbox; base: string; runId: string; repo: string; dest: string; signal?: AbortSignal; protectedSet?: ProtectedMatcher }): Promise<BundleResult> {
   const branch = `corral/${o.runId}`;
   const none = (note: string, commits = 0): BundleResult => ({ branch, commits, path: null, bytes: 0, note });
   // git here runs corral's commands in the agent's repository: no hooks (git branch -f runs the
@@ -59,7 +68,12 @@ rm -f /tmp/.corral-agent.bundle`;
     rmSync(o.dest, { force: true });
     return none(verify.code !== 0 ? 'the bundle does not verify against the clone the run started from' : `the bundle carries other refs than ${branch}`, commits);
   }
-  return { branch, commits, path: o.dest, bytes: buf.length };
+  const review = await reviewBundle({ repo: o.repo, bundle: o.dest, branch, base: o.base, ...(o.protectedSet ? { set: o.protectedSet } : {}) });
+  if (review.refused) {
+    rmSync(o.dest, { force: true });
+    return none(`the bundle was dropped: ${review.refused}`, commits);
+  }
+  return { branch, commits, path: o.dest, bytes: buf.length, needsReview: review.flags, ...(review.notes.length ? { reviewNotes: review.notes } : {}) };
 }
 
 function git(args: string[]): Promise<{ code: number | null; out: string }> {

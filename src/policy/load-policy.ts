@@ -15,6 +15,7 @@ import { PolicyError } from './policy-error';
 import { PolicyFileSchema, type Policy } from './policy-schema';
 import { commandRuleFiresOn, effectFiresOn, envRuleFiresOn, evaluateStatic } from './evaluate-static';
 import { absRuleGlob } from './path-check';
+import { ProtectedSet } from './protected-set';
 
 
 function where(file: string, line: number | undefined, rule?: string): string {
@@ -51,7 +52,7 @@ export function parsePolicy(text: string, file: string): Policy {
     ...data,
     name: basename(file).replace(/\.ya?ml$/, ''),
     file,
-    compiled: { pathGlobs: new Map(), pathExcepts: new Map(), patterns: new Map(), envValues: new Map() },
+    compiled: { pathGlobs: new Map(), pathExcepts: new Map(), patterns: new Map(), envValues: new Map(), protectedSet: ProtectedSet.withExtra(data.protected.rules) },
     lines: new Map(),
   };
   const fail = (section: string, idx: number, name: string, msg: string): never => {
@@ -110,6 +111,11 @@ export function parsePolicy(text: string, file: string): Policy {
   }));
   data.bash.env.forEach((r, i) => check('bash.env', i, r.name, r, (e) => envRuleFiresOn(policy, r, e)));
   data.bash.patterns.forEach((r, i) => check('bash.patterns', i, r.name, r, (e) => policy.compiled.patterns.get(r.name)!.test(e)));
+  data.protected.rules.forEach((r, i) => {
+    register('protected.rules', i, r.name);
+    const alone = new ProtectedSet([r]);
+    check('protected.rules', i, r.name, r, (e) => alone.match(e)?.rule === r.name);
+  });
   for (const [tool, entry] of Object.entries(data.tools)) {
     entry.examples.forEach((ex, i) => {
       const got = evaluateStatic(policy, { tool, args: ex.args });

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { EFFECTS } from './commands/command-spec';
 import { MAX_COMMAND_CHARS } from '../domain/tool-input';
+import { PROTECTED_CLASSES, type ProtectedSet } from './protected-set';
 
 export const DecisionSchema = z.enum(['allow', 'ask', 'deny']);
 export const RiskSchema = z.enum(['low', 'medium', 'high', 'critical']);
@@ -101,6 +102,21 @@ const PatternRuleSchema = z.strictObject({
   ...examples,
 });
 
+/**
+ * An operator's addition to the protected set (src/policy/protected-set.ts): files whose changes the
+ * effect check undoes and asks about, and that the artifacts' review flags. `match` / `not_match`
+ * are workspace-relative paths the rule must (not) protect.
+ */
+const ProtectedRuleSchema = z.strictObject({
+  name,
+  class: z.enum(PROTECTED_CLASSES),
+  /** Globs over the workspace-relative path, compared case- and Unicode-folded; `**` crosses directories. */
+  globs: z.array(z.string().min(1).max(300).refine((g) => !g.startsWith('/') && !g.split('/').includes('..'), 'a workspace-relative glob without ..')).min(1).max(50),
+  reason: z.string().min(1),
+  docs: z.string().optional(),
+  ...examples,
+});
+
 export const PolicyFileSchema = z.strictObject({
   version: z.literal(1),
   description: z.string().default(''),
@@ -124,6 +140,10 @@ export const PolicyFileSchema = z.strictObject({
     env: z.array(EnvRuleSchema).default([]),
     patterns: z.array(PatternRuleSchema).default([]),
   }),
+  /** Additions to the built-in protected set (src/policy/protected-set.ts). */
+  protected: z.strictObject({
+    rules: z.array(ProtectedRuleSchema).max(200).default([]),
+  }).default({ rules: [] }),
 });
 
 export type PolicyFile = z.infer<typeof PolicyFileSchema>;
@@ -133,6 +153,7 @@ export type CommandRule = z.infer<typeof CommandRuleSchema>;
 export type EffectRule = z.infer<typeof EffectRuleSchema>;
 export type EnvRule = z.infer<typeof EnvRuleSchema>;
 export type PatternRule = z.infer<typeof PatternRuleSchema>;
+export type ProtectedRuleEntry = z.infer<typeof ProtectedRuleSchema>;
 
 /** A loaded policy: the validated file plus compiled matchers and where each rule was written. */
 export interface Policy extends PolicyFile {
@@ -143,6 +164,8 @@ export interface Policy extends PolicyFile {
     pathExcepts: Map<string, RegExp[]>;
     patterns: Map<string, RegExp>;
     envValues: Map<string, RegExp>;
+    /** The built-in protected set with this policy's `protected.rules`. */
+    protectedSet: ProtectedSet;
   };
   lines: Map<string, number>;
 }

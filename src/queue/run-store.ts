@@ -46,6 +46,8 @@ export interface RunWorkspace {
   /** Changes a human should review before using the artifacts. */
   needsReview: ReviewFlag[];
   needsReviewTotal: number;
+  /** Every flag counted by rule; all of them are in the run's needs-review.jsonl. */
+  needsReviewByRule?: Partial<Record<ReviewFlag['rule'], number>>;
   /** Workspace entries left out of the artifacts, and why. */
   notExported: NotExported[];
   notExportedTotal: number;
@@ -189,6 +191,7 @@ const Usage = z.object({ llmCalls: z.number(), toolCalls: z.number(), inputToken
 const Pending = z.object({ callId: z.string(), tool: z.string(), args: z.record(z.string(), z.unknown()), reason: z.string(), risk: z.enum(['low', 'medium', 'high', 'critical']).optional(), since: z.string() });
 const Workspace = z.object({
   filesChanged: z.number(), gitFilesChanged: z.number(), needsReview: z.array(z.looseObject({})), needsReviewTotal: z.number(),
+  needsReviewByRule: z.record(z.string(), z.number()).optional(),
   notExported: z.array(z.looseObject({})), notExportedTotal: z.number(),
 });
 /** What each shown field of a record may hold (after JSON decoding for the JSON fields). */

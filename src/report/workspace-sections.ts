@@ -31,11 +31,15 @@ export function needsReviewSection(s: RunSummary): string {
   const w = s.workspaceChanges;
   if (!w || w.needsReview === undefined) return '';
   const flags = w.needsReview;
-  if (!flags.length) return '## Needs review\n\nNothing flagged: the run changed no git hooks or config, CI files or agent configs, and set no new executable or setuid bits.';
-  const more = w.needsReviewOmitted ? ` (the first ${flags.length} are listed; ${w.needsReviewOmitted} more are in the run's log)` : '';
-  const head = `⚠ **${plural(flags.length + (w.needsReviewOmitted ?? 0), 'change')} to review before using the artifacts**${more}: they make git, CI, editors or agents run code, or set permission bits.`;
-  const rows = flags.map((f) => [name(f.path), codeSpan(f.rule), text(f.reason)]);
-  return ['## Needs review', '', head, '', markdownTable(['Path', 'Rule', 'Why'], ['l', 'l', 'l'], rows)].join('\n');
+  if (!flags.length) return '## Needs review\n\nNothing flagged: the run changed no git hooks or config, CI files or agent configs, set no new executable or setuid bits, and wrote no confusable names or control bytes (workspace and git bundle).';
+  const total = flags.length + (w.needsReviewOmitted ?? 0);
+  const file = w.needsReviewFile ?? 'needs-review.jsonl';
+  const more = w.needsReviewOmitted ? ` The first ${flags.length} are listed here; all ${total} are in ${codeSpan(file)} (GET /v1/runs/:id/artifacts/${file}).` : '';
+  const byRule = w.needsReviewByRule ? Object.entries(w.needsReviewByRule).sort((a, b) => (b[1] ?? 0) - (a[1] ?? 0)).map(([r, n]) => `${codeSpan(r)} ${n}`).join(', ') : '';
+  const head = `⚠ **${plural(total, 'change')} to review before using the artifacts**: they make git, CI, editors or agents run code, set permission bits, or show as something they are not.${more}${byRule ? `\n\nBy rule: ${byRule}.` : ''}`;
+  const where = (f: (typeof flags)[number]) => (f.where === 'bundle' ? `bundle ${codeSpan(f.commit ?? '')}` : 'workspace');
+  const rows = flags.map((f) => [name(f.path), codeSpan(f.rule), where(f), text(f.reason)]);
+  return ['## Needs review', '', head, '', markdownTable(['Path', 'Rule', 'Where', 'Why'], ['l', 'l', 'l', 'l'], rows)].join('\n');
 }
 
 function modeNote(f: { modeBefore?: number; modeAfter?: number; binary?: boolean }): string {

@@ -469,7 +469,10 @@ class DockerSandbox implements LeasedSandbox {
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     opts.signal?.addEventListener('abort', onAbort, { once: true });
-    const writer = new ExportWriter({ seed: this.o.seed, caps, tarPath: opts.tarPath, patchPath: opts.patchPath, onFatal: () => stop.abort() });
+    const writer = new ExportWriter({
+      seed: this.o.seed, caps, tarPath: opts.tarPath, patchPath: opts.patchPath, onFatal: () => stop.abort(),
+      ...(opts.protectedSet ? { protectedSet: opts.protectedSet } : {}),
+    });
     try {
       const run = runExec(this.container, {
         argv: [CORRAL_FS, 'export', String(caps.maxFileBytes), String(caps.maxTotalBytes), String(caps.maxEntries)],

@@ -1,68 +1,67 @@
 /**
- * Changes a human should review before using a run's artifacts: files that make other programs run
- * code when someone works in the repository (git hooks and config, CI pipelines, agent and editor
- * configs, direnv), and new executable or setuid/setgid bits. Applied to every added or modified file
- * of the diff model (deletions are not flagged). Paths are compared per segment as a case-insensitive
- * filesystem would see them (export-names.ts foldSegment), so `.GitHub/Workflows/x.yml` counts too.
+ * Changes a human should review before using a run's artifacts (patch, tar, bundle): files of the
+ * protected set (policy/protected-set.ts: git hooks and config, CI pipelines, agent, editor and dev
+ * environment configs — compared in every spelling another filesystem folds to the same name), new
+ * executable or setuid/setgid bits, names that show as another name (zero-width, compatibility or
+ * mixed-script characters), and added lines holding raw terminal control bytes (ESC, a CR that is not
+ * a line ending, backspace) or bidi controls, which make a patch print other text than it applies.
+ * Applied to every added or modified file (deletions are not flagged: they show in the patch).
  */
-import type { FileChange, ReviewFlag, ReviewRule } from '../domain/sandbox';
-import { foldSegment } from '../domain/export-names';
-
-interface PathRule {
-  rule: ReviewRule;
-  reason: string;
-  /** Matches the folded segments of a path. */
-  test: (s: readonly string[]) => boolean;
-}
-
-const last = (s: readonly string[]) => s[s.length - 1] ?? '';
-const at = (s: readonly string[], i: number, name: string) => s[i] === name;
-/** Index of the first `.git` segment, or -1. */
-const gitAt = (s: readonly string[]) => s.findIndex((x) => x === '.git' || x === 'git~1');
-const under = (s: readonly string[], ...dirs: string[]) => dirs.every((d, i) => at(s, i, d)) && s.length > dirs.length;
-const named = (...names: string[]) => (s: readonly string[]) => names.includes(last(s));
-const rootNamed = (...names: string[]) => (s: readonly string[]) => s.length === 1 && names.includes(s[0]!);
-
-const PATH_RULES: PathRule[] = [
-  {
-    rule: 'git-hook', reason: 'a git hook: git runs it on commit, checkout, merge or push',
-    test: (s) => { const g = gitAt(s); return g >= 0 && s[g + 1] === 'hooks' && s.length > g + 2 && !last(s).endsWith('.sample'); },
-  },
-  { rule: 'git-hook', reason: 'a husky git hook: runs on git commands once husky is installed', test: (s) => under(s, '.husky') },
-  { rule: 'git-hook', reason: 'pre-commit configuration: the hooks it names run on every commit', test: rootNamed('.pre-commit-config.yaml', '.pre-commit-config.yml', 'lefthook.yml', '.lefthook.yml') },
-  {
-    rule: 'git-config', reason: 'git configuration: can set core.hooksPath, core.fsmonitor, core.sshCommand, filters and aliases that run commands',
-    test: (s) => { const g = gitAt(s); return g >= 0 && (/^config(\.worktree)?$/.test(last(s)) && (s.length === g + 2 || at(s, g + 1, 'worktrees') || at(s, g + 1, 'modules'))); },
-  },
-  { rule: 'git-attributes', reason: 'git attributes: can attach filter and diff drivers that run commands', test: (s) => last(s) === '.gitattributes' || (gitAt(s) >= 0 && s[gitAt(s) + 1] === 'info' && last(s) === 'attributes') },
-  { rule: 'git-attributes', reason: 'git submodules: their URLs and update commands are fetched and run by `git submodule update`', test: named('.gitmodules') },
-  { rule: 'git-dir', reason: 'a .git file: points git at another repository directory', test: (s) => (last(s) === '.git' || last(s) === 'git~1') },
-  {
-    rule: 'ci', reason: 'a CI pipeline: runs with the repository\'s CI secrets once pushed',
-    test: (s) => under(s, '.github', 'workflows') || under(s, '.github', 'actions') || rootNamed('action.yml', 'action.yaml')(s)
-      || rootNamed('.gitlab-ci.yml', '.travis.yml', 'azure-pipelines.yml', 'bitbucket-pipelines.yml', '.drone.yml', '.woodpecker.yml', 'appveyor.yml', '.appveyor.yml', 'cloudbuild.yaml', 'cloudbuild.yml', '.cirrus.yml', 'codefresh.yml')(s)
-      || under(s, '.gitlab') || under(s, '.circleci') || under(s, '.buildkite') || under(s, '.woodpecker') || under(s, '.azure-pipelines') || under(s, '.semaphore') || under(s, '.tekton')
-      || last(s) === 'jenkinsfile',
-  },
-  {
-    rule: 'agent-config', reason: 'an agent or editor configuration: instructions, tools or tasks that coding agents and editors act on',
-    test: (s) => named('agents.md', 'claude.md', 'claude.local.md', 'gemini.md', '.cursorrules', '.windsurfrules', '.clinerules', '.mcp.json', '.aider.conf.yml', '.envrc')(s)
-      || under(s, '.claude') || under(s, '.cursor') || under(s, '.windsurf') || under(s, '.gemini') || under(s, '.codex') || under(s, '.continue') || under(s, '.devcontainer') || under(s, '.zed')
-      || under(s, '.github', 'instructions') || under(s, '.github', 'prompts') || (s.length === 2 && at(s, 0, '.github') && at(s, 1, 'copilot-instructions.md'))
-      || (s.length === 2 && at(s, 0, '.vscode') && ['tasks.json', 'settings.json', 'launch.json'].includes(s[1]!)),
-  },
-];
+import type { ProtectedMatcher } from '../domain/effects';
+import type { FileChange, ReviewFlag } from '../domain/sandbox';
+import { DEFAULT_PROTECTED_SET } from '../policy/protected-set';
 
 const octal = (m: number) => (m & 0o7777).toString(8).padStart(4, '0');
 
-/** The review flags of one change (none for a deletion). */
-export function reviewFlags(c: FileChange): ReviewFlag[] {
-  if (c.change === 'deleted') return [];
-  const segs = c.path.split('/').map(foldSegment);
-  const out: ReviewFlag[] = [];
-  for (const r of PATH_RULES) {
-    if (r.test(segs) && !out.some((f) => f.rule === r.rule)) out.push({ path: c.path, rule: r.rule, reason: `${c.change}: ${r.reason}` });
+/** Characters that render as nothing (zero-width, joiners, variation selectors, tags…). */
+const INVISIBLE = /[\p{Default_Ignorable_Code_Point}]/u;
+/** Letters of the scripts whose shapes pass for Latin ones (Cyrillic а, Greek ο, Armenian օ, Cherokee Ꭺ…). */
+const SCRIPTS = [/\p{Script=Latin}/u, /\p{Script=Cyrillic}/u, /\p{Script=Greek}/u, /\p{Script=Armenian}/u, /\p{Script=Cherokee}/u];
+
+/** Why a name may show as another name, or null: invisible characters, compatibility forms, or Latin mixed with look-alike scripts in one segment. */
+export function confusableName(path: string): string | null {
+  for (const seg of path.split('/')) {
+    const inv = INVISIBLE.exec(seg);
+    if (inv) return `the name "${seg.replace(INVISIBLE, '')}" holds the invisible character U+${inv[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+    if (seg.normalize('NFKC') !== seg.normalize('NFC')) return `the name segment shows as "${seg.normalize('NFKC')}" but is spelled with compatibility characters (fullwidth, ligatures…)`;
+    // per word (a run of letters and marks): `Ελληνικά.txt` is two words of one script each, `pаckage` one word of two
+    for (const word of seg.match(/[\p{L}\p{M}]+/gu) ?? []) {
+      if (SCRIPTS.filter((re) => re.test(word)).length > 1) return `the name word "${word}" mixes Latin letters with look-alike letters of another script (Cyrillic, Greek, Armenian or Cherokee)`;
+    }
   }
+  return null;
+}
+
+/**
+ * The first raw control byte in the added lines of a patch section, described, or null. Tabs and
+ * line endings (LF, CRLF) are text; ESC starts terminal sequences (colours, cursor moves, clearing a
+ * line), a lone CR returns the cursor so the rest of the line overprints what came before, BS erases,
+ * and bidi controls reorder what is shown (Trojan Source). Any of them lets `cat x.patch` show other
+ * text than `git apply` applies.
+ */
+export function controlBytesIn(sectionText: string): string | null {
+  for (const line of sectionText.split('\n')) {
+    if (!line.startsWith('+') || line.startsWith('+++ ')) continue;
+    const body = line.endsWith('\r') ? line.slice(1, -1) : line.slice(1);
+    // eslint-disable-next-line no-control-regex -- control characters are exactly what this finds
+    const m = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]/u.exec(body);
+    if (m) {
+      const cp = m[0].codePointAt(0)!;
+      const what = cp === 0x1b ? 'ESC (terminal escape sequence)' : cp === 0x0d ? 'a carriage return inside a line' : cp === 0x08 ? 'a backspace' : cp >= 0x2000 || cp === 0x61c ? 'a bidi control' : 'a control character';
+      return `an added line holds ${what} U+${cp.toString(16).toUpperCase().padStart(4, '0')}: shown in a terminal, the patch reads as other text than it applies`;
+    }
+  }
+  return null;
+}
+
+/** The review flags of one change (none for a deletion); `sectionText` is its patch section when it has one. */
+export function reviewFlags(c: FileChange, set: ProtectedMatcher = DEFAULT_PROTECTED_SET, sectionText?: string): ReviewFlag[] {
+  if (c.change === 'deleted') return [];
+  const out: ReviewFlag[] = [];
+  const m = set.match(c.path, 'file');
+  if (m) out.push({ path: c.path, rule: m.class, reason: `${c.change}: ${m.reason}` });
+  const conf = confusableName(c.path);
+  if (conf) out.push({ path: c.path, rule: 'confusable-name', reason: `${c.change}: ${conf}` });
   const before = c.change === 'added' ? 0 : (c.modeBefore ?? c.modeAfter ?? 0o644);
   const after = c.modeAfter ?? before;
   if (after & 0o111 && !(before & 0o111)) {
@@ -72,6 +71,10 @@ export function reviewFlags(c: FileChange): ReviewFlag[] {
   if (special) {
     const bits = [special & 0o4000 ? 'setuid' : '', special & 0o2000 ? 'setgid' : ''].filter(Boolean).join(' and ');
     out.push({ path: c.path, rule: 'setuid', reason: `the ${bits} bit was set (mode ${octal(after)}); git does not carry it, the tar drops it` });
+  }
+  if (sectionText) {
+    const ctl = controlBytesIn(sectionText);
+    if (ctl) out.push({ path: c.path, rule: 'control-bytes', reason: ctl });
   }
   return out;
 }

@@ -26,6 +26,7 @@ import { normaliseWorkspacePath } from './archive';
 import type { ByteSink } from './exec';
 import { comparePaths, isGitPath, nameProblem } from '../domain/export-names';
 import { reviewFlags } from './review-flags';
+import type { ProtectedMatcher } from '../domain/effects';
 import { diffFile, MAX_DIFF_BYTES, withData, type DiffSection, type FileSide } from './workspace-diff';
 
 export const MANIFEST_ENTRY = '\u0001corral-export-manifest';
@@ -69,6 +70,8 @@ export interface ExportWriterOptions {
   patchPath: string;
   /** Called once when the export fails, so the producer (the exec) can be stopped. */
   onFatal: (err: Error) => void;
+  /** The run's protected set, for the review flags (default: the built-in one). */
+  protectedSet?: ProtectedMatcher;
   now?: () => number;
 }
 
@@ -256,7 +259,7 @@ export class ExportWriter {
   private async record(section: DiffSection | null): Promise<void> {
     if (!section) return;
     const c: FileChange = section.change;
-    const flags: ReviewFlag[] = reviewFlags(c);
+    const flags: ReviewFlag[] = reviewFlags(c, this.o.protectedSet, section.text);
     this.r.needsReview.push(...flags);
     if (isGitPath(c.path)) {
       this.r.gitFiles.push(c);

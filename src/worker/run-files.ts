@@ -20,6 +20,7 @@ export const CONTENT_TYPES: Record<RunFileName, string> = {
   'workspace.tar': 'application/x-tar',
   'workspace.patch': 'text/x-diff; charset=utf-8',
   'agent.bundle': 'application/octet-stream',
+  'needs-review.jsonl': 'application/x-ndjson',
 };
 
 export interface PublishedFiles {

@@ -7,7 +7,7 @@
  * UnrecoverableError) and never reaches Docker. A run that ends `failed` or `cancelled` also fails
  * its job, after its log, report and artifacts are written and its sandbox is gone.
  */
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config';
 import { admitSpec, type Admitted, type UploadLookup } from '../domain/admit-spec';
@@ -20,6 +20,8 @@ import type { SetupCache } from '../environments/setup-cache';
 import { cloneWorkspace } from '../git/clone';
 import { credentialFor, type GitCredential } from '../git/git-remote';
 import type { Gate } from '../domain/gate';
+import type { ProtectedMatcher } from '../domain/effects';
+import { DEFAULT_PROTECTED_SET } from '../policy/protected-set';
 import type { Model } from '../domain/model';
 import { isRunId } from '../domain/run-id';
 import { RunJob, type RunBudgets, type RunSpec } from '../domain/run-spec';
@@ -42,7 +44,7 @@ import { proposeMemory } from './memory-store';
 import { publishRunFiles, releaseRunDir } from './run-files';
 import { runFileLocation, type ArtifactStore, type RunFileName } from '../artifacts/artifact-store';
 import type { TenantMemory } from '../queue/redis-memory';
-import { runWorkspace, workspaceChanges } from './export-summary';
+import { NEEDS_REVIEW_FILE, needsReviewLines, runWorkspace, workspaceChanges } from './export-summary';
 import { RedisApprovalPort } from './redis-approval-port';
 import type { SlotLease } from './slots';
 import { DeltaPublisher } from './delta-publisher';
@@ -82,6 +84,8 @@ export interface RunProcessorDeps {
   artifacts: ArtifactStore;
   /** Tenant memory (memory.key), shared by every worker on every host. */
   memory: TenantMemory;
+  /** A policy's protected set (its built-in list and the operator's rules); absent: the built-in one. */
+  protectedSetFor?: (policy: string) => ProtectedMatcher;
 }
 
 export interface RunSummary {
@@ -204,6 +208,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     await recordRefused(store, runId, spec, reason, new Date(clock()));
     throw new InvalidInputError(reason, err.field);
   }
+  const protectedSet = deps.protectedSetFor?.(spec.policy) ?? DEFAULT_PROTECTED_SET;
   const runDir = resolve(config.CORRAL_DATA_DIR, 'runs', runId);
   mkdirSync(runDir, { recursive: true });
   const logPath = join(runDir, 'events.jsonl');
@@ -475,21 +480,30 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
 
     try {
       // Streamed to disk by the sandbox adapter; the files appear under these names only when complete.
-      exported = await sandbox!.exportWorkspace({ tarPath: join(runDir, 'workspace.tar'), patchPath: join(runDir, 'workspace.patch') });
+      exported = await sandbox!.exportWorkspace({ tarPath: join(runDir, 'workspace.tar'), patchPath: join(runDir, 'workspace.patch'), protectedSet });
       for (const [name, f] of [['workspace.tar', exported.tar], ['workspace.patch', exported.patch]] as const) {
         artifacts.push({ name, path: stored(name), bytes: f.bytes });
         emit({ type: 'artifact', name, path: stored(name), bytes: f.bytes });
       }
-      emit({ type: 'workspace.changes', ...workspaceChanges(exported) });
-      exportSummary = runWorkspace(exported);
+      // Every review flag, the workspace's and the bundle's, goes into needs-review.jsonl: lists elsewhere are cut, this file never is.
+      const flags = [...exported.needsReview];
       if (spec.workspace.git?.bundle && gitBase && cloneDir) {
-        const b = await exportBundle({ sandbox: sandbox!, base: gitBase, runId, repo: join(cloneDir, 'repo'), dest: join(runDir, 'agent.bundle'), signal: runSignal });
-        emit({ type: 'git.bundle', ...b });
+        const b = await exportBundle({ sandbox: sandbox!, base: gitBase, runId, repo: join(cloneDir, 'repo'), dest: join(runDir, 'agent.bundle'), signal: runSignal, protectedSet });
+        const { needsReview: bundleFlags = [], ...rest } = b;
+        flags.push(...bundleFlags);
+        emit({ type: 'git.bundle', ...rest, ...(b.path ? { needsReview: bundleFlags.slice(0, 200), needsReviewTotal: bundleFlags.length } : {}) });
         if (b.path) {
           artifacts.push({ name: 'agent.bundle', path: stored('agent.bundle'), bytes: b.bytes });
           emit({ type: 'artifact', name: 'agent.bundle', path: stored('agent.bundle'), bytes: b.bytes });
         }
       }
+      const reviewPath = join(runDir, NEEDS_REVIEW_FILE);
+      writeFileSync(reviewPath, needsReviewLines(flags), { mode: 0o644 });
+      const reviewBytes = statSync(reviewPath).size;
+      artifacts.push({ name: NEEDS_REVIEW_FILE, path: stored(NEEDS_REVIEW_FILE), bytes: reviewBytes });
+      emit({ type: 'artifact', name: NEEDS_REVIEW_FILE, path: stored(NEEDS_REVIEW_FILE), bytes: reviewBytes });
+      emit({ type: 'workspace.changes', ...workspaceChanges(exported, flags) });
+      exportSummary = runWorkspace(exported, flags);
     } catch (err) {
       log('could not export the workspace', { runId, error: (err as Error).message });
       reason += ` (the workspace could not be exported: ${(err as Error).message})`;

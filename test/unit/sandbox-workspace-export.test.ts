@@ -100,12 +100,20 @@ describe('needs review', () => {
     ['.claude/settings.json', 'agent-config'], ['CLAUDE.md', 'agent-config'], ['docs/AGENTS.md', 'agent-config'], ['.cursor/rules/x.mdc', 'agent-config'],
     ['.cursorrules', 'agent-config'], ['.vscode/tasks.json', 'agent-config'], ['.vscode/settings.json', 'agent-config'], ['.mcp.json', 'agent-config'],
     ['.devcontainer/devcontainer.json', 'agent-config'], ['.envrc', 'agent-config'], ['.github/copilot-instructions.md', 'agent-config'],
+    ['.vscode/extensions.json', 'agent-config'], ['.vscode/mcp.json', 'agent-config'], ['proj.code-workspace', 'agent-config'], ['.roo/mcp.json', 'agent-config'],
+    ['.roomodes', 'agent-config'], ['.clinerules/rules.md', 'agent-config'], ['.continue/config.yaml', 'agent-config'], ['.zed/tasks.json', 'agent-config'],
+    ['.amazonq/rules/x.md', 'agent-config'], ['.codex/config.toml', 'agent-config'], ['.gemini/settings.json', 'agent-config'], ['.aider.conf.yml', 'agent-config'],
+    ['.idea/runConfigurations/x.xml', 'agent-config'], ['.run/x.run.xml', 'agent-config'], ['.windsurf/rules/x.md', 'agent-config'], ['.cursor/mcp.json', 'agent-config'],
+    ['.VSCODE/tasks.json', 'agent-config'], ['VSCODE~1/tasks.json', 'agent-config'], ['.vscode./tasks.json', 'agent-config'], ['.vs\u200bcode/tasks.json', 'agent-config'],
+    ['GITHUB~1/workflows/x.yml', 'ci'], ['.git::$INDEX_ALLOCATION/hooks/pre-commit', 'git-hook'], ['GIT~1/config', 'git-config'], ['.git/objects/info/alternates', 'git-internal'],
+    ['.git/info/attributes', 'git-attributes'], ['.git/modules/sub/hooks/post-checkout', 'git-hook'], ['.git/worktrees/w/config.worktree', 'git-config'],
+    ['.gitea/workflows/x.yml', 'ci'], ['.woodpecker/build.yml', 'ci'], ['ci/Jenkinsfile', 'ci'], ['tools/action.yml', 'ci'],
   ])('%s is flagged %s', (path, rule) => {
     expect(reviewFlags(change(path)).map((f) => f.rule)).toContain(rule);
     expect(reviewFlags(change(path, { change: 'modified' })).map((f) => f.rule)).toContain(rule);
   });
 
-  test.each(['src/app.py', 'README.md', '.github/ISSUE_TEMPLATE/bug.md', '.git/hooks/pre-commit.sample', '.git/objects/ab/cdef', '.vscode/extensions.json', '.gitignore'])('%s is not flagged', (path) => {
+  test.each(['src/app.py', 'README.md', '.github/ISSUE_TEMPLATE/bug.md', '.git/hooks/pre-commit.sample', '.git/objects/ab/cdef', '.git/HEAD', '.git/refs/heads/main', '.git/logs/HEAD', '.git/index', '.git/COMMIT_EDITMSG', '.git/ORIG_HEAD', '.git/packed-refs', '.git/modules/sub/objects/pack/p.pack', '.gitignore', 'src/vscode/x.ts', 'docs/github/workflows.md'])('%s is not flagged', (path) => {
     expect(reviewFlags(change(path))).toEqual([]);
   });
 
