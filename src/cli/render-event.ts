@@ -50,7 +50,7 @@ export function renderEvent(e: RunEvent): string | null {
     case 'workspace.cloned':
       return `  cloned ${e.url}${e.ref ? ` ${e.ref}` : ''} at ${e.commit.slice(0, 12)}: ${e.files} file(s), ${(e.bytes / 1048576).toFixed(1)} MiB in ${(e.ms / 1000).toFixed(1)} s`;
     case 'git.bundle':
-      return e.path ? `  git bundle: ${e.commits} commit(s) on ${e.branch} (${e.bytes} bytes)` : `  no git bundle: ${e.note ?? ''}`;
+      return e.path ? `  git bundle: ${e.commits} commit(s) on ${e.branch} (${e.bytes} bytes)${e.needsReviewTotal ? `, ⚠ ${e.needsReviewTotal} change(s) to review` : ''}` : `  no git bundle: ${e.note ?? ''}`;
     case 'setup.started':
       return `  setup of ${e.environment}: ${e.cache === 'hit' ? 'cached result restored, commands skipped' : `${e.commands} command(s)`}${e.egressAllow.length && e.cache !== 'hit' ? ` (egress: ${e.egressAllow.join(', ')})` : ''}`;
     case 'setup.command':
@@ -81,6 +81,14 @@ export function renderEvent(e: RunEvent): string | null {
       return e.state === 'failed' ? `  EGRESS PROXY FAILED: ${clip(e.detail, 200)}` : null;
     case 'egress.stats':
       return null;
+    case 'effect.decision': {
+      const what = e.effect === 'file' ? `${showName(e.path ?? '')} ${e.change ?? ''} (${e.class ?? ''})` : `connection to ${e.host ?? '?'}:${e.port ?? '?'}`;
+      return `    ${e.decision === 'allow' ? 'effect accepted' : 'EFFECT REFUSED'}: ${what} — ${clip(e.reason, 200)}`;
+    }
+    case 'effect.unchecked':
+      return `    effect check failed: ${clip(e.reason, 200)}`;
+    case 'effect.stats':
+      return `  effect checks: ${e.checks} (${e.mode}), p50 ${e.p50Ms} ms, max ${e.maxMs} ms`;
     case 'log.truncated':
       return `  log truncated: ${clip(e.reason, 160)}`;
     case 'budget.warning':

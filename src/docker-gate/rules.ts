@@ -6,7 +6,7 @@
  */
 import { createHmac } from 'node:crypto';
 import { isAbsolute, normalize } from 'node:path';
-import { EGRESS_MOUNT, LABELS, MASKED_PATHS } from '../sandbox/container-spec';
+import { EGRESS_MOUNT, LABELS, MASKED_PATHS, WORKSPACE_DIR, workspaceTmpfsOptions } from '../sandbox/container-spec';
 import { seccompJson } from '../sandbox/seccomp-profile';
 
 /** The label the gate stamps on every container it creates: HMAC(key, name, run id). */
@@ -100,7 +100,8 @@ export function checkCreate(body: unknown, name: string | null, p: GatePolicy): 
   }
   if (!isEmpty(h.IpcMode) && h.IpcMode !== 'private' && h.IpcMode !== 'none') refuse('no-host-namespaces', `IpcMode must be private (got ${JSON.stringify(h.IpcMode)})`);
   if (!isEmpty(h.CgroupnsMode) && h.CgroupnsMode !== 'private') refuse('no-host-namespaces', `CgroupnsMode must be private (got ${JSON.stringify(h.CgroupnsMode)})`);
-  if (!isEmpty(h.Mounts) || !isEmpty(h.VolumesFrom) || !isEmpty(h.VolumeDriver) || !isEmpty(b.Volumes)) refuse('binds-egress-only', 'Mounts, VolumesFrom, VolumeDriver and Volumes must be empty');
+  if (!isEmpty(h.VolumesFrom) || !isEmpty(h.VolumeDriver) || !isEmpty(b.Volumes)) refuse('binds-egress-only', 'VolumesFrom, VolumeDriver and Volumes must be empty');
+  checkWorkspaceMount(h.Mounts, b.Labels, p);
   checkBinds(h.Binds, b.Labels, p);
   if (h.NetworkMode !== 'none') refuse('network-none', `NetworkMode must be "none" (got ${JSON.stringify(h.NetworkMode)})`);
   if (!isEmpty(b.NetworkingConfig)) refuse('network-none', 'NetworkingConfig must be empty');
@@ -137,6 +138,34 @@ function checkBinds(binds: unknown, labels: unknown, p: GatePolicy): void {
   if (dst !== EGRESS_MOUNT || mode !== 'ro') refuse('binds-egress-only', `the egress directory must be mounted read-only at ${EGRESS_MOUNT}`);
   const l = (labels ?? {}) as Json;
   if (l[LABELS.egressDir] !== src) refuse('binds-egress-only', `the bind must be the directory in the ${LABELS.egressDir} label`);
+}
+
+/**
+ * Mounts: nothing, or exactly the workspace as container-spec.ts makes it — an anonymous volume (no
+ * Source: never another container's or a host directory) of the local driver whose options are a
+ * tmpfs (`type=tmpfs`, `device=tmpfs`: no block device, no bind) with the agent's uid, a size within
+ * the maximum, nosuid and nodev. Any other option (`o=bind`, `device=/`, `type=ext4`) could mount the
+ * host's files or devices, so the options must be exactly that form.
+ */
+function checkWorkspaceMount(mounts: unknown, labels: unknown, p: GatePolicy): void {
+  if (isEmpty(mounts)) return;
+  const m = (Array.isArray(mounts) && mounts.length === 1 ? mounts[0] : null) as Json | null;
+  const bad = (why: string): never => refuse('workspace-volume', `Mounts may hold only the workspace volume: ${why}`);
+  if (!m || typeof m !== 'object') bad('exactly one mount');
+  if (m!.Type !== 'volume' || m!.Target !== WORKSPACE_DIR) bad(`a volume at ${WORKSPACE_DIR}`);
+  if (!isEmpty(m!.Source)) bad('an anonymous volume (no Source)');
+  if (m!.ReadOnly === true || !isEmpty(m!.BindOptions) || !isEmpty(m!.TmpfsOptions) || !isEmpty(m!.Consistency) || !isEmpty((m as Json).ImageOptions)) bad('no other options');
+  for (const k of Object.keys(m!)) if (!['Type', 'Target', 'Source', 'ReadOnly', 'VolumeOptions', 'BindOptions', 'TmpfsOptions', 'Consistency'].includes(k) && !isEmpty(m![k])) bad(`no ${k}`);
+  const v = (m!.VolumeOptions ?? {}) as Json;
+  for (const k of Object.keys(v)) if (!['NoCopy', 'Labels', 'DriverConfig'].includes(k) && !isEmpty(v[k])) bad(`no VolumeOptions.${k}`);
+  if (v.NoCopy !== true) bad('NoCopy true');
+  const d = (v.DriverConfig ?? {}) as Json;
+  const o = (d.Options ?? {}) as Json;
+  if (d.Name !== 'local' || Object.keys(o).sort().join(',') !== 'device,o,type' || o.type !== 'tmpfs' || o.device !== 'tmpfs') bad('the local driver with type=tmpfs, device=tmpfs and o');
+  const uid = Number(((labels ?? {}) as Json)[LABELS.uid]);
+  const size = /^size=(\d{1,6})m,/.exec(String(o.o));
+  if (!size || Number(size[1]) < 1 || Number(size[1]) > p.maxWorkspaceMb) bad(`a size of at most ${p.maxWorkspaceMb} MiB`);
+  if (!Number.isInteger(uid) || String(o.o) !== workspaceTmpfsOptions(Number(size![1]), uid)) bad(`tmpfs options exactly "${workspaceTmpfsOptions(Number(size![1]), uid)}"`);
 }
 
 function checkSecurityOpt(opts: unknown): void {

@@ -23,3 +23,79 @@ export interface ProtectedMatcher {
   /** Root-level names and directories to read when the whole workspace is too large to read each call. */
   rootProbes(): string[];
 }
+
+/** One protected entry as read from the sandbox (never through its processes). */
+export interface ProtectedEntry {
+  type: EntryType;
+  /** Permission bits (mode & 0o7777). */
+  mode: number;
+  size: number;
+  /** sha256 (hex) of a file's content. */
+  sha256?: string;
+  /** A symlink's target, or the name a hard link shares its content with. */
+  link?: string;
+  hardlink?: boolean;
+  /** The content, for files up to the keep limit: what a restore writes back and a diff shows. */
+  data?: Buffer;
+}
+
+/** The protected files of a workspace at one moment. */
+export interface ProtectedState {
+  entries: Map<string, ProtectedEntry>;
+  /** Modes of directories seen (to recreate a protected file's parents as they were). */
+  dirs: Map<string, number>;
+  /** full: the whole workspace was read; targeted: only the protected set's root-level names and git's directory. */
+  mode: 'full' | 'targeted';
+  /** What the read could not cover (sizes over the keep limit, a workspace too large to read whole…). */
+  notes: string[];
+  /** Bytes read from the engine, archive requests made, wall time. */
+  bytes: number;
+  requests: number;
+  ms: number;
+}
+
+/** What the effect check needs of a sandbox: its protected files read and restored through the engine. */
+export interface EffectFacet {
+  /** Reads the protected files' state through the Engine API's archive endpoint (not through a process in the sandbox). */
+  protectedState(set: ProtectedMatcher, opts: { mode: 'full' | 'targeted'; signal?: AbortSignal }): Promise<ProtectedState>;
+  /**
+   * Puts `before`'s entries for `paths` back (through the archive endpoint, as the agent's uid) and
+   * removes those that did not exist before; paths are workspace-relative.
+   */
+  restoreProtected(before: ProtectedState, paths: string[], signal?: AbortSignal): Promise<void>;
+  /** Kills every process of the agent's uid (what races a restore). */
+  stopAgentProcesses(): Promise<boolean>;
+}
+
+/** How an observed effect was settled. */
+export type EffectBy =
+  /** The call's own decision named it (a file tool's path, approved or allowed). */
+  | 'covered'
+  /** Harmless by rule (policy/benign-effects.ts). */
+  | 'benign'
+  /** A human approved or denied it, or nobody answered in time. */
+  | 'approval'
+  /** The run is unattended: refused without asking. */
+  | 'unattended';
+
+export interface EffectDecision {
+  callId: string | null;
+  tool: string;
+  effect: 'file' | 'network';
+  decision: 'allow' | 'deny';
+  by: EffectBy;
+  /** One sentence: what happened and why it was decided so. */
+  reason: string;
+  /** file: the workspace path, how it changed, its class and rule, a bounded diff, whether it was put back. */
+  path?: string;
+  change?: 'added' | 'modified' | 'deleted';
+  class?: ProtectedClass;
+  rule?: string;
+  diff?: string;
+  restored?: boolean;
+  /** network: where the call connected. */
+  host?: string;
+  port?: number;
+  /** Who answered an approval. */
+  approvedBy?: string;
+}

@@ -4,6 +4,7 @@
  */
 import type { ExecResult, EgressAttempt, EgressCode, EgressStats, FileChange, NotExported, NotExportedCode, ReviewFlag, ReviewRule } from './sandbox';
 import type { GateVerdict } from './gate';
+import type { EffectDecision } from './effects';
 import type { ModelToolCall, ModelUsage } from './model';
 import type { RoutingRule } from './run-spec';
 import type { SubRunNode } from './subrun';
@@ -66,6 +67,16 @@ export type RunEventBody =
   /** The run's egress proxy process started, failed (the run has no egress from then on) or stopped. */
   | { type: 'egress.proxy'; state: 'started' | 'failed' | 'stopped'; detail: string; pid?: number; user?: string; limits?: Record<string, number> }
   | ({ type: 'egress.stats' } & EgressStats)
+  /**
+   * An effect observed at an exit and what was decided about it: a protected file a call changed
+   * (effect `file`: undone unless the call's decision covered it, it is harmless by rule, or a human
+   * approved it) or a connection a call opened although the gate predicted none (effect `network`).
+   */
+  | ({ type: 'effect.decision' } & EffectDecision)
+  /** The protected files could not be read after a call (the next read tries again; twice in a row ends the run). */
+  | { type: 'effect.unchecked'; callId: string | null; reason: string }
+  /** The run's per-call effect checks: how many, how they read, what they cost. */
+  | { type: 'effect.stats'; checks: number; mode: 'full' | 'targeted'; p50Ms: number; maxMs: number; totalMs: number; bytes: number; requests: number; restores: number; decisions: number }
   /** The log reached a cap: later events are counted, not kept (only the run's end still is). `final` is the count at the end. */
   | { type: 'log.truncated'; reason: string; maxEvents: number; maxBytes: number; final: boolean; dropped: Record<string, number>; droppedBytes: number }
   | { type: 'budget.warning'; budget: BudgetName; limit: number; used: number }

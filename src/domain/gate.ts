@@ -62,7 +62,11 @@ export interface ClassifierAnswer {
 export interface GateVerdict {
   decision: 'allow' | 'deny';
   /** What the static layer said, and which rule said it (null when no rule matched). */
-  static: { decision: Decision; rule: string | null; reason: string; risk?: RiskLevel };
+  static: {
+    decision: Decision; rule: string | null; reason: string; risk?: RiskLevel;
+    /** The analysis predicts network use (a connection the call opens is then expected). */
+    network?: boolean;
+  };
   classifier?: ClassifierAnswer;
   /** Present when a human was asked. */
   approval?: { approved: boolean; by: string; waitedMs: number; timedOut: boolean };

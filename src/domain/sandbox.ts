@@ -2,7 +2,7 @@
  * The Sandbox port: everything the run loop and the tools may do to a run's container. Only
  * src/sandbox/ implements it (with dockerode); tests of the loop use a fake.
  */
-import type { ProtectedMatcher } from './effects';
+import type { EffectFacet, ProtectedMatcher } from './effects';
 /**
  * How a sandbox is isolated from the host kernel: `runc` (namespaces, no capabilities, corral's seccomp
  * profile) or `gvisor` (gVisor's runsc: the sandbox's system calls go to a user-space kernel).
@@ -101,6 +101,8 @@ export interface FileChange {
   /** Permission bits (mode & 0o7777) before and after when they differ; for an added file, its bits when not 0644. */
   modeBefore?: number;
   modeAfter?: number;
+  /** A symbolic link (only in a git bundle's review: the workspace export carries regular files only). */
+  symlink?: boolean;
 }
 
 export const NOT_EXPORTED_CODES = ['bad-name', 'symlink', 'special', 'too-large', 'total-cap', 'entry-cap', 'changed', 'unreadable'] as const;
@@ -152,10 +154,19 @@ export interface WorkspaceExport {
 /** One run's sandbox, owned by whoever acquired it; dispose() removes the container and its resources. */
 export interface LeasedSandbox extends Sandbox {
   dispose(): Promise<void>;
-  /** Tells the egress proxy which tool call runs now (null: none), so connections are attributed to it. */
-  noteToolCall?(callId: string | null): void;
+  /**
+   * Tells the egress proxy which tool call runs now (null: none), so connections are attributed to
+   * it, and what to do with the connections it opens (default `open`).
+   */
+  noteToolCall?(callId: string | null, net?: NetExpectation): void;
+  /** Lets a held connection go on (allow) or refuses it. */
+  releaseEgress?(id: number, allow: boolean): void;
+  /** Resolves once the proxy has reported every attempt so far (bounded wait). */
+  egressSync?(): Promise<void>;
   /** What an environment's setup phase needs (environments/setup-phase.ts); absent in fakes without one. */
   setup?: SetupFacet;
+  /** The effect check's access to the protected files (through the engine, not the sandbox's processes); absent in fakes without one. */
+  effects?: EffectFacet;
 }
 
 /** The steps of a setup phase that only the sandbox adapter can take. */
@@ -214,6 +225,8 @@ export interface SandboxRequest {
   onEgress?: (attempt: EgressAttempt) => void;
   /** Receives aggregated repeats, the proxy's start, failure and stop, and the run's egress totals. */
   onEgressSummary?: (summary: EgressSummary) => void;
+  /** Receives each connection the proxy holds for a decision (releaseEgress answers it). */
+  onEgressHold?: (hold: EgressHold) => void;
   signal?: AbortSignal;
 }
 
@@ -221,7 +234,25 @@ export interface SandboxRequest {
 export type EgressCode =
   | 'allowed' | 'invalid_target' | 'invalid_name' | 'ip_literal' | 'not_allowed' | 'port_not_allowed'
   | 'forbidden_address' | 'resolve_failed' | 'wildcard_rate' | 'wildcard_names' | 'host_mismatch' | 'framing'
-  | 'upgrade_refused' | 'cap_connections' | 'cap_rate' | 'cap_requests' | 'cap_bytes_out' | 'cap_bytes_in' | 'unreachable';
+  | 'upgrade_refused' | 'cap_connections' | 'cap_rate' | 'cap_requests' | 'cap_bytes_out' | 'cap_bytes_in' | 'unreachable'
+  /** The gate predicted no network use for the call that opened it (run/effect-guard.ts). */
+  | 'unpredicted';
+
+/**
+ * What the egress proxy does with a connection the current call opens: `open` (the gate predicted
+ * network use, or no call's prediction applies: setup), `hold` (ask a human first: the proxy parks it
+ * until the worker releases it) or `refuse` (unattended, or no call is running).
+ */
+export type NetExpectation = 'open' | 'hold' | 'refuse';
+
+/** A connection the proxy holds until the worker decides (NetExpectation `hold`). */
+export interface EgressHold {
+  id: number;
+  callId: string | null;
+  host: string;
+  port: number;
+  method: string;
+}
 
 export interface EgressAttempt {
   host: string;

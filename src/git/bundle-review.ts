@@ -79,6 +79,7 @@ export function parseRawDiff(out: Buffer): FileChange[] {
     const change: FileChange['change'] = status === 'A' ? 'added' : status === 'D' ? 'deleted' : 'modified';
     const c: FileChange = { path, change, added: 0, removed: 0 };
     // git's modes: 100644, 100755, 120000 (link), 160000 (submodule); the permission bits are what the review reads
+    if ((after & 0o170000) === 0o120000) c.symlink = true;
     if (after) c.modeAfter = after & 0o7777;
     if (before && change !== 'added') c.modeBefore = before & 0o7777;
     changes.push(c);

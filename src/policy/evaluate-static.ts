@@ -35,10 +35,19 @@ export interface StaticResult {
   risk?: RiskLevel;
   /** What the call adds to the run's history if it runs: literal files it writes, links it makes. */
   adds?: CallHistory;
+  /**
+   * The analysis predicts network use: a command with a network, install, publish or upload effect,
+   * or a tool whose policy entry says `network: true`. A call without it that opens a connection
+   * anyway is held by the egress proxy and asks (run/effect-guard.ts).
+   */
+  network?: boolean;
 }
 
 /** At most this many paths and links recorded per call. */
 const MAX_ADDS = 64;
+
+/** Effects that go through the network. */
+const NETWORK_EFFECTS = new Set(['network', 'install', 'publish', 'upload']);
 
 const ORDER: Record<Decision, number> = { allow: 0, ask: 1, deny: 2 };
 const RISK: Record<RiskLevel, number> = { low: 0, medium: 1, high: 2, critical: 3 };
@@ -102,7 +111,8 @@ function evaluateStaticUnguarded(policy: Policy, call: StaticCall, history?: Cal
       else verdicts.push(...evaluateShell(policy, command, { history, adds }));
     }
   }
-  const r = combine(verdicts, { decision: 'ask', rule: 'none:nothing', reason: 'no rule matched' });
+  const combined = combine(verdicts, { decision: 'ask', rule: 'none:nothing', reason: 'no rule matched' });
+  const r = entry.network || verdicts.some((v) => v.effect !== undefined && NETWORK_EFFECTS.has(v.effect)) ? { ...combined, network: true } : combined;
   const clobbered = [...new Set(adds.clobbered ?? [])].slice(0, MAX_ADDS);
   const bounded = { written: [...new Set(adds.written)].filter((p) => !clobbered.includes(p)).slice(0, MAX_ADDS), links: adds.links.slice(0, MAX_ADDS), ...(clobbered.length ? { clobbered } : {}) };
   return bounded.written.length || bounded.links.length || clobbered.length ? { ...r, adds: bounded } : r;
@@ -354,8 +364,8 @@ function deletesOnlyOwnScratch(policy: Policy, label: string, args: ShellWord[],
 
 function effectVerdicts(policy: Policy, effect: string, why: string): Verdict[] {
   const rules = policy.bash.effects.filter((r) => (r.effects as string[]).includes(effect));
-  if (rules.length === 0) return [{ decision: 'ask', rule: 'none:effect', risk: 'medium', reason: `${why} (no rule decides "${effect}")` }];
-  return rules.map((r) => ({ decision: r.decision, rule: r.name, risk: r.risk, reason: `${why}; ${r.reason}` }));
+  if (rules.length === 0) return [{ decision: 'ask', rule: 'none:effect', risk: 'medium', reason: `${why} (no rule decides "${effect}")`, effect }];
+  return rules.map((r) => ({ decision: r.decision, rule: r.name, risk: r.risk, reason: `${why}; ${r.reason}`, effect }));
 }
 
 function pathVerdicts(policy: Policy, p: PathUse, c: SimpleCommand): Verdict[] {

@@ -20,7 +20,11 @@ import { escapeGlob, type ShellWord } from './shell-words';
 /** File names whose deletion loses no work (build and interpreter by-products, editor and patch leftovers). */
 const REGENERABLE_NAME = /^\*?\.(o|obj|a|so|dylib|pyc|pyo|class|bak|orig|rej|tmp|swp|log|out|d|gcda|gcno)$|^(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|\.hypothesis|node_modules|target|dist|build|_build|coverage|htmlcov|\.tox|\.nox|\.venv|venv|\.eggs|\*?[\w.-]*\.egg-info|\.coverage|\.next|\.nuxt|\.turbo|\.parcel-cache|\.DS_Store|\*~|pytest-\*)$/;
 
-export interface Verdict { decision: Decision; rule: string; reason: string; risk?: RiskLevel }
+export interface Verdict {
+  decision: Decision; rule: string; reason: string; risk?: RiskLevel;
+  /** The analysed effect this verdict is about (evaluate-static.ts effectVerdicts), for StaticResult.network. */
+  effect?: string;
+}
 
 /** Ordinary workspace paths: a pattern matching one of them is not specific to a protected path. */
 function benignProbes(ws: string): string[] {

@@ -52,7 +52,7 @@ export class PolicyGate implements Gate {
     const st = await this.opts.analyzer.analyze(policyName, { tool: call.tool, args: call.args }, history);
     const next = st.decision !== 'ask' ? 'final' : this.opts.classifier ? 'classifier' : 'approval';
     return {
-      static: { decision: st.decision, rule: st.rule, reason: st.reason, ...(st.risk ? { risk: st.risk } : {}) }, final: next === 'final', next,
+      static: { decision: st.decision, rule: st.rule, reason: st.reason, ...(st.risk ? { risk: st.risk } : {}), ...(st.network ? { network: true } : {}) }, final: next === 'final', next,
       ...(st.adds ? { adds: st.adds } : {}),
     };
   }

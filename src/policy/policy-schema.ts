@@ -31,6 +31,8 @@ const ToolSchema = z.strictObject({
    * lines, with and without `a/` `b/` prefixes, never /dev/null) is checked as a write path.
    */
   patch: z.string().optional(),
+  /** The tool's purpose is network use (fetch_url): a connection it opens was predicted. */
+  network: z.boolean().default(false),
   /** Example calls, run through the static layer at load: `expect` is its decision (`not_allow` = ask or deny). */
   examples: z.array(z.strictObject({
     args: z.record(z.string(), z.unknown()),

@@ -116,14 +116,23 @@ const GIT_LEGIT_DIRS = new Set(['objects', 'refs', 'logs', 'rebase-merge', 'reba
 /** Names that start a git directory's layout: inside modules/ and worktrees/, the module or worktree's own layout starts at the first of them. */
 const GIT_LAYOUT = new Set([...GIT_LEGIT_TOP, ...GIT_LEGIT_DIRS, 'config', 'config.worktree', 'hooks', 'info', 'branches', 'remotes', 'modules', 'worktrees', 'commondir', 'gitdir']);
 
-/** How a path inside a git directory (its segments after `.git`, folded) is classed, or null for what git writes itself. */
-export function gitInternal(rel: readonly string[]): ProtectedMatch | null {
+/** Git's directories where a link or file instead of a directory redirects what git reads as hooks, configuration or objects. */
+const GIT_DIRS_KEPT = new Set(['hooks', 'info', 'modules', 'worktrees', 'branches', 'remotes', 'objects', 'refs', 'objects/info']);
+
+/**
+ * How a path inside a git directory (its segments after `.git`, folded) is classed, or null for what
+ * git writes itself. `type`: a link or file where git keeps a directory (`.git/hooks` → ../src) is protected.
+ */
+export function gitInternal(rel: readonly string[], type?: EntryType): ProtectedMatch | null {
   if (rel.length === 0) return null;
+  if (type !== undefined && type !== 'dir' && GIT_DIRS_KEPT.has(rel.join('/'))) {
+    return { rule: 'git-dir-replaced', class: rel[0] === 'hooks' ? 'git-hook' : 'git-internal', reason: `a ${type} where git keeps its ${rel.join('/')} directory: git would read ${rel[0] === 'hooks' ? 'hooks' : 'its state'} from wherever it points` };
+  }
   const [top, ...rest] = rel as [string, ...string[]];
   if (top === 'modules' || top === 'worktrees') {
     const start = rest.findIndex((s, i) => i > 0 && GIT_LAYOUT.has(s));
     // modules/<name>/… and worktrees/<name>/…: judged as that directory's own layout
-    if (start > 0) return gitInternal(rest.slice(start));
+    if (start > 0) return gitInternal(rest.slice(start), type);
     return rest.length === 0 ? null : { rule: `git-${top}`, class: 'git-internal', reason: `a git ${top === 'modules' ? 'submodule' : 'worktree'} directory entry: where git looks for that repository's configuration` };
   }
   if (GIT_LEGIT_DIRS.has(top)) {
@@ -185,10 +194,18 @@ function globMatches(g: readonly Seg[], segs: readonly string[], i = 0, j = 0, m
 const MAX_SEGMENTS = 512;
 
 export class ProtectedSet implements ProtectedMatcher {
-  private readonly compiled: Array<{ rule: ProtectedRule; globs: Seg[][] }>;
+  private readonly compiled: Array<{ rule: ProtectedRule; globs: Seg[][]; prefixes: Seg[][] }>;
 
   constructor(readonly rules: readonly ProtectedRule[] = BUILTIN_RULES) {
-    this.compiled = rules.map((rule) => ({ rule, globs: rule.globs.map(compileGlob) }));
+    this.compiled = rules.map((rule) => {
+      const globs = rule.globs.map(compileGlob);
+      // the literal directories an anchored glob reaches through (`.github/workflows/**` → .github, .github/workflows)
+      const prefixes: Seg[][] = [];
+      for (const g of globs) {
+        for (let n = 1; n < g.length && g[n - 1]!.kind === 'lit'; n++) prefixes.push(g.slice(0, n));
+      }
+      return { rule, globs, prefixes };
+    });
   }
 
   /** A set with the operator's rules after the built-in ones. */
@@ -207,10 +224,18 @@ export class ProtectedSet implements ProtectedMatcher {
     if (g >= 0) {
       // the git directory itself is no change; a `.git` file or link (a file when the type is unknown: the diff model lists files only) is
       if (g === segs.length - 1) return type === 'dir' ? null : GIT_DIR_FILE;
-      return gitInternal(segs.slice(g + 1));
+      return gitInternal(segs.slice(g + 1), type);
     }
     for (const c of this.compiled) {
       if (c.globs.some((glob) => globMatches(glob, segs))) return { rule: c.rule.name, class: c.rule.class, reason: c.rule.reason };
+    }
+    // a link or file where a protected directory belongs (`.vscode` → src/x, `.github/workflows` → ../wf)
+    if (type !== undefined && type !== 'dir') {
+      for (const c of this.compiled) {
+        if (c.prefixes.some((pre) => pre.length === segs.length && pre.every((seg, i) => segMatches(seg, segs[i]!)))) {
+          return { rule: c.rule.name, class: c.rule.class, reason: `a ${type} where a protected directory belongs: ${c.rule.reason}` };
+        }
+      }
     }
     return null;
   }

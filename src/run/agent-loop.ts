@@ -37,7 +37,7 @@ import type { LoopState, PendingResult } from './loop-state';
 import { NO_SIGNALS, routeTurn, type TurnSignals } from './model-router';
 import { RepetitionTracker } from './repetition';
 import { systemPrompt } from './system-prompt';
-import { runToolCall, type CallKind } from './tool-call';
+import { runToolCall, type CallEffectsPort, type CallKind } from './tool-call';
 
 export type { Prices } from './budget-meter';
 
@@ -54,6 +54,8 @@ export interface AgentLoopDeps {
   tools?: readonly Tool[];
   /** Receives each turn's streamed pieces (live views only). */
   onDelta?: (turn: number, d: ModelDelta) => void;
+  /** The effect check around each call (run/effect-guard.ts). */
+  effects?: CallEffectsPort;
 }
 
 /** What the loop may do with `delegate`: the run's depth and the server's caps. */
@@ -351,7 +353,7 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
         if (meter.full('toolCalls')) throw exhausted('toolCalls');
         meter.addToolCall();
         const r = await runToolCall(
-          { tools: allTools, allowed, gate: deps.gate, sandbox: deps.sandbox, emit: deps.emit, clock: deps.clock, execTimeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, defer },
+          { tools: allTools, allowed, gate: deps.gate, sandbox: deps.sandbox, emit: deps.emit, clock: deps.clock, execTimeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, defer, ...(deps.effects ? { effects: deps.effects } : {}) },
           call,
           { runId: input.runId, task: gateTask, policy: input.policy, approvals: input.approvals, evidence: [...taskEvidence, ...evidence], history, signal },
         );

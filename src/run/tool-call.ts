@@ -6,10 +6,17 @@
 import { CancelledError, describeZodIssues } from '../domain/errors';
 import { findIllFormed } from '../domain/tool-input';
 import type { Emit } from '../domain/events';
-import type { CallHistory, Gate, GateContext } from '../domain/gate';
+import type { CallHistory, Gate, GateContext, GateVerdict } from '../domain/gate';
 import type { ModelToolCall } from '../domain/model';
 import type { Sandbox } from '../domain/sandbox';
 import type { Tool } from '../tools/tool';
+import type { CallEffects, CallInfo } from './effect-guard';
+
+/** The effect check around a call (run/effect-guard.ts); absent in loops without a sandbox that has one. */
+export interface CallEffectsPort {
+  beginCall(call: CallInfo, verdict: GateVerdict): void;
+  endCall(verdict: GateVerdict, ran: boolean, signal?: AbortSignal): Promise<CallEffects>;
+}
 
 export type CallKind = 'ok' | 'failed' | 'malformed' | 'refused' | 'blocked';
 
@@ -28,6 +35,8 @@ export interface ToolCallDeps {
    * give its result later (a sub-run), or the result now (a refusal the model sees).
    */
   defer?: (call: ModelToolCall, args: Record<string, unknown>) => 'deferred' | { content: string; summary: string; kind: CallKind };
+  /** The effect check: files and connections compared with what the decision covered. */
+  effects?: CallEffectsPort;
 }
 
 /** How much of a tool's output the log keeps (head and tail). */
@@ -101,14 +110,18 @@ export async function runToolCall(
     d.emit({ type: 'tool.result', callId: call.id, tool: tool.name, ok: false, blocked: false, summary: r.summary, ms: d.clock() - t0, output: excerpt(r.content) });
     return { content: r.content, kind: r.kind };
   }
+  d.effects?.beginCall({ callId: call.id, tool: tool.name, args }, verdict);
   const out = await tool.execute(args, { sandbox: d.sandbox, execTimeoutMs: d.execTimeoutMs, maxOutputBytes: d.maxOutputBytes, signal });
+  // What the call did at the exits: protected files and connections the decision did not cover are undone or refused.
+  const fx = d.effects ? await d.effects.endCall(verdict, true, signal) : undefined;
+  const content = fx?.note ? `${out.content}\n\n${fx.note}` : out.content;
   // A call that completed is logged even if the run was cancelled meanwhile (its effects happened);
   // the loop stops before the next call or model turn.
   const { stdout: _o, stderr: _e, ...exec } = out.exec ?? ({} as NonNullable<typeof out.exec>);
   d.emit({
-    type: 'tool.result', callId: call.id, tool: tool.name, ok: out.ok, blocked: false, summary: out.summary,
-    ...(out.exec ? { exec } : {}), ms: d.clock() - t0, output: excerpt(out.content),
+    type: 'tool.result', callId: call.id, tool: tool.name, ok: out.ok, blocked: false, summary: fx?.refused ? `${out.summary}; an effect was refused` : out.summary,
+    ...(out.exec ? { exec } : {}), ms: d.clock() - t0, output: excerpt(content),
   });
   // what this call wrote and linked, as the gate predicted it, becomes part of the run's history
-  return { content: out.content, kind: out.ok ? 'ok' : 'failed', ...(verdict.adds ? { adds: verdict.adds } : {}) };
+  return { content, kind: fx?.refused ? 'blocked' : out.ok ? 'ok' : 'failed', ...(verdict.adds ? { adds: verdict.adds } : {}) };
 }

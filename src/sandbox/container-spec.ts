@@ -7,6 +7,11 @@
  * Disk: the root filesystem is read-only; /workspace, /tmp and /home/agent are size-capped tmpfs
  * mounts. tmpfs pages are charged to the container's memory cgroup, so the memory limit is the
  * processes' share plus the tmpfs caps: filling a disk can never take memory from the host beyond it.
+ * /workspace is a tmpfs too, but mounted as the container's anonymous volume of the `local` driver
+ * (type tmpfs, the same size and options; removed with the container): the Engine API's archive
+ * endpoints see volumes and not HostConfig.Tmpfs mounts (Docker 20.10), and the worker reads the
+ * protected files through them after every call — a path no sandbox process can stand in
+ * (sandbox/protected-snapshot.ts).
  * The tmpfs mounts allow exec (`./configure`, `./gradlew`): with python3 and bash in the image,
  * noexec stops no attacker; the boundary is the container (seccomp, no capabilities, read-only root,
  * nosuid + no-new-privileges), which tests attack with binaries run from /workspace.
@@ -113,6 +118,30 @@ export function sandboxEnv(egress: boolean, extra: Record<string, string> = {}):
   return env;
 }
 
+/**
+ * /workspace: an anonymous volume of the local driver that is a size-capped tmpfs owned by the agent
+ * (`docker rm -v` removes it with the container). NoCopy: nothing of the image is copied into it.
+ */
+export function workspaceMount(workspaceMb: number, agentUid: number): Docker.MountSettings {
+  return {
+    Type: 'volume',
+    Target: WORKSPACE_DIR,
+    // empty: an anonymous volume of this container's own
+    Source: '',
+    ReadOnly: false,
+    VolumeOptions: {
+      NoCopy: true,
+      Labels: {},
+      DriverConfig: { Name: 'local', Options: { type: 'tmpfs', device: 'tmpfs', o: workspaceTmpfsOptions(workspaceMb, agentUid) } },
+    },
+  };
+}
+
+/** The mount options of the workspace tmpfs (the docker gate checks them against this form). */
+export function workspaceTmpfsOptions(workspaceMb: number, agentUid: number): string {
+  return `size=${workspaceMb}m,uid=${agentUid},gid=${agentUid},mode=0755,nosuid,nodev,exec`;
+}
+
 /** Seconds PID 1 sleeps: it ends the container at the deadline (a dead man's switch). At least 1. */
 export function secondsUntil(deadline: Date, now: Date): number {
   return Math.max(1, Math.ceil((deadline.getTime() - now.getTime()) / 1000));
@@ -146,10 +175,10 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     NetworkMode: 'none',
     ReadonlyRootfs: true,
     Tmpfs: {
-      [WORKSPACE_DIR]: `${tmpfsOpts},size=${limits.workspaceMb}m,uid=${agent},gid=${agent},mode=0755`,
       '/tmp': `${tmpfsOpts},size=${TMP_MB}m,mode=1777`,
       [HOME_DIR]: `${tmpfsOpts},size=${HOME_MB}m,uid=${agent},gid=${agent},mode=0700`,
     },
+    Mounts: [workspaceMount(limits.workspaceMb, agent)],
     ShmSize: SHM_MB * mb,
     Binds: input.egressDir !== undefined ? [`${input.egressDir}:${EGRESS_MOUNT}:ro`] : [],
     CapDrop: ['ALL'],

@@ -17,7 +17,7 @@ import type Docker from 'dockerode';
 import type { Config } from '../config';
 import { CancelledError, SandboxError } from '../domain/errors';
 import type {
-  ExecRequest, ExecResult, ExportTarget, FileContent, FileEntry, LeasedSandbox, SandboxProvider, SandboxRequest, SetupFacet, WorkspaceExport, WriteOptions,
+  ExecRequest, ExecResult, ExportTarget, FileContent, FileEntry, LeasedSandbox, NetExpectation, SandboxProvider, SandboxRequest, SetupFacet, WorkspaceExport, WriteOptions,
 } from '../domain/sandbox';
 import { killCall } from './call-kill';
 import { entriesFromFiles, packTar, readCheckedTar, type ArchiveEntry } from './archive';
@@ -34,6 +34,9 @@ import { createInFreeSlot, type UidSlot } from './uid-slots';
 import { WarmPool } from './warm-pool';
 import { indexSeedFile, type SeedFileIndex } from './seed-file';
 import { sideOf, type FileSide } from './workspace-diff';
+import type { EffectFacet, ProtectedState } from '../domain/effects';
+import { DEFAULT_SNAPSHOT_LIMITS, readProtectedState, type ArchiveReader, type PathStat, type SnapshotLimits } from './protected-snapshot';
+import { restorePlan } from './protected-restore';
 import { ExportWriter, type ExportCaps } from './workspace-export';
 
 export type SandboxLog = (msg: string, fields?: Record<string, unknown>) => void;
@@ -200,6 +203,7 @@ export class DockerSandboxProvider implements SandboxProvider {
             if (s.kind === 'proxy') this.log(`egress proxy ${s.state}`, { runId: req.runId, detail: s.detail });
             req.onEgressSummary?.(s);
           },
+          ...(req.onEgressHold ? { onHold: req.onEgressHold } : {}),
         });
         proxyStarting = starting;
         starting.catch(() => undefined);
@@ -268,9 +272,10 @@ export class DockerSandboxProvider implements SandboxProvider {
           maxEntries: this.config.CORRAL_EXPORT_MAX_ENTRIES,
         },
         exportTimeoutMs: this.config.CORRAL_EXPORT_TIMEOUT_S * 1000,
+        snapshotLimits: { ...DEFAULT_SNAPSHOT_LIMITS, fullMaxBytes: this.config.CORRAL_EFFECT_FULL_MB * mb },
         seed: seedSides,
         dispose: runCleanup,
-        ...(proxy ? { noteToolCall: (id: string | null) => proxy.noteCall(id) } : {}),
+        ...(proxy ? { noteToolCall: (id: string | null, net?: NetExpectation) => proxy.noteCall(id, net) } : {}),
       });
       if (req.seedFile) await sandbox.extractFile(req.seedFile, req.signal);
       if (seedEntries.length > 0) await sandbox.extract(await packTar(seedEntries), req.signal);
@@ -296,10 +301,12 @@ interface DockerSandboxOptions {
   maxOutputBytes: number;
   exportCaps: ExportCaps;
   exportTimeoutMs: number;
+  /** Bounds of the protected files' reads (protected-snapshot.ts). */
+  snapshotLimits: SnapshotLimits;
   /** The seed's files, the baseline of exportWorkspace()'s patch; held by the worker, never in the sandbox. */
   seed: Map<string, FileSide>;
   dispose: () => Promise<void>;
-  noteToolCall?: (callId: string | null) => void;
+  noteToolCall?: (callId: string | null, net?: NetExpectation) => void;
   /** The run's egress proxy (setup narrows it). */
   proxy?: EgressProxyHandle;
   /** Caps of a capture's index (rebaseline): the workspace's own. */
@@ -315,6 +322,7 @@ class DockerSandbox implements LeasedSandbox {
   /** Indexes of setup captures added to the baseline; closed at dispose. */
   private readonly captures: SeedFileIndex[] = [];
   readonly setup: SetupFacet;
+  readonly effects: EffectFacet;
 
   constructor(
     private readonly container: Docker.Container,
@@ -331,6 +339,59 @@ class DockerSandbox implements LeasedSandbox {
       restore: (path, signal) => this.extractFile(path, signal, '/'),
       rebaseline: (path) => this.rebaseline(path),
     };
+    this.effects = {
+      protectedState: (set, o) => {
+        this.assertLive();
+        return readProtectedState(this.archive, set, o.mode, this.o.snapshotLimits, o.signal);
+      },
+      restoreProtected: (before, paths, signal) => this.restoreProtected(before, paths, signal),
+      stopAgentProcesses: () => killCall(this.container, this.o.user, 10 * 365 * 86_400_000),
+    };
+  }
+
+  /** The engine's archive endpoint for the snapshot (HEAD for a stat, GET for a tar); a missing path is null. */
+  private readonly archive: ArchiveReader = {
+    stat: async (path, signal) => {
+      try {
+        const res = (await this.container.infoArchive({ path, ...(signal ? { abortSignal: signal } : {}) })) as unknown as Readable & { headers?: Record<string, string> };
+        const raw = res.headers?.['x-docker-container-path-stat'];
+        res.resume?.();
+        if (!raw) throw new SandboxError('sandbox_failed', `the engine's stat of ${path} had no X-Docker-Container-Path-Stat header`);
+        const st = JSON.parse(Buffer.from(raw, 'base64').toString('utf8')) as PathStat;
+        if (typeof st.mode !== 'number' || typeof st.size !== 'number') throw new SandboxError('sandbox_failed', `the engine's stat of ${path} is malformed`);
+        return st;
+      } catch (err) {
+        if ((err as { statusCode?: number }).statusCode === 404) return null;
+        throw err instanceof SandboxError ? err : toSandboxError(err, 'stat a protected path');
+      }
+    },
+    get: async (path, signal) => {
+      try {
+        return (await this.container.getArchive({ path, ...(signal ? { abortSignal: signal } : {}) })) as unknown as Readable;
+      } catch (err) {
+        if ((err as { statusCode?: number }).statusCode === 404) return null;
+        throw toSandboxError(err, 'read protected files');
+      }
+    },
+  };
+
+  /** Removes what did not exist before (rm as the agent), then puts the rest back through the archive endpoint. */
+  private async restoreProtected(before: ProtectedState, paths: string[], signal?: AbortSignal): Promise<void> {
+    this.assertLive();
+    const [uid, gid] = this.o.user.split(':').map(Number) as [number, number];
+    const plan = await restorePlan(before, paths, uid, gid);
+    for (let i = 0; i < plan.remove.length; i += 100) {
+      const batch = plan.remove.slice(i, i + 100).map((p) => `${WORKSPACE_DIR}/${p}`);
+      const o = await this.internal(['rm', '-rf', '--', ...batch], { maxOutputBytes: 4096, ...(signal ? { signal } : {}) });
+      if (o.exitCode !== 0) throw new SandboxError('sandbox_failed', `removing protected files failed (exit ${o.exitCode ?? 'none'}): ${o.stderr.text().trim().slice(0, 300)}`);
+    }
+    if (plan.tar) {
+      try {
+        await this.container.putArchive(plan.tar, { path: WORKSPACE_DIR, ...(signal ? { abortSignal: signal } : {}) });
+      } catch (err) {
+        throw toSandboxError(err, 'put protected files back');
+      }
+    }
   }
 
   /** Kills every process of the agent's uid (what setup left running), then narrows the proxy. */
@@ -403,8 +464,16 @@ class DockerSandbox implements LeasedSandbox {
     return { files: index.sides.size };
   }
 
-  noteToolCall(callId: string | null): void {
-    this.o.noteToolCall?.(callId);
+  noteToolCall(callId: string | null, net?: NetExpectation): void {
+    this.o.noteToolCall?.(callId, net);
+  }
+
+  releaseEgress(id: number, allow: boolean): void {
+    this.o.proxy?.release(id, allow);
+  }
+
+  async egressSync(): Promise<void> {
+    await this.o.proxy?.sync();
   }
 
   async exec(req: ExecRequest): Promise<ExecResult> {

@@ -13,8 +13,9 @@ const Str = (max: number) => z.string().max(max);
 const Code = z.enum([
   'allowed', 'invalid_target', 'invalid_name', 'ip_literal', 'not_allowed', 'port_not_allowed', 'forbidden_address', 'resolve_failed',
   'wildcard_rate', 'wildcard_names', 'host_mismatch', 'framing', 'upgrade_refused', 'cap_connections', 'cap_rate', 'cap_requests',
-  'cap_bytes_out', 'cap_bytes_in', 'unreachable',
+  'cap_bytes_out', 'cap_bytes_in', 'unreachable', 'unpredicted',
 ]);
+const Net = z.enum(['open', 'hold', 'refuse']);
 const Count = z.number().int().min(0);
 const CallId = Str(200).nullable();
 
@@ -42,7 +43,11 @@ export const ToProxy = z.discriminatedUnion('t', [
     exempt: z.array(Str(60)).max(16),
     flushMs: z.number().int().positive(),
   }).strict(),
-  z.object({ t: z.literal('call'), callId: CallId }).strict(),
+  z.object({ t: z.literal('call'), callId: CallId, net: Net.optional() }).strict(),
+  /** The worker's answer for a held connection. */
+  z.object({ t: z.literal('release'), id: Count, allow: z.boolean() }).strict(),
+  /** Report everything recorded so far, then answer `synced` with the same n. */
+  z.object({ t: z.literal('sync'), n: Count }).strict(),
   /** A setup phase ended: the agent's allowlist from now on; every open connection is closed. */
   z.object({ t: z.literal('narrow'), allow: z.array(Str(300)).max(100) }).strict(),
   z.object({ t: z.literal('stop') }).strict(),
@@ -70,6 +75,8 @@ export const FromProxy = z.discriminatedUnion('t', [
   }).strict(),
   z.object({ t: z.literal('stats'), stats: StatsSchema }).strict(),
   z.object({ t: z.literal('narrowed'), closed: Count }).strict(),
+  z.object({ t: z.literal('held'), id: Count, callId: CallId, host: Str(400), port: z.number().int().min(0).max(65535), method: Str(20) }).strict(),
+  z.object({ t: z.literal('synced'), n: Count }).strict(),
 ]);
 export type FromProxy = z.infer<typeof FromProxy>;
 

@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import type { Socket } from 'node:net';
 import type { Config } from '../config';
 import { SandboxError } from '../domain/errors';
-import type { EgressAttempt, EgressSummary } from '../domain/sandbox';
+import type { EgressAttempt, EgressHold, EgressSummary, NetExpectation } from '../domain/sandbox';
 import { encode, FromProxy, readMessages, zodParser, type ToProxy } from './egress-ipc';
 import type { EgressCaps } from './egress-proxy';
 import type { EgressTestHooks } from './egress-test-hooks';
@@ -36,13 +36,19 @@ export interface EgressProxyHostOptions {
   hooks?: EgressTestHooks;
   onAttempt: (a: EgressAttempt) => void;
   onSummary: (s: EgressSummary) => void;
+  /** A connection held for the worker's decision (answer with handle.release). */
+  onHold?: (h: EgressHold) => void;
   log: (msg: string, fields?: Record<string, unknown>) => void;
 }
 
 export interface EgressProxyHandle {
   readonly socketPath: string;
   readonly pid: number;
-  noteCall(callId: string | null): void;
+  noteCall(callId: string | null, net?: NetExpectation): void;
+  /** Answers a held connection. */
+  release(id: number, allow: boolean): void;
+  /** Resolves once the proxy has reported every attempt so far (or after SYNC_TIMEOUT_MS, or at once when it is gone). */
+  sync(): Promise<void>;
   /**
    * Replaces the proxy's allowlist and closes every connection open now (a setup phase ended);
    * resolves with how many were closed. A proxy that does not answer in time is killed: the run then
@@ -57,6 +63,7 @@ const FLUSH_MS = 1000;
 const READY_TIMEOUT_MS = 15_000;
 const STDERR_KEEP = 4096;
 const NARROW_TIMEOUT_MS = 5000;
+const SYNC_TIMEOUT_MS = 2000;
 
 export function capsFromConfig(config: Config): EgressCaps {
   return {
@@ -119,6 +126,8 @@ export async function startEgressProxy(o: EgressProxyHostOptions): Promise<Egres
   let failed = false;
   let stats: Extract<FromProxy, { t: 'stats' }>['stats'] | undefined;
   let narrowed: ((closed: number) => void) | undefined;
+  let syncN = 0;
+  const syncs = new Map<number, () => void>();
   const send = (m: ToProxy) => {
     if (!pipe.destroyed && pipe.writable) pipe.write(encode(m));
   };
@@ -146,7 +155,13 @@ export async function startEgressProxy(o: EgressProxyHostOptions): Promise<Egres
       o.onSummary({ ...rest, kind: 'aggregate', callId: call(m.callId) });
     }
     else if (m.t === 'narrowed') narrowed?.(m.closed);
-    else stats = m.stats;
+    else if (m.t === 'held') {
+      if (o.onHold) o.onHold({ id: m.id, callId: call(m.callId), host: m.host, port: m.port, method: m.method });
+      else send({ t: 'release', id: m.id, allow: false });
+    } else if (m.t === 'synced') {
+      syncs.get(m.n)?.();
+      syncs.delete(m.n);
+    } else stats = m.stats;
   }, (reason) => {
     notReady(new Error(`protocol violation: ${reason}`));
     fail(`the egress proxy broke its protocol (${reason}) and was stopped`);
@@ -188,12 +203,26 @@ export async function startEgressProxy(o: EgressProxyHostOptions): Promise<Egres
   return {
     socketPath,
     pid: r.pid,
-    noteCall(callId) {
+    noteCall(callId, net) {
       if (callId !== null) {
         if (callIds.size >= 10_000) callIds.clear();
         callIds.add(callId);
       }
-      send({ t: 'call', callId });
+      send({ t: 'call', callId, ...(net ? { net } : {}) });
+    },
+    release(id, allow) {
+      send({ t: 'release', id, allow });
+    },
+    sync() {
+      if (failed || stopping || pipe.destroyed) return Promise.resolve();
+      const n = ++syncN;
+      return new Promise<void>((resolve) => {
+        const t = setTimeout(() => { syncs.delete(n); resolve(); }, SYNC_TIMEOUT_MS);
+        t.unref?.();
+        syncs.set(n, () => { clearTimeout(t); resolve(); });
+        exited.then(() => resolve(), () => resolve());
+        send({ t: 'sync', n });
+      });
     },
     async narrow(allow) {
       if (failed || stopping || pipe.destroyed) return { closed: 0, killed: false };

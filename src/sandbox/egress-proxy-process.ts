@@ -23,7 +23,8 @@ const pipe = new Socket({ fd: 3, readable: true, writable: true });
 const BACKLOG = 1024 * 1024;
 
 function send(m: FromProxy): void {
-  if (pipe.writableLength > BACKLOG && m.t !== 'stats') return;
+  // totals, holds and sync answers are never dropped: someone waits for them
+  if (pipe.writableLength > BACKLOG && m.t !== 'stats' && m.t !== 'held' && m.t !== 'synced') return;
   pipe.write(encode(m));
 }
 
@@ -73,7 +74,10 @@ async function start(init: Extract<ToProxy, { t: 'init' }>): Promise<void> {
     if (m.kind === 'attempt') send({ t: 'attempt', ...m.attempt, code: m.attempt.code ?? 'allowed', callId: m.attempt.callId });
     else send({ t: 'aggregate', callId: m.callId, method: m.method, decision: m.decision, code: m.code, count: m.count, sample: m.sample, reason: m.reason });
   };
-  proxy = new EgressProxy({ allow, resolve: resolverFor(init.resolver), forbidden: forbiddenRangeChecker(hostAddressRanges(), init.exempt), caps: init.caps, report });
+  proxy = new EgressProxy({
+    allow, resolve: resolverFor(init.resolver), forbidden: forbiddenRangeChecker(hostAddressRanges(), init.exempt), caps: init.caps, report,
+    onHold: (h) => send({ t: 'held', id: h.id, callId: h.callId, host: h.host.slice(0, 400), port: h.port, method: h.method.slice(0, 20) }),
+  });
   await proxy.listen(init.socketPath);
   chmodSync(init.socketPath, 0o666); // the sandbox's uid must be able to connect
   let last = '';
@@ -94,8 +98,9 @@ function parseToProxy(v: unknown): Parsed<ToProxy> {
   const t = (v as { t?: unknown } | null)?.t;
   if (t === 'narrow' && Array.isArray((v as { allow?: unknown }).allow)) return { ok: true, value: v as ToProxy };
   if (t === 'stop' || (t === 'call' && ['string', 'object'].includes(typeof (v as { callId?: unknown }).callId))) return { ok: true, value: v as ToProxy };
+  if ((t === 'release' && typeof (v as { id?: unknown }).id === 'number') || (t === 'sync' && typeof (v as { n?: unknown }).n === 'number')) return { ok: true, value: v as ToProxy };
   if (t === 'init' && typeof (v as { socketPath?: unknown }).socketPath === 'string' && Array.isArray((v as { allow?: unknown }).allow)) return { ok: true, value: v as ToProxy };
-  return { ok: false, reason: 'a message that is not init, call, narrow or stop' };
+  return { ok: false, reason: 'a message that is not init, call, release, sync, narrow or stop' };
 }
 
 /** Replaces the allowlist; an entry that does not parse (the worker checked them) narrows to nothing at all. */
@@ -122,7 +127,12 @@ readMessages(pipe, parseToProxy, (m) => {
       process.stderr.write(`egress proxy failed to start: ${err.message}\n`);
       process.exit(2);
     });
-  } else if (m.t === 'call') proxy?.setCall(m.callId);
+  } else if (m.t === 'call') proxy?.setCall(m.callId, m.net === 'hold' || m.net === 'refuse' ? m.net : 'open');
+  else if (m.t === 'release') proxy?.release(m.id, m.allow === true);
+  else if (m.t === 'sync') {
+    proxy?.tally.flush();
+    send({ t: 'synced', n: m.n });
+  }
   else if (m.t === 'narrow') narrow(m.allow);
   else stop(0);
 }, (reason) => {

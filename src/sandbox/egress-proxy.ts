@@ -20,7 +20,7 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { nameMatches, nameProblem, ipLiteral, portMatches, type EgressEntry } from '../domain/egress-rules';
-import type { EgressCode } from '../domain/sandbox';
+import type { EgressCode, NetExpectation } from '../domain/sandbox';
 import type { ForbiddenRange } from './egress-address';
 import { EgressTally, TokenBucket, type TallyOut } from './egress-tally';
 import { headerCount, parseAbsoluteTarget, parseAuthority, shown, singleHost } from './egress-target';
@@ -38,7 +38,20 @@ export interface EgressCaps {
   idleTimeoutMs: number;
 }
 
+/** A connection held for the worker's decision (the call opened it though the gate predicted no network use). */
+export interface HeldConnection {
+  id: number;
+  callId: string | null;
+  host: string;
+  port: number;
+  method: string;
+}
+
 export interface EgressProxyOptions {
+  /** Reports a connection held for a decision; release(id, allow) answers it. */
+  onHold?: (h: HeldConnection) => void;
+  /** How long a held connection waits for its answer before it is refused (default: the idle timeout). */
+  holdTimeoutMs?: number;
   allow: EgressEntry[];
   resolve: Resolver;
   /** The range an address falls in, or null when a sandbox may connect to it. */
@@ -69,6 +82,10 @@ export class EgressProxy {
   /** Upstream connections open now (a client may pipeline requests; each gets its own upstream). */
   private upstreams = 0;
   private callId: string | null = null;
+  /** What to do with connections the current call opens (the worker sets it with the call). */
+  private net: NetExpectation = 'open';
+  private nextHold = 1;
+  private readonly held = new Map<number, { callId: string | null; resolve: (allow: boolean) => void }>();
   /** The allowlist now (narrowed once a setup phase ends), and how many times it changed. */
   private allow: EgressEntry[];
   private epoch = 0;
@@ -103,10 +120,48 @@ export class EgressProxy {
     return { clients: this.open, upstreams: this.upstreams };
   }
 
-  /** The tool call that new connections are attributed to (null: none). */
-  setCall(callId: string | null): void {
-    if (callId !== this.callId) this.tally.flush();
+  /**
+   * The tool call that new connections are attributed to (null: none), and what to do with them.
+   * Connections still held for another call are refused: their call is over.
+   */
+  setCall(callId: string | null, net: NetExpectation = 'open'): void {
+    if (callId !== this.callId) {
+      this.tally.flush();
+      for (const [id, h] of this.held) if (h.callId !== callId) this.release(id, false);
+    }
     this.callId = callId;
+    this.net = net;
+  }
+
+  /** Answers a held connection: it goes on (allow) or is refused. Unknown ids are ignored. */
+  release(id: number, allow: boolean): void {
+    const h = this.held.get(id);
+    if (!h) return;
+    this.held.delete(id);
+    h.resolve(allow);
+  }
+
+  /**
+   * The call's expectation applied to an attempt the allowlist accepted: null to go on, or why it is
+   * refused. `hold` parks it until the worker answers (or the call ends, or the hold times out).
+   */
+  private async expected(host: string, port: number, method: string, client: { destroyed: boolean; once(e: 'close', f: () => void): unknown }): Promise<string | null> {
+    const net = this.net;
+    if (net === 'open') return null;
+    const refuse = this.callId === null
+      ? 'no tool call is running, so no call\'s decision covers a connection (a background process?)'
+      : 'the gate predicted no network use for this call';
+    if (net === 'refuse') return `${refuse}; this run is unattended, so it is refused`;
+    const id = this.nextHold++;
+    const callId = this.callId;
+    const allow = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => this.release(id, false), this.o.holdTimeoutMs ?? this.o.caps.idleTimeoutMs);
+      timer.unref?.();
+      this.held.set(id, { callId, resolve: (a) => { clearTimeout(timer); resolve(a); } });
+      client.once('close', () => this.release(id, false));
+      this.o.onHold?.({ id, callId, host, port, method });
+    });
+    return allow ? null : `${refuse}; it was held and not approved`;
   }
 
   /**
@@ -134,6 +189,7 @@ export class EgressProxy {
   }
 
   close(): Promise<void> {
+    for (const id of [...this.held.keys()]) this.release(id, false);
     for (const s of this.sockets) s.destroy();
     this.tally.flush();
     return new Promise((resolve) => this.server.close(() => resolve()));
@@ -267,6 +323,13 @@ export class EgressProxy {
       client.destroy();
       return;
     }
+    const unexpected = await this.expected(host, port, 'CONNECT', client);
+    if (unexpected !== null) {
+      this.refuse(host, port, 'CONNECT', 'unpredicted', unexpected);
+      client.end(`HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nX-Corral-Egress: denied\r\nConnection: close\r\n\r\ncorral egress denied: ${unexpected}\n`);
+      return;
+    }
+    if (gone || client.destroyed) { client.destroy(); return; }
     const capped = this.byteCapReached() ?? this.upstreamCapReached();
     if (capped) {
       this.refuse(host, port, 'CONNECT', capped.code, capped.reason);
@@ -332,6 +395,15 @@ export class EgressProxy {
       req.resume();
       res.writeHead(fail.status, { 'content-type': 'text/plain', 'x-corral-egress': 'denied', connection: 'close' });
       res.end(`corral egress denied: ${fail.reason}\n`);
+      return;
+    }
+    if (res.destroyed || req.socket.destroyed) return;
+    const unexpected = await this.expected(host, port, method, req.socket);
+    if (unexpected !== null) {
+      this.refuse(host, port, method, 'unpredicted', unexpected);
+      req.resume();
+      res.writeHead(403, { 'content-type': 'text/plain', 'x-corral-egress': 'denied', connection: 'close' });
+      res.end(`corral egress denied: ${unexpected}\n`);
       return;
     }
     if (res.destroyed || req.socket.destroyed) return;

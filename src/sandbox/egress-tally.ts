@@ -43,6 +43,7 @@ const CODE_WORDS: Record<EgressCode, string> = {
   host_mismatch: 'with a Host that differs from the URL', framing: 'with ambiguous or malformed HTTP framing', upgrade_refused: 'asking for a protocol upgrade',
   cap_connections: 'over the concurrent-connection cap', cap_rate: 'over the new-connection rate cap', cap_requests: 'over the request rate cap',
   cap_bytes_out: 'over the outgoing byte cap', cap_bytes_in: 'over the incoming byte cap', unreachable: 'to unreachable upstreams',
+  unpredicted: 'from calls the gate predicted no network use for',
 };
 
 interface Pending {

@@ -10,6 +10,7 @@
 import type { ProtectedMatcher } from '../domain/effects';
 import type { FileChange, ReviewFlag } from '../domain/sandbox';
 import { DEFAULT_PROTECTED_SET } from '../policy/protected-set';
+import { isGitPath } from '../domain/export-names';
 
 const octal = (m: number) => (m & 0o7777).toString(8).padStart(4, '0');
 
@@ -58,13 +59,14 @@ export function controlBytesIn(sectionText: string): string | null {
 export function reviewFlags(c: FileChange, set: ProtectedMatcher = DEFAULT_PROTECTED_SET, sectionText?: string): ReviewFlag[] {
   if (c.change === 'deleted') return [];
   const out: ReviewFlag[] = [];
-  const m = set.match(c.path, 'file');
+  const m = set.match(c.path, c.symlink ? 'symlink' : 'file');
   if (m) out.push({ path: c.path, rule: m.class, reason: `${c.change}: ${m.reason}` });
   const conf = confusableName(c.path);
   if (conf) out.push({ path: c.path, rule: 'confusable-name', reason: `${c.change}: ${conf}` });
   const before = c.change === 'added' ? 0 : (c.modeBefore ?? c.modeAfter ?? 0o644);
   const after = c.modeAfter ?? before;
-  if (after & 0o111 && !(before & 0o111)) {
+  // git's own files (objects, the hook samples git init writes) are not run by anything; a hook is flagged by its class above
+  if (after & 0o111 && !(before & 0o111) && !(isGitPath(c.path) && !m)) {
     out.push({ path: c.path, rule: 'executable', reason: `${c.change === 'added' ? 'a new executable file' : 'made executable'} (mode ${octal(after)})` });
   }
   const special = after & 0o6000 & ~before;

@@ -22,6 +22,7 @@ import { credentialFor, type GitCredential } from '../git/git-remote';
 import type { Gate } from '../domain/gate';
 import type { ProtectedMatcher } from '../domain/effects';
 import { DEFAULT_PROTECTED_SET } from '../policy/protected-set';
+import { EffectGuard } from '../run/effect-guard';
 import type { Model } from '../domain/model';
 import { isRunId } from '../domain/run-id';
 import { RunJob, type RunBudgets, type RunSpec } from '../domain/run-spec';
@@ -243,6 +244,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     (await store.update(runId, u, attempt.fence)) || staleWrite(`update ${Object.keys(u).join(',')}`);
   const observe = deps.metrics?.observer(runId);
   let currentCall: string | null = null;
+  /** The effect check of the current sandbox (one per leg). */
+  let guard: EffectGuard | undefined;
   const jsonl = new JsonlSink(logPath);
   let sandbox: LeasedSandbox | undefined;
   const deltas = config.CORRAL_MODEL_STREAM ? new DeltaPublisher({
@@ -269,10 +272,11 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
         ));
       },
       (e) => {
+        // attribution for the log; the egress proxy learns the call (and what to do with its connections) from the effect guard
         if (e.type === 'tool.call') currentCall = e.callId;
         else if (e.type === 'tool.result') currentCall = null;
         else return;
-        sandbox?.noteToolCall?.(currentCall);
+        if (!guard) sandbox?.noteToolCall?.(currentCall);
       },
       ...(observe ? [(e: RunEvent) => {
         redisWrites.push(observe(e).catch((err: Error) => log('could not record metrics', { runId, seq: e.seq, error: err.message })));
@@ -325,6 +329,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   const disposeSandbox = async () => {
     const s = sandbox;
     sandbox = undefined;
+    guard?.finish();
+    guard = undefined;
     if (!s) return;
     try {
       await s.dispose();
@@ -399,8 +405,15 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
           ...(Object.keys(env.env).length > 0 ? { env: env.env } : {}),
           egressAllow: setup ? env.setup.egress : admitted.egress,
           ...(setup && admitted.egress.length > 0 ? { egressProxy: true } : {}),
-          onEgress: (a) => emit({ ...a, type: 'egress', callId: a.callId !== undefined ? a.callId : currentCall }),
+          onEgress: (a) => {
+            emit({ ...a, type: 'egress', callId: a.callId !== undefined ? a.callId : currentCall });
+            guard?.onAttempt(a);
+          },
           onEgressSummary: (s) => emit(egressEvent(s)),
+          onEgressHold: (h) => {
+            if (guard) guard.onHold(h);
+            else sandbox?.releaseEgress?.(h.id, false);
+          },
           // Not runSignal: a run cancelled while it waited still gets a sandbox, so its workspace is exported.
           signal,
         });
@@ -433,12 +446,18 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
         workspaceFiles = await listWorkspace(sandbox, runSignal);
       }
       const fresh = checkpointSeed !== null && inPlace !== null;
+      if (!guard && config.CORRAL_EFFECT_CHECK && sandbox.effects) {
+        guard = await EffectGuard.start({
+          runId, sandbox, set: protectedSet, emit, clock, ...(spec.approvals ? { approvals } : {}),
+        }, runSignal);
+      }
       const result = await runAgentLoop(
         {
           model, sandbox, gate: deps.gateFor(approvals), emit, clock, tools: toolsFor(config),
           prices: pricesFor(config, spec.model ?? routing?.strong ?? config.CORRAL_MODEL),
           pricesFor: (m) => pricesFor(config, m),
           ...(deltas ? { onDelta: (turn: number, d: Parameters<DeltaPublisher['push']>[1]) => deltas.push(turn, d) } : {}),
+          ...(guard ? { effects: guard } : {}),
         },
         {
           runId, task: spec.task, policy: spec.policy, approvals: spec.approvals, budgets,

@@ -30,22 +30,26 @@ describe('containerSpec', () => {
     expect(spec.WorkingDir).toBe('/workspace');
   });
   test('the agent owns /workspace and its home (tmpfs uid), not PID 1', () => {
-    expect(hc.Tmpfs!['/workspace']).toMatch(/uid=2000015,gid=2000015,mode=0755/);
+    expect(hc.Mounts![0]!.VolumeOptions!.DriverConfig.Options.o).toMatch(/uid=2000015,gid=2000015,mode=0755/);
     expect(hc.Tmpfs!['/home/agent']).toMatch(/uid=2000015,gid=2000015,mode=0700/);
   });
   test('read-only root filesystem; only size-capped tmpfs for /workspace, /tmp and home', () => {
     expect(hc.ReadonlyRootfs).toBe(true);
-    expect(Object.keys(hc.Tmpfs ?? {}).sort()).toEqual(['/home/agent', '/tmp', '/workspace']);
-    expect(hc.Tmpfs!['/workspace']).toMatch(/size=128m/);
+    expect(Object.keys(hc.Tmpfs ?? {}).sort()).toEqual(['/home/agent', '/tmp']);
+    // the workspace: a tmpfs too, as an anonymous local volume so that the archive API sees it
+    expect(hc.Mounts).toEqual([{
+      Type: 'volume', Target: '/workspace', Source: '', ReadOnly: false,
+      VolumeOptions: { NoCopy: true, Labels: {}, DriverConfig: { Name: 'local', Options: { type: 'tmpfs', device: 'tmpfs', o: 'size=128m,uid=2000015,gid=2000015,mode=0755,nosuid,nodev,exec' } } },
+    }]);
     expect(hc.Tmpfs!['/tmp']).toMatch(new RegExp(`size=${TMP_MB}m`));
     expect(hc.Tmpfs!['/home/agent']).toMatch(new RegExp(`size=${HOME_MB}m`));
     // exec allowed (./configure), never suid or devices
     for (const o of Object.values(hc.Tmpfs!) as string[]) expect(o).toMatch(/^rw,exec,nosuid,nodev,/);
     expect(hc.ShmSize).toBe(SHM_MB * 1024 * 1024);
   });
-  test('no binds and no volumes without egress; only the egress dir, read-only, with it', () => {
+  test('no binds and no volume but the workspace\'s own without egress; only the egress dir, read-only, with it', () => {
     expect(hc.Binds).toEqual([]);
-    expect(hc.Mounts).toBeUndefined();
+    expect(hc.Mounts!.map((m) => [m.Type, m.Target, m.Source])).toEqual([['volume', '/workspace', '']]);
     expect(spec.Volumes).toBeUndefined();
     const e = containerSpec({ ...base, egressDir: '/tmp/corral-egress/r-1' }).HostConfig!;
     expect(e.Binds).toEqual(['/tmp/corral-egress/r-1:/run/corral:ro']);
