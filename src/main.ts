@@ -33,6 +33,7 @@ import { startScheduleRunner } from './api/schedule-runner';
 import { ScheduleStore } from './queue/schedule-store';
 import { PolicyGate } from './policy/policy-gate';
 import { DEFAULT_PROTECTED_SET } from './policy/protected-set';
+import { SecretScanPool } from './policy/secret-scan-pool';
 import { createRunQueue, newRunId } from './queue/run-queue';
 import { IdempotencyStore } from './queue/idempotency';
 import { RunMetrics } from './queue/run-metrics';
@@ -274,6 +275,10 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         const t = setInterval(sweep, 3600_000).unref();
         onClose('workspace cache sweeper', async () => clearInterval(t));
       }
+      // Secrets are masked in a worker thread of its own; its rules compile now, not on a run's first call.
+      const secrets = new SecretScanPool();
+      await secrets.warm();
+      onClose('secret scanner', () => secrets.close());
       const worker = await startWorker({
         config, sandboxes, store, metrics, workerId, clock: Date.now, log,
         modelFor: withReplays(config, models.modelFor, artifacts, store),
@@ -284,6 +289,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         setupCache: new SetupCache(resolve(config.CORRAL_DATA_DIR), config.CORRAL_SETUP_CACHE_MB * 1024 * 1024),
         gateFor: (approvals) => new PolicyGate({ policies, analyzer, approvals, ...(classifier ? { classifier } : {}) }),
         protectedSetFor: (name) => policies.get(name)?.compiled.protectedSet ?? DEFAULT_PROTECTED_SET,
+        secrets,
         queueName: config.CORRAL_QUEUE, concurrency: config.CORRAL_CONCURRENCY,
         sandboxReady: () => sandboxes.ping(), dockerRetries: config.CORRAL_DOCKER_RETRIES, dockerBackoffMs: config.CORRAL_DOCKER_BACKOFF_MS,
         stalledIntervalMs: config.CORRAL_STALLED_INTERVAL_MS, retryStalled: config.CORRAL_RETRY_STALLED, lockMs: config.CORRAL_JOB_LOCK_MS,

@@ -85,6 +85,8 @@ export function renderEvent(e: RunEvent): string | null {
       const what = e.effect === 'file' ? `${showName(e.path ?? '')} ${e.change ?? ''} (${e.class ?? ''})` : `connection to ${e.host ?? '?'}:${e.port ?? '?'}`;
       return `    ${e.decision === 'allow' ? 'effect accepted' : 'EFFECT REFUSED'}: ${what} — ${clip(e.reason, 200)}`;
     }
+    case 'secret.masked':
+      return `    secrets masked in ${e.where}: ${e.found.map((f) => `${f.rule} ×${f.count}`).join(', ')}${e.coarse ? ` (coarse: ${clip(e.coarse, 120)})` : ''}`;
     case 'effect.unchecked':
       return `    effect check failed: ${clip(e.reason, 200)}`;
     case 'effect.stats':

@@ -99,3 +99,22 @@ export interface EffectDecision {
   /** Who answered an approval. */
   approvedBy?: string;
 }
+
+/** One kind of secret found in a text: the rule (gitleaks' id), how often, and a print of the first (never the secret). */
+export interface MaskedSecret {
+  rule: string;
+  count: number;
+  fingerprint: string;
+}
+
+export interface MaskResult {
+  text: string;
+  found: MaskedSecret[];
+  /** Set when the full scan could not finish: a coarser mask was applied instead (why). */
+  coarse?: string;
+}
+
+/** Masks secrets in text bound for the transcript (policy/secret-scan-pool.ts). */
+export interface SecretMasker {
+  mask(text: string): Promise<MaskResult>;
+}

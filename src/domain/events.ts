@@ -4,7 +4,7 @@
  */
 import type { ExecResult, EgressAttempt, EgressCode, EgressStats, FileChange, NotExported, NotExportedCode, ReviewFlag, ReviewRule } from './sandbox';
 import type { GateVerdict } from './gate';
-import type { EffectDecision } from './effects';
+import type { EffectDecision, MaskedSecret } from './effects';
 import type { ModelToolCall, ModelUsage } from './model';
 import type { RoutingRule } from './run-spec';
 import type { SubRunNode } from './subrun';
@@ -75,6 +75,12 @@ export type RunEventBody =
   | ({ type: 'effect.decision' } & EffectDecision)
   /** The protected files could not be read after a call (the next read tries again; twice in a row ends the run). */
   | { type: 'effect.unchecked'; callId: string | null; reason: string }
+  /**
+   * Secrets masked in text bound for the transcript (tool output before the model, the log, the
+   * report and the console see it; done-check and setup output): which rules, how often, a print of
+   * each (never the secret). `coarse`: the full scan could not finish, a coarser mask was applied.
+   */
+  | { type: 'secret.masked'; callId: string | null; where: 'tool-output' | 'done-check' | 'setup' | 'effect-diff'; found: MaskedSecret[]; coarse?: string }
   /** The run's per-call effect checks: how many, how they read, what they cost. */
   | { type: 'effect.stats'; checks: number; mode: 'full' | 'targeted'; p50Ms: number; maxMs: number; totalMs: number; bytes: number; requests: number; restores: number; decisions: number }
   /** The log reached a cap: later events are counted, not kept (only the run's end still is). `final` is the count at the end. */

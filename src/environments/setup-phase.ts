@@ -26,6 +26,7 @@ import type { Environment } from '../domain/environment';
 import { SandboxError } from '../domain/errors';
 import type { Emit } from '../domain/events';
 import type { LeasedSandbox } from '../domain/sandbox';
+import type { SecretMasker } from '../domain/effects';
 import { SetupCache } from './setup-cache';
 
 /** Output of one setup command kept in the log (its tail: the error is at the end). */
@@ -46,6 +47,8 @@ export interface SetupDeps {
   maxCaptureBytes: number;
   log: (msg: string, fields?: Record<string, unknown>) => void;
   signal: AbortSignal;
+  /** Masks secrets in the commands' output before the log sees it. */
+  secrets?: SecretMasker;
 }
 
 export type SetupResult = { ok: true } | { ok: false; reason: string };
@@ -96,7 +99,12 @@ export async function runSetup(deps: SetupDeps, env: Environment, agentEgress: s
       ? await sandbox.exec({ argv: ['bash', '-c', `cd /workspace && ${command}`], timeoutMs: left, maxOutputBytes: 64 * 1024, signal: deps.signal })
       : null;
     sandbox.noteToolCall?.(null);
-    const output = r ? tail(joinOutput(r.stdout, r.stderr), OUTPUT_TAIL) : '';
+    let output = r ? tail(joinOutput(r.stdout, r.stderr), OUTPUT_TAIL) : '';
+    if (deps.secrets && output) {
+      const m = await deps.secrets.mask(output);
+      output = m.text;
+      if (m.found.length || m.coarse) emit({ type: 'secret.masked', callId, where: 'setup', found: m.found, ...(m.coarse ? { coarse: m.coarse } : {}) });
+    }
     const timedOut = r ? r.timedOut : true;
     emit({ type: 'setup.command', index: i + 1, command, exitCode: r?.exitCode ?? null, timedOut, ms: clock() - t, output, truncated: r ? r.truncated || output.length >= OUTPUT_TAIL : false });
     if (!r || r.exitCode !== 0) {

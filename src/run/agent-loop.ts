@@ -25,6 +25,7 @@ import type { CallHistory, Gate } from '../domain/gate';
 import type { ChatMessage, Model, ModelDelta } from '../domain/model';
 import type { RunBudgets, Routing } from '../domain/run-spec';
 import type { Sandbox } from '../domain/sandbox';
+import type { SecretMasker } from '../domain/effects';
 import { TaskSheet } from '../domain/subrun';
 import { TOOLS, toolSpecs } from '../tools/registry';
 import type { Tool } from '../tools/tool';
@@ -56,6 +57,8 @@ export interface AgentLoopDeps {
   onDelta?: (turn: number, d: ModelDelta) => void;
   /** The effect check around each call (run/effect-guard.ts). */
   effects?: CallEffectsPort;
+  /** Masks secrets in tool and done-check output (policy/secret-scan-pool.ts). */
+  secrets?: SecretMasker;
 }
 
 /** What the loop may do with `delegate`: the run's depth and the server's caps. */
@@ -307,7 +310,7 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
               return verdict;
             }
             : undefined;
-          const results = await runDoneChecks(deps.sandbox, checks, { timeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, signal, ...(gateCheck ? { gate: gateCheck } : {}) });
+          const results = await maskChecks(await runDoneChecks(deps.sandbox, checks, { timeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, signal, ...(gateCheck ? { gate: gateCheck } : {}) }), deps);
           for (const r of results) deps.emit({ type: 'done.check', command: r.command, ok: r.ok, exitCode: r.exitCode, summary: r.summary });
           const failed = results.filter((r) => !r.ok);
           if (failed.length) {
@@ -353,7 +356,7 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
         if (meter.full('toolCalls')) throw exhausted('toolCalls');
         meter.addToolCall();
         const r = await runToolCall(
-          { tools: allTools, allowed, gate: deps.gate, sandbox: deps.sandbox, emit: deps.emit, clock: deps.clock, execTimeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, defer, ...(deps.effects ? { effects: deps.effects } : {}) },
+          { tools: allTools, allowed, gate: deps.gate, sandbox: deps.sandbox, emit: deps.emit, clock: deps.clock, execTimeoutMs: input.execTimeoutMs, maxOutputBytes: input.maxOutputBytes, defer, ...(deps.effects ? { effects: deps.effects } : {}), ...(deps.secrets ? { secrets: deps.secrets } : {}) },
           call,
           { runId: input.runId, task: gateTask, policy: input.policy, approvals: input.approvals, evidence: [...taskEvidence, ...evidence], history, signal },
         );
@@ -392,6 +395,18 @@ export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): 
   if (stop) return { outcome: stop.outcome, finalAnswer: null, reason: stop.reason, usage, ...(stop.budget ? { budgetExceeded: stop.budget } : {}), ...(stop.error ? { error: stop.error } : {}) };
   const reason = checks.length ? `the model gave its final answer and all ${checks.length} done check(s) passed` : 'the model gave its final answer';
   return { outcome: 'succeeded', finalAnswer, reason, usage };
+}
+
+/** Done-check output goes to the model and the log: secrets in it are masked first. */
+async function maskChecks<T extends { output: string; summary: string }>(results: T[], deps: AgentLoopDeps): Promise<T[]> {
+  if (!deps.secrets) return results;
+  const out: T[] = [];
+  for (const r of results) {
+    const m = await deps.secrets.mask(r.output);
+    if (m.found.length || m.coarse) deps.emit({ type: 'secret.masked', callId: null, where: 'done-check', found: m.found, ...(m.coarse ? { coarse: m.coarse } : {}) });
+    out.push({ ...r, output: m.text });
+  }
+  return out;
 }
 
 function userMessage(task: string, files: string[] | undefined): string {

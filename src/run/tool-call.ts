@@ -9,6 +9,7 @@ import type { Emit } from '../domain/events';
 import type { CallHistory, Gate, GateContext, GateVerdict } from '../domain/gate';
 import type { ModelToolCall } from '../domain/model';
 import type { Sandbox } from '../domain/sandbox';
+import type { SecretMasker } from '../domain/effects';
 import type { Tool } from '../tools/tool';
 import type { CallEffects, CallInfo } from './effect-guard';
 
@@ -37,6 +38,8 @@ export interface ToolCallDeps {
   defer?: (call: ModelToolCall, args: Record<string, unknown>) => 'deferred' | { content: string; summary: string; kind: CallKind };
   /** The effect check: files and connections compared with what the decision covered. */
   effects?: CallEffectsPort;
+  /** Masks secrets in the tool's output before the model, the log, the report and the console see it. */
+  secrets?: SecretMasker;
 }
 
 /** How much of a tool's output the log keeps (head and tail). */
@@ -114,7 +117,13 @@ export async function runToolCall(
   const out = await tool.execute(args, { sandbox: d.sandbox, execTimeoutMs: d.execTimeoutMs, maxOutputBytes: d.maxOutputBytes, signal });
   // What the call did at the exits: protected files and connections the decision did not cover are undone or refused.
   const fx = d.effects ? await d.effects.endCall(verdict, true, signal) : undefined;
-  const content = fx?.note ? `${out.content}\n\n${fx.note}` : out.content;
+  let content = fx?.note ? `${out.content}\n\n${fx.note}` : out.content;
+  // secrets never reach the transcript: masked before the log and the model see the output
+  if (d.secrets) {
+    const m = await d.secrets.mask(content);
+    content = m.text;
+    if (m.found.length || m.coarse) d.emit({ type: 'secret.masked', callId: call.id, where: 'tool-output', found: m.found, ...(m.coarse ? { coarse: m.coarse } : {}) });
+  }
   // A call that completed is logged even if the run was cancelled meanwhile (its effects happened);
   // the loop stops before the next call or model turn.
   const { stdout: _o, stderr: _e, ...exec } = out.exec ?? ({} as NonNullable<typeof out.exec>);

@@ -20,7 +20,8 @@ import type { SetupCache } from '../environments/setup-cache';
 import { cloneWorkspace } from '../git/clone';
 import { credentialFor, type GitCredential } from '../git/git-remote';
 import type { Gate } from '../domain/gate';
-import type { ProtectedMatcher } from '../domain/effects';
+import type { ProtectedMatcher, SecretMasker } from '../domain/effects';
+import { sharedSecretPool } from '../policy/secret-scan-pool';
 import { DEFAULT_PROTECTED_SET } from '../policy/protected-set';
 import { EffectGuard } from '../run/effect-guard';
 import type { Model } from '../domain/model';
@@ -87,6 +88,8 @@ export interface RunProcessorDeps {
   memory: TenantMemory;
   /** A policy's protected set (its built-in list and the operator's rules); absent: the built-in one. */
   protectedSetFor?: (policy: string) => ProtectedMatcher;
+  /** Masks secrets in what goes to the transcript; absent: the process's shared scanner. */
+  secrets?: SecretMasker;
 }
 
 export interface RunSummary {
@@ -210,6 +213,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     throw new InvalidInputError(reason, err.field);
   }
   const protectedSet = deps.protectedSetFor?.(spec.policy) ?? DEFAULT_PROTECTED_SET;
+  const secrets = deps.secrets ?? sharedSecretPool();
   const runDir = resolve(config.CORRAL_DATA_DIR, 'runs', runId);
   mkdirSync(runDir, { recursive: true });
   const logPath = join(runDir, 'events.jsonl');
@@ -424,7 +428,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
         await update({ containerId: sandbox.id });
         if (setup) {
           const r = await runSetup({
-            sandbox, emit, clock, tenant, scratchDir: runDir, signal: runSignal, log,
+            sandbox, emit, clock, tenant, scratchDir: runDir, signal: runSignal, log, secrets,
             maxCaptureBytes: Math.min(config.CORRAL_SETUP_CACHE_MB, limits.workspaceMb + 64) * 1024 * 1024,
             ...(deps.setupCache ? { cache: deps.setupCache } : {}),
           }, env, admitted.egress);
@@ -449,6 +453,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       if (!guard && config.CORRAL_EFFECT_CHECK && sandbox.effects) {
         guard = await EffectGuard.start({
           runId, sandbox, set: protectedSet, emit, clock, ...(spec.approvals ? { approvals } : {}),
+          mask: async (t) => (await secrets.mask(t)).text,
         }, runSignal);
       }
       const result = await runAgentLoop(
@@ -458,6 +463,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
           pricesFor: (m) => pricesFor(config, m),
           ...(deltas ? { onDelta: (turn: number, d: Parameters<DeltaPublisher['push']>[1]) => deltas.push(turn, d) } : {}),
           ...(guard ? { effects: guard } : {}),
+          secrets,
         },
         {
           runId, task: spec.task, policy: spec.policy, approvals: spec.approvals, budgets,

@@ -244,7 +244,9 @@ open('README.md', 'a').write('changed\\n')
     const chat = scriptedAgent({
       'PLANT-TASK': [toolCallTurn([{ name: 'bash', id: 'c_setup', args: { command: 'python3 tools/setup.py' } }]), finalTurn('Set up the project.')],
     });
-    h = await startHarness('artifacts', { chat });
+    // The artifacts' own review, alone: with the per-call effect check on, these changes are undone after
+    // the call that makes them and never reach the artifacts (test/integration/effects-exits.test.ts).
+    h = await startHarness('artifacts', { chat }, { CORRAL_EFFECT_CHECK: 'false' });
     const r = await h.api<{ id: string }>('POST', '/v1/runs', {
       task: 'PLANT-TASK: run tools/setup.py', workspace: { files: { 'README.md': '# project\n', 'orig.txt': 'L\n', 'tools/setup.py': SETUP } },
     });
@@ -276,7 +278,7 @@ open('README.md', 'a').write('changed\\n')
     const review = section('Needs review');
     expect(review).toContain('⚠ **6 changes to review before using the artifacts**');
     expect(review).toContain('| `.git/hooks/pre-commit` | `git-hook` |');
-    expect(review).toContain('| `tool.sh` | `setuid` | the setuid bit was set (mode 4755)');
+    expect(review).toContain('| `tool.sh` | `setuid` | workspace | the setuid bit was set (mode 4755)');
     const files = section('Files changed');
     expect(files.match(/^\| `[^`]+` \|/gm)).toEqual(['| `.github/workflows/ci.yml` |', '| `README.md` |', '| `hard.txt` |', '| `tool.sh` |']);
     expect(files).toContain('2 files under `.git/` changed as well');

@@ -60,7 +60,7 @@ test('a run goes from the REST API through the queue into its own container and 
   const events = readLog(run.logPath as string);
   expect(events.map((e) => e.type)).toEqual([
     'run.started', 'sandbox.ready', 'context.loaded', 'model.response', 'tool.call', 'policy.decision', 'tool.result', 'model.response',
-    'artifact', 'artifact', 'workspace.changes', 'sandbox.removed', 'run.finished',
+    'artifact', 'artifact', 'artifact', 'workspace.changes', 'effect.stats', 'sandbox.removed', 'run.finished',
   ]);
   expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
   expect(events.find((e) => e.type === 'sandbox.ready')).toMatchObject({ containerId, image: h.config.CORRAL_SANDBOX_IMAGE, isolation });
