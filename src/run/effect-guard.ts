@@ -227,7 +227,7 @@ export class EffectGuard {
     return paths.map(normal).includes(path);
   }
 
-  private async checkFiles(call: CallInfo, verdict: GateVerdict, signal?: AbortSignal): Promise<{ notes: string[]; refused: string[] }> {
+  private async checkFiles(call: CallInfo, verdict: GateVerdict, signal?: AbortSignal, ask = true): Promise<{ notes: string[]; refused: string[] }> {
     const now = await this.read(signal);
     const base = now.mode === 'targeted' && this.base.mode === 'full' ? this.scoped(this.base, now) : this.base;
     const changes = diffStates(base, now);
@@ -260,8 +260,8 @@ export class EffectGuard {
     let approved = false;
     let by = 'unattended';
     let decidedBy: 'unattended' | 'approval' = 'unattended';
-    let why = 'this run is unattended, so it stays refused';
-    if (this.o.approvals) {
+    let why = ask ? 'this run is unattended, so it stays refused' : 'the run had ended (a change made after the last call is not asked about)';
+    if (this.o.approvals && ask) {
       decidedBy = 'approval';
       try {
         const a = await this.o.approvals.request({
@@ -322,6 +322,24 @@ export class EffectGuard {
   private record(d: EffectDecision): void {
     this.decisions += 1;
     this.o.emit({ type: 'effect.decision', ...d });
+  }
+
+  /**
+   * The last check, after the agent's last call and before the workspace is exported: every process
+   * of the agent is stopped first (nothing runs in the sandbox on the agent's behalf any more, so
+   * nothing can change a protected file between this check and the export), then the files are
+   * compared as after a call. Changes found here are charged to no call. Never throws: what it could
+   * not settle is recorded, and the artifacts' review still flags every protected change.
+   */
+  async finalCheck(): Promise<void> {
+    this.current = null;
+    try {
+      await this.facet().stopAgentProcesses();
+      this.o.sandbox.noteToolCall?.(null, 'refuse');
+      await this.checkFiles({ callId: '(run end)', tool: '(run end)', args: {} }, { decision: 'deny', static: { decision: 'deny', rule: null, reason: 'the run ended' }, reason: 'the run ended' }, undefined, false);
+    } catch (err) {
+      this.o.emit({ type: 'effect.unchecked', callId: null, reason: `the last check before the export failed: ${(err as Error).message.slice(0, 400)}` });
+    }
   }
 
   /** The run's totals (an effect.stats event). */

@@ -504,6 +504,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     }
 
     try {
+      // The agent's processes stop and its protected files are compared once more before anything leaves.
+      await guard?.finalCheck();
       // Streamed to disk by the sandbox adapter; the files appear under these names only when complete.
       exported = await sandbox!.exportWorkspace({ tarPath: join(runDir, 'workspace.tar'), patchPath: join(runDir, 'workspace.patch'), protectedSet });
       for (const [name, f] of [['workspace.tar', exported.tar], ['workspace.patch', exported.patch]] as const) {
