@@ -21,7 +21,9 @@
  *  11. setup-cache              a run's start in an environment with a setup phase (npm install from a loopback registry),
  *                               first and cached, beside the default environment (bench/setup-cache.ts);
  *                               with BENCH_SETUP_UPLOAD_MB=200 each run starts from a 200 MB upload (setup_cache_upload)
- * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate, =workspace-upload, =setup-cache, =artifact-store) runs stage 5 (or 6, 7, 8, 9, 10, 11, 12) alone and merges its result into bench/results.json.
+ *  13. effects                  the per-call effect check (protected files read through the engine) beside a call without
+ *                               it, for three workspace sizes, and the secret scan of a tool output (bench/effects.ts; BENCH_EFFECT_CALLS)
+ * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate, =workspace-upload, =setup-cache, =artifact-store, =effects) runs stage 5 (or 6, 7, 8, 9, 10, 11, 12, 13) alone and merges its result into bench/results.json.
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
  *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_ISOLATION_EXECS (30)  BENCH_ISOLATION_ACQUIRES (8)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
@@ -40,6 +42,7 @@ import { benchArtifacts } from './artifacts';
 import { benchWorkspaceUpload } from './workspace-upload';
 import { benchSetupCache } from './setup-cache';
 import { benchArtifactStore } from './artifact-store';
+import { benchEffects, type EffectsBench } from './effects';
 import { benchBareBullmq, benchCorralEnqueue } from './enqueue-to-start';
 import { benchDockerGate, type GateBench } from './docker-gate';
 import { benchEgress, type EgressBench } from './egress';
@@ -156,7 +159,26 @@ async function storeOnly(): Promise<void> {
   mergeResults('artifact_store', await benchArtifactStore());
 }
 
+function effectTargets(e: EffectsBench): Record<string, Target> {
+  const small = e.small_project as { check_ms: { p50: number }; call_ms: { p50: number } };
+  const repo = e.repo_2000_files_8mb as { check_ms: { p50: number } };
+  const large = e.large_100mb_targeted as { check_ms: { p95: number } };
+  return {
+    effect_check_small_p50_le_100ms: { target: 'the per-call effect check on a small project ≤ 100 ms (p50)', measured: small.check_ms.p50, met: small.check_ms.p50 <= 100, note: `a call without it: ${small.call_ms.p50} ms` },
+    effect_check_repo_p50_le_250ms: { target: 'on a 2,000-file 8 MB git repository ≤ 250 ms (p50)', measured: repo.check_ms.p50, met: repo.check_ms.p50 <= 250 },
+    effect_check_large_p95_le_1000ms: { target: 'on a workspace past CORRAL_EFFECT_FULL_MB (targeted) ≤ 1 s (p95)', measured: large.check_ms.p95, met: large.check_ms.p95 <= 1000 },
+  };
+}
+
+/** Stage 13 alone (BENCH_STAGES=effects): its result merged into bench/results.json. */
+async function effectsOnly(): Promise<void> {
+  note('stage 13: effects — the per-call effect check beside a call without it; the secret scan');
+  const effects = await benchEffects({ calls: envInt('BENCH_EFFECT_CALLS', 30) });
+  mergeResults('effects', effects, effectTargets(effects));
+}
+
 async function main(): Promise<void> {
+  if (process.env.BENCH_STAGES === 'effects') return effectsOnly();
   if (process.env.BENCH_STAGES === 'artifact-store') return storeOnly();
   if (process.env.BENCH_STAGES === 'setup-cache') return setupOnly();
   if (process.env.BENCH_STAGES === 'workspace-upload') return uploadOnly();

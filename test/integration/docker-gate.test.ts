@@ -67,7 +67,7 @@ describe('the docker CLI, pointed at the gate, is refused', () => {
   const cases: Array<[string, string[], string]> = [
     ['docker run --privileged', run('--privileged'), 'not-privileged'],
     ['docker run -v /:/host', run('-v', '/:/host'), 'binds-egress-only'],
-    ['docker run --mount type=bind', run('--mount', 'type=bind,src=/etc,dst=/x'), 'binds-egress-only'],
+    ['docker run --mount type=bind', run('--mount', 'type=bind,src=/etc,dst=/x'), 'workspace-volume'],
     ['docker run --pid host', run('--pid', 'host'), 'no-host-namespaces'],
     ['docker run --ipc host', run('--ipc', 'host'), 'no-host-namespaces'],
     ['docker run --uts host', run('--uts', 'host'), 'no-host-namespaces'],
@@ -151,6 +151,14 @@ describe('create bodies one rule away from the sandbox spec', () => {
     ['a bind of /etc at the egress mount', (s) => { s.HostConfig!.Binds = ['/etc:/run/corral:ro']; }, 'binds-egress-only'],
     ['a bind climbing out of the egress root', (s) => { s.HostConfig!.Binds = [`${join(dir, 'egress')}/../..:/run/corral:ro`]; }, 'binds-egress-only'],
     ['CapDrop missing', (s) => { s.HostConfig!.CapDrop = []; }, 'cap-drop-all'],
+    // the workspace volume: only a tmpfs of the local driver, anonymous, with exactly the sandbox's options
+    ['a workspace volume that binds the host root', (s) => { s.HostConfig!.Mounts![0]!.VolumeOptions!.DriverConfig.Options = { type: 'none', device: '/', o: 'bind' }; }, 'workspace-volume'],
+    ['a workspace volume on a block device', (s) => { s.HostConfig!.Mounts![0]!.VolumeOptions!.DriverConfig.Options = { type: 'ext4', device: '/dev/sda1', o: 'size=8m,uid=1,gid=1,mode=0755,nosuid,nodev,exec' }; }, 'workspace-volume'],
+    ['a workspace volume with extra mount options', (s) => { const o = s.HostConfig!.Mounts![0]!.VolumeOptions!.DriverConfig.Options; o.o = `${o.o},dev,suid`; }, 'workspace-volume'],
+    ['a named workspace volume (another container\'s)', (s) => { s.HostConfig!.Mounts![0]!.Source = 'someone-elses-volume'; }, 'workspace-volume'],
+    ['a workspace volume of another driver', (s) => { s.HostConfig!.Mounts![0]!.VolumeOptions!.DriverConfig.Name = 'rexray'; }, 'workspace-volume'],
+    ['a workspace volume over the size maximum', (s) => { const o = s.HostConfig!.Mounts![0]!.VolumeOptions!.DriverConfig.Options; o.o = o.o!.replace(/size=\d+m/, 'size=999999m'); }, 'workspace-volume'],
+    ['a second mount', (s) => { s.HostConfig!.Mounts!.push({ ...s.HostConfig!.Mounts![0]!, Target: '/x' }); }, 'workspace-volume'],
     ['memory over the maximum', (s) => { s.HostConfig!.Memory = s.HostConfig!.MemorySwap = 64 * 1024 ** 3; }, 'resource-maxima'],
     ['swap on', (s) => { s.HostConfig!.MemorySwap = -1; }, 'resource-maxima'],
     ['no cpu limit', (s) => { delete s.HostConfig!.NanoCpus; }, 'resource-maxima'],
