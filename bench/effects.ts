@@ -32,9 +32,10 @@ interface Profile {
 const PROFILES: Profile[] = [
   { name: 'small_project', workspaceMb: 64, build: 'mkdir -p src tests && for i in $(seq 1 10); do echo "x = $i" > src/m$i.py; done && git init -q && git add -A && git -c user.email=b@b -c user.name=b commit -qm base' },
   {
-    name: 'repo_2000_files_8mb', workspaceMb: 256,
+    name: 'repo_2000_files_4500_entries', workspaceMb: 256,
     build: 'for d in $(seq 1 100); do mkdir -p src/d$d; for f in $(seq 1 20); do head -c 2048 /dev/urandom | base64 > src/d$d/f$f.txt; done; done && mkdir -p .github/workflows && echo "on: push" > .github/workflows/ci.yml && git init -q && git add -A && git -c user.email=b@b -c user.name=b commit -qm base',
   },
+  { name: 'node_modules_20000_files_targeted', workspaceMb: 512, build: 'mkdir -p node_modules && cd node_modules && for p in $(seq 1 200); do mkdir -p p$p/lib; for f in $(seq 1 100); do echo "module.exports = $f" > p$p/lib/f$f.js; done; done && cd .. && echo x > index.js && mkdir -p .github/workflows && echo "on: push" > .github/workflows/ci.yml && git init -q && git add index.js .github && git -c user.email=b@b -c user.name=b commit -qm base' },
   { name: 'large_100mb_targeted', workspaceMb: 512, build: 'head -c 100000000 /dev/urandom > data.bin && mkdir -p src && echo x > src/a.py && git init -q && git add src && git -c user.email=b@b -c user.name=b commit -qm base' },
 ];
 

@@ -259,11 +259,13 @@ export const ConfigSchema = z.object({
   CORRAL_MAX_OUTPUT_BYTES: int(16_384),
   /**
    * The effect check after every tool call (run/effect-guard.ts): the protected files are read
-   * through the engine and compared. A workspace up to CORRAL_EFFECT_FULL_MB is read whole each
-   * time; a larger one only at the protected set's root-level names and git's directory.
+   * through the engine and compared. A workspace up to CORRAL_EFFECT_FULL_MB and
+   * CORRAL_EFFECT_FULL_ENTRIES is read whole each time; a larger one only at the protected set's
+   * root-level names and git's directory.
    */
   CORRAL_EFFECT_CHECK: bool(true),
   CORRAL_EFFECT_FULL_MB: int(64),
+  CORRAL_EFFECT_FULL_ENTRIES: int(10_000),
   /** Compact a run's conversation (the model summarises its middle) when it passes this many estimated tokens. */
   CORRAL_COMPACT_AT_TOKENS: int(60_000),
   /** A worker's lock on a running job; a job whose lock lapses (its worker died) is stalled. */

@@ -46,6 +46,8 @@ export interface ProtectedState {
   dirs: Map<string, number>;
   /** full: the whole workspace was read; targeted: only the protected set's root-level names and git's directory. */
   mode: 'full' | 'targeted';
+  /** targeted: the paths the read covered (a path is covered when it is one of them or lies below one). */
+  scope?: string[];
   /** What the read could not cover (sizes over the keep limit, a workspace too large to read whole…). */
   notes: string[];
   /** Bytes read from the engine, archive requests made, wall time. */

@@ -166,7 +166,7 @@ function compileGlob(glob: string): Seg[] {
 }
 
 function segMatches(seg: Seg, s: string): boolean {
-  if (seg.kind === 'lit') return s === seg.text || isShortNameOf(s, seg.text);
+  if (seg.kind === 'lit') return s === seg.text || (s.includes('~') && isShortNameOf(s, seg.text));
   if (seg.kind === 'glob') return seg.re.test(s);
   return false;
 }
@@ -195,6 +195,13 @@ const MAX_SEGMENTS = 512;
 
 export class ProtectedSet implements ProtectedMatcher {
   private readonly compiled: Array<{ rule: ProtectedRule; globs: Seg[][]; prefixes: Seg[][] }>;
+  /**
+   * A cheap gate for the common case (a plain ASCII path with no `git`, `~` or `:` in it — most of a
+   * workspace): it can only be protected when its first segment starts an anchored glob, one of its
+   * segments is a literal that follows a `**`, or its last segment matches a `**` glob's wildcard
+   * name. null when some glob defeats the gate (a wildcard first segment): then every path is matched.
+   */
+  private readonly gate: { firsts: Set<string>; anywhere: Set<string>; lastPatterns: RegExp[] } | null;
 
   constructor(readonly rules: readonly ProtectedRule[] = BUILTIN_RULES) {
     this.compiled = rules.map((rule) => {
@@ -206,6 +213,37 @@ export class ProtectedSet implements ProtectedMatcher {
       }
       return { rule, globs, prefixes };
     });
+    const firsts = new Set<string>();
+    const anywhere = new Set<string>();
+    const lastPatterns: RegExp[] = [];
+    let open = false;
+    for (const c of this.compiled) {
+      for (const g of c.globs) {
+        const first = g[0];
+        if (!first) continue;
+        if (first.kind === 'lit') firsts.add(first.text);
+        else if (first.kind === 'glob') open = true;
+        for (let i = 1; i < g.length; i++) {
+          if (g[i - 1]!.kind !== 'dirs') continue;
+          const seg = g[i]!;
+          if (seg.kind === 'lit') anywhere.add(seg.text);
+          else if (seg.kind === 'glob' && i === g.length - 1) lastPatterns.push(seg.re);
+          else if (seg.kind === 'glob') open = true;
+        }
+      }
+    }
+    this.gate = open ? null : { firsts, anywhere, lastPatterns };
+  }
+
+  /** false when the gate shows that `path` cannot be protected (see `gate`). */
+  private mayMatch(path: string): boolean {
+    if (!this.gate || /git|~|:|[^\x20-\x7e]/i.test(path)) return true;
+    const segs = path.split('/').filter((x) => x !== '' && x !== '.').map((x) => x.toLowerCase().replace(/[. ]+$/, ''));
+    if (segs.length === 0) return false;
+    if (this.gate.firsts.has(segs[0]!)) return true;
+    if (segs.some((x) => this.gate!.anywhere.has(x))) return true;
+    const last = segs[segs.length - 1]!;
+    return this.gate.lastPatterns.some((re) => re.test(last));
   }
 
   /** A set with the operator's rules after the built-in ones. */
@@ -219,8 +257,9 @@ export class ProtectedSet implements ProtectedMatcher {
    * or a link) is protected itself.
    */
   match(path: string, type?: EntryType): ProtectedMatch | null {
-    const segs = path.split('/').filter((s) => s !== '' && s !== '.').slice(0, MAX_SEGMENTS).map(foldSegment);
-    const g = segs.findIndex((s) => s === '.git' || isShortNameOf(s, '.git'));
+    if (!this.mayMatch(path)) return null;
+    const segs = path.split('/').filter((s) => s !== '' && s !== '.').slice(0, MAX_SEGMENTS).map(fastFold);
+    const g = segs.findIndex((s) => s === '.git' || (s.includes('~') && isShortNameOf(s, '.git')));
     if (g >= 0) {
       // the git directory itself is no change; a `.git` file or link (a file when the type is unknown: the diff model lists files only) is
       if (g === segs.length - 1) return type === 'dir' ? null : GIT_DIR_FILE;
@@ -271,6 +310,11 @@ const ROOT_SPELLING: Record<string, string> = {
   'agents.md': 'AGENTS.md', 'agents.override.md': 'AGENTS.override.md', 'claude.md': 'CLAUDE.md', 'claude.local.md': 'CLAUDE.local.md',
   'gemini.md': 'GEMINI.md', 'qwen.md': 'QWEN.md', 'crush.md': 'CRUSH.md', jenkinsfile: 'Jenkinsfile',
 };
+
+/** foldSegment, with its common case (printable ASCII without `:`) done without Unicode normalisation. */
+function fastFold(seg: string): string {
+  return /^[\x20-\x39\x3b-\x7e]*$/.test(seg) ? seg.toLowerCase().replace(/[. ]+$/, '') : foldSegment(seg);
+}
 
 const GIT_DIR_FILE: ProtectedMatch = { rule: 'git-dir', class: 'git-dir', reason: 'a .git file or link: points git at another repository directory' };
 

@@ -10,6 +10,7 @@
  */
 import type { RunEvent, RunOutcome } from '../domain/events';
 import { budgetSection, formatAmount } from './budget-section';
+import { effectsSection } from './effect-sections';
 import { contextSection, memorySection } from './context-sections';
 import { blockquote, codeSpan, escapeInline, fenced } from './markdown-escape';
 import { modelsSection, subRunSection } from './subrun-section';
@@ -40,6 +41,7 @@ const SECTIONS: Array<[string, (s: RunSummary) => string]> = [
   ['Tools used', toolsUsedSection],
   ['Approvals', approvalsSection],
   ['Denied calls', deniedCallsSection],
+  ['Effects at the exits', effectsSection],
   ['Files changed', filesChangedSection],
   ['Not exported', notExportedSection],
   ['Done checks', doneChecksSection],

@@ -70,6 +70,12 @@ export interface RunSummary {
   egressProxy: EventOf<'egress.proxy'>[];
   /** The last egress totals. */
   egressStats?: EventOf<'egress.stats'>;
+  /** Effects observed at the exits (protected files, unpredicted connections) and what was decided. */
+  effects: EventOf<'effect.decision'>[];
+  effectsUnchecked: EventOf<'effect.unchecked'>[];
+  effectStats: EventOf<'effect.stats'>[];
+  /** Secrets masked in tool, done-check and setup output. */
+  secretsMasked: EventOf<'secret.masked'>[];
   /** log.truncated markers (the cap, and the counts at the end). */
   truncations: EventOf<'log.truncated'>[];
   artifacts: EventOf<'artifact'>[];
@@ -118,6 +124,10 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
     egress: [],
     egressAggregates: [],
     egressProxy: [],
+    effects: [],
+    effectsUnchecked: [],
+    effectStats: [],
+    secretsMasked: [],
     truncations: [],
     artifacts: [],
     sandboxCount: 0,
@@ -190,6 +200,10 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
       case 'memory.proposed': s.memoryProposals.push(e); break;
       case 'workspace.changes': s.workspaceChanges = e; break;
       case 'artifact': s.artifacts.push(e); break;
+      case 'effect.decision': s.effects.push(e); break;
+      case 'effect.unchecked': s.effectsUnchecked.push(e); break;
+      case 'effect.stats': s.effectStats.push(e); break;
+      case 'secret.masked': s.secretsMasked.push(e); break;
       default: {
         const type = String((e as { type: unknown }).type);
         if (!s.unknownTypes.includes(type)) s.unknownTypes.push(type);

@@ -127,11 +127,10 @@ export class EffectGuard {
     return s;
   }
 
-  /** `base` limited to what a targeted read like `like` sees (the paths under the probes). */
+  /** `base` limited to what a targeted read like `like` covers (its scope). */
   private scoped(base: ProtectedState, like: ProtectedState): ProtectedState {
-    const probes = this.o.set.rootProbes();
-    const gitProbes = ['.git/'];
-    const seen = (p: string) => probes.some((q) => p === q || p.startsWith(`${q}/`)) || gitProbes.some((q) => p.startsWith(q));
+    const scope = like.scope ?? [];
+    const seen = (p: string) => scope.some((q) => p === q || p.startsWith(`${q}/`)) || p === '.git';
     return { ...like, entries: new Map([...base.entries].filter(([p]) => seen(p))), dirs: base.dirs };
   }
 

@@ -272,7 +272,7 @@ export class DockerSandboxProvider implements SandboxProvider {
           maxEntries: this.config.CORRAL_EXPORT_MAX_ENTRIES,
         },
         exportTimeoutMs: this.config.CORRAL_EXPORT_TIMEOUT_S * 1000,
-        snapshotLimits: { ...DEFAULT_SNAPSHOT_LIMITS, fullMaxBytes: this.config.CORRAL_EFFECT_FULL_MB * mb },
+        snapshotLimits: { ...DEFAULT_SNAPSHOT_LIMITS, fullMaxBytes: this.config.CORRAL_EFFECT_FULL_MB * mb, fullMaxEntries: this.config.CORRAL_EFFECT_FULL_ENTRIES },
         seed: seedSides,
         dispose: runCleanup,
         ...(proxy ? { noteToolCall: (id: string | null, net?: NetExpectation) => proxy.noteCall(id, net) } : {}),

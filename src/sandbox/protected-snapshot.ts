@@ -8,9 +8,10 @@
  *   depth, every case and Unicode spelling of a protected name), protected files are hashed and kept,
  *   the rest is skipped. Bounded by bytes, entries and time; past a bound the read stops and the guard
  *   switches to targeted reads for the rest of the run.
- * - targeted: a HEAD (stat, ≈1 ms, no archive made) for each of the protected set's root-level names
- *   and git's own sub-directories, then one GET for each that exists. Names under other spellings and
- *   protected names below the root are not seen per call; the artifacts' review at the end sees them.
+ * - targeted: a HEAD (stat, ≈1 ms, no archive made) for each distinct root-level name of the protected
+ *   set and for git's own sub-directories, then one GET for each that exists (a root directory such as
+ *   `.github` is read whole). Names under other spellings and protected names below the root are not
+ *   seen per call; the artifacts' review at the end sees them.
  *
  * Hard links: a protected path that the archive gives as a hard link to an earlier, unprotected name
  * is read again by that name, so its content is known. Symbolic links are recorded with their target.
@@ -41,6 +42,8 @@ export interface ArchiveReader {
 export interface SnapshotLimits {
   /** Bytes a full read may stream; past it the read stops (the guard then reads targeted). */
   fullMaxBytes: number;
+  /** Entries a full read may hold (the engine's archiver costs about 50 µs an entry); past it, targeted. */
+  fullMaxEntries: number;
   maxEntries: number;
   timeoutMs: number;
   /** A protected file up to this size is kept (restore, diff); a larger one only hashed. */
@@ -51,6 +54,7 @@ export interface SnapshotLimits {
 
 export const DEFAULT_SNAPSHOT_LIMITS: SnapshotLimits = {
   fullMaxBytes: 64 * 1024 * 1024,
+  fullMaxEntries: 10_000,
   maxEntries: 100_000,
   timeoutMs: 20_000,
   keepFileBytes: 1024 * 1024,
@@ -111,6 +115,10 @@ class Reader {
     stream.pipe(extract);
     for await (const entry of extract) {
       this.entries += 1;
+      if (this.capStream && this.entries > this.limits.fullMaxEntries) {
+        stream.destroy();
+        throw new FullReadTooLarge(`more than ${this.limits.fullMaxEntries} entries`);
+      }
       if (this.entries > this.limits.maxEntries) {
         stream.destroy();
         throw this.capStream ? new FullReadTooLarge(`more than ${this.limits.maxEntries} entries`) : new SandboxError('limit_exceeded', `the protected files hold more than ${this.limits.maxEntries} entries`);
@@ -195,9 +203,11 @@ export async function readProtectedState(engine: ArchiveReader, set: ProtectedMa
     if (mode === 'full') {
       await r.read(await engine.get(WS, all), 1, '');
     } else {
-      const probes = set.rootProbes();
+      // one stat per distinct root-level name; a root that exists is read whole (`.github`, not each of its probes)
+      const roots = [...new Set(set.rootProbes().map((p) => p.split('/')[0]!))];
+      r.state.scope = [...roots.filter((x) => x !== '.git'), ...GIT_PROBES.map((p) => `.git/${p}`)];
       const found: Array<{ path: string; stat: PathStat }> = [];
-      await pool(probes, 16, async (p) => {
+      await pool(roots, 16, async (p) => {
         const s = await engine.stat(`${WS}/${p}`, all);
         r.state.requests += 1;
         if (s) found.push({ path: p, stat: s });
@@ -209,7 +219,7 @@ export async function readProtectedState(engine: ArchiveReader, set: ProtectedMa
           r.state.requests += 1;
           if (s) found.push({ path: `.git/${p}`, stat: s });
         });
-      }
+      } else if (git) r.state.scope.push('.git');
       const reads = found.filter((f) => !(f.path === '.git' && typeOfStat(f.stat) === 'dir'));
       await pool(reads, 4, async (f) => {
         await r.read(await engine.get(`${WS}/${f.path}`, all), 0, parentOf(f.path));

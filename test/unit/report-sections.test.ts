@@ -358,3 +358,29 @@ describe('buildReport summary sections', () => {
     expect(md).toContain('## Log\n\n33 events, last seq 33.');
   });
 });
+
+describe('effects at the exits', () => {
+  test('refused and accepted effects, the checks\' cost and masked secrets are listed; names are escaped; no secret appears', () => {
+    const report = buildReport(stamp([
+      started, ready,
+      { type: 'effect.decision', callId: 'call_1', tool: 'bash', effect: 'file', decision: 'deny', by: 'unattended', path: '.git/hooks/pre-commit', change: 'added', class: 'git-hook', rule: 'git-hooks', restored: true, diff: '+evil', reason: 'a git hook: this run is unattended' },
+      { type: 'effect.decision', callId: 'call_2', tool: 'bash', effect: 'file', decision: 'allow', by: 'benign', path: '.git/config', change: 'modified', class: 'git-config', reason: 'git settings that name no program changed (user.email)' },
+      { type: 'effect.decision', callId: 'call_3', tool: 'bash', effect: 'network', decision: 'deny', by: 'unattended', host: 'attacker.test', port: 443, reason: 'CONNECT attacker.test:443 refused' },
+      { type: 'effect.decision', callId: 'call_4', tool: 'bash', effect: 'file', decision: 'deny', by: 'unattended', path: 'x\u202e|`y', change: 'added', class: 'agent-config', reason: 'pipes | and `ticks`' },
+      { type: 'effect.unchecked', callId: 'call_5', reason: 'engine away' },
+      { type: 'secret.masked', callId: 'call_6', where: 'tool-output', found: [{ rule: 'aws-access-token', count: 2, fingerprint: 'abcdef012345' }] },
+      { type: 'effect.stats', checks: 6, mode: 'full', p50Ms: 60, maxMs: 120, totalMs: 400, bytes: 10, requests: 6, restores: 2, decisions: 4 },
+      { type: 'run.finished', outcome: 'succeeded', finalAnswer: 'done', reason: 'done', usage: { llmCalls: 1, toolCalls: 6, inputTokens: 1, outputTokens: 1, costUsd: 0, wallTimeMs: 1 } },
+    ]));
+    const section = report.split(/\n(?=## )/).find((s) => s.startsWith('## Effects at the exits\n'))!;
+    expect(section).toContain('4 effect(s) the calls\' decisions did not name: 3 refused, 1 accepted');
+    expect(section).toContain('`.git/hooks/pre-commit` added (`git-hook`) | **refused** | unattended');
+    expect(section).toContain('connection to `attacker.test:443`');
+    expect(section).toContain('⚠ The protected files could not be checked after `call_5`: engine away');
+    expect(section).toContain('Checks: 6 (the whole workspace read each time), p50 60 ms, max 120 ms; 2 restore(s).');
+    expect(section).toContain('`aws-access-token` ×2');
+    expect(section).not.toContain('\u202e');
+    expect(section).not.toMatch(/[^\\]\| and/);
+    expect(report).not.toMatch(/unknown event types?/i);
+  });
+});

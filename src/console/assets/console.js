@@ -154,7 +154,7 @@
       case 'budget.exceeded': return ['Budget exceeded', `${e.budget}: ${e.used} of ${e.limit}`, null, 'deny'];
       case 'memory.proposed': return [`Memory ${e.applied ? 'kept' : 'refused'}`, e.reason, (e.lines || []).join('\n') || null];
       case 'artifact': return [`Artifact: ${e.name}`, `${e.bytes} bytes`];
-      case 'git.bundle': return ['Git bundle', `${e.commits} commits on ${e.branch}${e.note ? ` · ${e.note}` : ''}`];
+      case 'git.bundle': return ['Git bundle', `${e.commits} commits on ${e.branch}${e.needsReviewTotal ? ` · ${e.needsReviewTotal} changes to review` : ''}${e.note ? ` · ${e.note}` : ''}`, null, e.needsReviewTotal ? 'ask' : undefined];
       case 'workspace.changes': {
         const files = e.files || [];
         const count = (c) => files.filter((f) => f.change === c).length;
@@ -162,6 +162,10 @@
         return ['Workspace changes', `${count('added')} added · ${count('modified')} modified · ${count('deleted')} deleted${flags ? ` · ${flags} need review` : ''}`, files.slice(0, 50).map((f) => `${f.change} ${f.path}`).join('\n') || null, flags ? 'ask' : undefined];
       }
       case 'sandbox.removed': return ['Sandbox removed', null];
+      case 'effect.decision': return [`Effect ${e.decision === 'allow' ? 'accepted' : 'refused'}: ${e.effect === 'file' ? `${e.path} (${e.change})` : `connection to ${e.host}:${e.port}`}`, `${e.by}: ${e.reason}`, e.diff || null, e.decision];
+      case 'effect.unchecked': return ['Effect check failed', e.reason, null, 'ask'];
+      case 'effect.stats': return ['Effect checks', `${e.checks} checks (${e.mode}) · p50 ${e.p50Ms} ms · max ${e.maxMs} ms · ${e.restores} restores`];
+      case 'secret.masked': return ['Secrets masked', `${e.where}: ${(e.found || []).map((f) => `${f.rule} ×${f.count}`).join(', ')}${e.coarse ? ` · coarse: ${e.coarse}` : ''}`, null, 'ask'];
       case 'log.truncated': return ['Log truncated', e.reason, null, 'ask'];
       case 'subrun.started': return ['Sub-run started', `${e.childRunId}: ${clip(e.task, 200)}`];
       case 'subrun.finished': return [`Sub-run ${e.outcome}`, `${e.childRunId}: ${e.reason}`, null, e.outcome === 'succeeded' ? 'allow' : 'deny'];
