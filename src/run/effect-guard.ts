@@ -98,10 +98,15 @@ export class EffectGuard {
     this.unattended = !o.approvals;
   }
 
-  /** Reads the baseline (the workspace as the agent gets it) and refuses connections while no call runs. */
+  /**
+   * Reads the baseline (the workspace as the agent gets it) and refuses connections while no call
+   * runs. A sandbox whose files the engine cannot read (gVisor) gets the network check only; the log
+   * says so once.
+   */
   static async start(o: EffectGuardOptions, signal?: AbortSignal): Promise<EffectGuard> {
     const g = new EffectGuard(o);
-    g.base = await g.read(signal);
+    if (o.sandbox.effects) g.base = await g.read(signal);
+    else o.emit({ type: 'effect.unchecked', callId: null, reason: 'this sandbox\'s files cannot be read through the engine (under gVisor the workspace is a tmpfs of the sandbox\'s own kernel): protected files are checked in the artifacts\' review only; connections are still checked per call' });
     o.sandbox.noteToolCall?.(null, 'refuse');
     return g;
   }
@@ -199,7 +204,7 @@ export class EffectGuard {
     this.o.sandbox.noteToolCall?.(null, 'refuse');
     this.current = null;
     const notes: string[] = [];
-    if (ran || !NO_SANDBOX.has(cur.call.tool)) {
+    if (this.o.sandbox.effects && (ran || !NO_SANDBOX.has(cur.call.tool))) {
       try {
         const files = await this.checkFiles(cur.call, verdict, signal);
         notes.push(...files.notes);
@@ -332,6 +337,7 @@ export class EffectGuard {
    */
   async finalCheck(): Promise<void> {
     this.current = null;
+    if (!this.o.sandbox.effects) return;
     try {
       await this.facet().stopAgentProcesses();
       this.o.sandbox.noteToolCall?.(null, 'refuse');
@@ -343,6 +349,7 @@ export class EffectGuard {
 
   /** The run's totals (an effect.stats event). */
   finish(): void {
+    if (!this.o.sandbox.effects) return;
     const sorted = [...this.times].sort((a, b) => a - b);
     this.o.emit({
       type: 'effect.stats', checks: this.times.length, mode: this.mode, p50Ms: sorted[Math.floor(sorted.length / 2)] ?? 0, maxMs: sorted.at(-1) ?? 0,

@@ -11,7 +11,7 @@
  * (type tmpfs, the same size and options; removed with the container): the Engine API's archive
  * endpoints see volumes and not HostConfig.Tmpfs mounts (Docker 20.10), and the worker reads the
  * protected files through them after every call — a path no sandbox process can stand in
- * (sandbox/protected-snapshot.ts).
+ * (sandbox/protected-snapshot.ts). Not under gVisor (see below): there it stays a plain tmpfs.
  * The tmpfs mounts allow exec (`./configure`, `./gradlew`): with python3 and bash in the image,
  * noexec stops no attacker; the boundary is the container (seccomp, no capabilities, read-only root,
  * nosuid + no-new-privileges), which tests attack with binaries run from /workspace.
@@ -175,10 +175,13 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     NetworkMode: 'none',
     ReadonlyRootfs: true,
     Tmpfs: {
+      // under gVisor the workspace stays a tmpfs of the sandbox's own kernel: its gofer-backed volumes answer
+      // statx with EINVAL in the runsc this targets (ls, stat fail), so the effect check reads nothing there
+      ...(gvisor ? { [WORKSPACE_DIR]: `${tmpfsOpts},size=${limits.workspaceMb}m,uid=${agent},gid=${agent},mode=0755` } : {}),
       '/tmp': `${tmpfsOpts},size=${TMP_MB}m,mode=1777`,
       [HOME_DIR]: `${tmpfsOpts},size=${HOME_MB}m,uid=${agent},gid=${agent},mode=0700`,
     },
-    Mounts: [workspaceMount(limits.workspaceMb, agent)],
+    Mounts: gvisor ? [] : [workspaceMount(limits.workspaceMb, agent)],
     ShmSize: SHM_MB * mb,
     Binds: input.egressDir !== undefined ? [`${input.egressDir}:${EGRESS_MOUNT}:ro`] : [],
     CapDrop: ['ALL'],

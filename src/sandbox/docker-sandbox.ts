@@ -322,7 +322,8 @@ class DockerSandbox implements LeasedSandbox {
   /** Indexes of setup captures added to the baseline; closed at dispose. */
   private readonly captures: SeedFileIndex[] = [];
   readonly setup: SetupFacet;
-  readonly effects: EffectFacet;
+  /** Absent under gVisor: its workspace is a tmpfs inside the sandbox's kernel, which the engine's archive endpoint cannot read. */
+  readonly effects?: EffectFacet;
 
   constructor(
     private readonly container: Docker.Container,
@@ -339,7 +340,7 @@ class DockerSandbox implements LeasedSandbox {
       restore: (path, signal) => this.extractFile(path, signal, '/'),
       rebaseline: (path) => this.rebaseline(path),
     };
-    this.effects = {
+    if (o.isolation === 'runc') this.effects = {
       protectedState: (set, o) => {
         this.assertLive();
         return readProtectedState(this.archive, set, o.mode, this.o.snapshotLimits, o.signal);

@@ -450,7 +450,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
         workspaceFiles = await listWorkspace(sandbox, runSignal);
       }
       const fresh = checkpointSeed !== null && inPlace !== null;
-      if (!guard && config.CORRAL_EFFECT_CHECK && sandbox.effects) {
+      // the files need a sandbox the engine can read (not gVisor's); the network check, one with an egress proxy
+      if (!guard && config.CORRAL_EFFECT_CHECK && (sandbox.effects || sandbox.noteToolCall)) {
         guard = await EffectGuard.start({
           runId, sandbox, set: protectedSet, emit, clock, ...(spec.approvals ? { approvals } : {}),
           mask: async (t) => (await secrets.mask(t)).text,

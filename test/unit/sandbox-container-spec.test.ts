@@ -70,6 +70,9 @@ describe('containerSpec', () => {
     expect(hc.CapAdd ?? []).toEqual([]);
     expect(hc.SecurityOpt).toEqual(['no-new-privileges:true', `seccomp=${seccompJson()}`]);
     const g = containerSpec({ ...base, isolation: 'gvisor' }).HostConfig!;
+    // gVisor: the workspace stays a tmpfs of the sandbox's kernel (its gofer volumes break statx in the runsc targeted)
+    expect(g.Mounts).toEqual([]);
+    expect(g.Tmpfs!['/workspace']).toMatch(/^rw,exec,nosuid,nodev,size=128m,uid=2000015,gid=2000015,mode=0755$/);
     expect(g.SecurityOpt).toEqual(['no-new-privileges:true', `seccomp=${seccompJson({ gvisor: true })}`]);
     expect(JSON.parse(seccompJson()).defaultAction).toBe('SCMP_ACT_ERRNO');
   });
