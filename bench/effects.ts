@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import Docker from 'dockerode';
 import { loadConfig } from '../src/config';
 import type { LeasedSandbox } from '../src/domain/sandbox';
-import { DEFAULT_PROTECTED_SET } from '../src/policy/protected-set';
+import { DEFAULT_PROTECTED_SET } from '../src/domain/protected-set';
 import { SecretScanPool } from '../src/policy/secret-scan-pool';
 import { EffectGuard } from '../src/run/effect-guard';
 import { DockerSandboxProvider } from '../src/sandbox';

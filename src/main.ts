@@ -32,7 +32,7 @@ import { loadTemplates } from './api/load-templates';
 import { startScheduleRunner } from './api/schedule-runner';
 import { ScheduleStore } from './queue/schedule-store';
 import { PolicyGate } from './policy/policy-gate';
-import { DEFAULT_PROTECTED_SET } from './policy/protected-set';
+import { DEFAULT_PROTECTED_SET } from './domain/protected-set';
 import { SecretScanPool } from './policy/secret-scan-pool';
 import { createRunQueue, newRunId } from './queue/run-queue';
 import { IdempotencyStore } from './queue/idempotency';

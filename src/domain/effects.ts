@@ -1,6 +1,6 @@
 /**
  * The vocabulary of effects observed at the exits: the protected set's classes and matcher port
- * (policy/protected-set.ts implements it), the state of the protected files read from a sandbox,
+ * (domain/protected-set.ts implements it), the state of the protected files read from a sandbox,
  * and the effect decisions the run records (a protected file changed by a call, a connection a call
  * was not predicted to open).
  */
@@ -17,7 +17,7 @@ export interface ProtectedMatch {
 
 export type EntryType = 'file' | 'dir' | 'symlink' | 'other';
 
-/** Which workspace paths are protected (policy/protected-set.ts). */
+/** Which workspace paths are protected (domain/protected-set.ts). */
 export interface ProtectedMatcher {
   match(path: string, type?: EntryType): ProtectedMatch | null;
   /** Root-level names and directories to read when the whole workspace is too large to read each call. */
@@ -73,7 +73,7 @@ export interface EffectFacet {
 export type EffectBy =
   /** The call's own decision named it (a file tool's path, approved or allowed). */
   | 'covered'
-  /** Harmless by rule (policy/benign-effects.ts). */
+  /** Harmless by rule (domain/benign-effects.ts). */
   | 'benign'
   /** A human approved or denied it, or nobody answered in time. */
   | 'approval'

@@ -118,7 +118,7 @@ export interface NotExported {
 }
 
 /**
- * Why a change needs review: a class of the protected set (policy/protected-set.ts), a new
+ * Why a change needs review: a class of the protected set (domain/protected-set.ts), a new
  * executable or setuid bit, a name that shows as another name, raw control bytes in added lines.
  */
 export const REVIEW_RULES = ['git-hook', 'git-config', 'git-dir', 'git-attributes', 'git-internal', 'ci', 'agent-config', 'executable', 'setuid', 'confusable-name', 'control-bytes'] as const;

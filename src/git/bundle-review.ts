@@ -2,7 +2,7 @@
  * The agent's git bundle reviewed as an effect, like the patch and the tar: every commit it carries
  * (not only the final tree — a workflow added in one commit and removed in the next is still in the
  * history someone fetches and CI may run) is diffed against its first parent, and each added or
- * modified file goes through the same review as the workspace (sandbox/review-flags.ts): the
+ * modified file goes through the same review as the workspace (domain/review-flags.ts): the
  * protected set, new executable and setuid bits, confusable names, raw control bytes in added lines.
  *
  * The bundle is the sandbox's output, so git runs here hardened (as in bundle.ts): no system or
@@ -15,7 +15,7 @@ import { spawn } from 'node:child_process';
 import type { ProtectedMatcher } from '../domain/effects';
 import { isGitPath } from '../domain/export-names';
 import type { FileChange, ReviewFlag } from '../domain/sandbox';
-import { controlBytesIn, reviewFlags } from '../sandbox/review-flags';
+import { controlBytesIn, reviewFlags } from '../domain/review-flags';
 
 /** Commits reviewed one by one at most; beyond, the rest is reviewed as one diff and the result says so. */
 export const MAX_REVIEWED_COMMITS = 500;

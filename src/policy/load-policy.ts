@@ -15,7 +15,7 @@ import { PolicyError } from './policy-error';
 import { PolicyFileSchema, type Policy } from './policy-schema';
 import { commandRuleFiresOn, effectFiresOn, envRuleFiresOn, evaluateStatic } from './evaluate-static';
 import { absRuleGlob } from './path-check';
-import { ProtectedSet } from './protected-set';
+import { ProtectedSet } from '../domain/protected-set';
 
 
 function where(file: string, line: number | undefined, rule?: string): string {

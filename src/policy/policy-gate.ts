@@ -7,7 +7,7 @@
  */
 import { InvalidInputError } from '../domain/errors';
 import type { ClassifierAnswer, Decision, Gate, GateContext, GateVerdict, RiskLevel, ToolCallRequest } from '../domain/gate';
-import type { ApprovalPort } from './approval-port';
+import type { ApprovalPort } from '../domain/approval-port';
 import type { Classifier } from './classifier';
 import type { Policy } from './policy-schema';
 import type { CallHistory, StaticAnalyzer } from './static-analyzer';

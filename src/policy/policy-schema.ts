@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { EFFECTS } from './commands/command-spec';
 import { MAX_COMMAND_CHARS } from '../domain/tool-input';
-import { PROTECTED_CLASSES, type ProtectedSet } from './protected-set';
+import { PROTECTED_CLASSES, type ProtectedSet } from '../domain/protected-set';
 
 export const DecisionSchema = z.enum(['allow', 'ask', 'deny']);
 export const RiskSchema = z.enum(['low', 'medium', 'high', 'critical']);
@@ -105,7 +105,7 @@ const PatternRuleSchema = z.strictObject({
 });
 
 /**
- * An operator's addition to the protected set (src/policy/protected-set.ts): files whose changes the
+ * An operator's addition to the protected set (src/domain/protected-set.ts): files whose changes the
  * effect check undoes and asks about, and that the artifacts' review flags. `match` / `not_match`
  * are workspace-relative paths the rule must (not) protect.
  */
@@ -142,7 +142,7 @@ export const PolicyFileSchema = z.strictObject({
     env: z.array(EnvRuleSchema).default([]),
     patterns: z.array(PatternRuleSchema).default([]),
   }),
-  /** Additions to the built-in protected set (src/policy/protected-set.ts). */
+  /** Additions to the built-in protected set (src/domain/protected-set.ts). */
   protected: z.strictObject({
     rules: z.array(ProtectedRuleSchema).max(200).default([]),
   }).default({ rules: [] }),

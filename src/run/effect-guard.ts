@@ -4,7 +4,7 @@
  * Files. Before the agent's first call the guard reads the protected files' state (through the
  * engine, sandbox/protected-snapshot.ts); after every call that ran in the sandbox it reads it again
  * and compares. A change is accepted when the call's decision covered it (a file tool writing that
- * very path, allowed), or when it is harmless by rule (policy/benign-effects.ts). Any other change is
+ * very path, allowed), or when it is harmless by rule (domain/benign-effects.ts). Any other change is
  * undone at once (the old state put back through the engine, then read again to make sure: a process
  * that races the restore gets every agent process stopped and a second restore, and a restore that
  * still does not hold ends the run), then asked about: a human sees the file and the change and may
@@ -22,8 +22,8 @@ import { CancelledError, CorralError } from '../domain/errors';
 import type { Emit } from '../domain/events';
 import type { GateVerdict } from '../domain/gate';
 import type { EgressAttempt, EgressHold, LeasedSandbox } from '../domain/sandbox';
-import type { ApprovalPort } from '../policy/approval-port';
-import { benignChange } from '../policy/benign-effects';
+import type { ApprovalPort } from '../domain/approval-port';
+import { benignChange } from '../domain/benign-effects';
 import { patchPaths } from '../tools/unified-diff';
 import { effectDiff } from './effect-diff';
 

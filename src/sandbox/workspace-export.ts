@@ -25,7 +25,7 @@ import { NOT_EXPORTED_CODES, type FileChange, type NotExported, type NotExported
 import { normaliseWorkspacePath } from './archive';
 import type { ByteSink } from './exec';
 import { comparePaths, isGitPath, nameProblem } from '../domain/export-names';
-import { reviewFlags } from './review-flags';
+import { reviewFlags } from '../domain/review-flags';
 import type { ProtectedMatcher } from '../domain/effects';
 import { diffFile, MAX_DIFF_BYTES, withData, type DiffSection, type FileSide } from './workspace-diff';
 

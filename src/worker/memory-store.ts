@@ -5,7 +5,7 @@
  * trusted, or when a human approves them (runs with approvals on); unattended, they are not.
  */
 import type { Emit } from '../domain/events';
-import type { ApprovalPort } from '../policy/approval-port';
+import type { ApprovalPort } from '../domain/approval-port';
 import type { TenantMemory } from '../queue/redis-memory';
 import { appendMemory, extractMemoryProposals } from '../run/memory';
 

@@ -13,7 +13,7 @@
  */
 import { CorralError } from '../domain/errors';
 import type { Emit } from '../domain/events';
-import type { ApprovalPort, ApprovalRequest, ApprovalResult } from '../policy/approval-port';
+import type { ApprovalPort, ApprovalRequest, ApprovalResult } from '../domain/approval-port';
 import type { RunStore } from '../queue/run-store';
 import type { SlotLease } from './slots';
 

@@ -25,7 +25,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tar from 'tar-stream';
 import { egressTestHooks } from '../../src/sandbox/egress-test-hooks';
-import { DEFAULT_PROTECTED_SET } from '../../src/policy/protected-set';
+import { DEFAULT_PROTECTED_SET } from '../../src/domain/protected-set';
 import { finalTurn, messagesOf, scriptedAgent, toolCallTurn, type ToolCallSpec } from '../support/fake-openai-chat';
 import { startHarness, type Harness } from '../support/corral-harness';
 import { startTestDns, type TestDns } from '../support/test-dns';

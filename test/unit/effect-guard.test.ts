@@ -9,9 +9,9 @@ import type { EffectFacet, ProtectedEntry, ProtectedState } from '../../src/doma
 import type { RunEventBody } from '../../src/domain/events';
 import type { GateVerdict } from '../../src/domain/gate';
 import type { EgressHold, LeasedSandbox, NetExpectation } from '../../src/domain/sandbox';
-import type { ApprovalPort, ApprovalRequest } from '../../src/policy/approval-port';
-import { benignChange, gitConfigEntries } from '../../src/policy/benign-effects';
-import { DEFAULT_PROTECTED_SET } from '../../src/policy/protected-set';
+import type { ApprovalPort, ApprovalRequest } from '../../src/domain/approval-port';
+import { benignChange, gitConfigEntries } from '../../src/domain/benign-effects';
+import { DEFAULT_PROTECTED_SET } from '../../src/domain/protected-set';
 import { EffectGuard, RestoreFailed } from '../../src/run/effect-guard';
 
 const file = (text: string, mode = 0o644): ProtectedEntry => {

@@ -1,5 +1,5 @@
 /** The gate checks apply_patch's files like write_file's path: `patch:` tool entries and tool example calls. */
-import type { ApprovalPort } from '../../src/policy/approval-port';
+import type { ApprovalPort } from '../../src/domain/approval-port';
 import { evaluateStatic } from '../../src/policy/evaluate-static';
 import { loadPolicy, parsePolicy } from '../../src/policy/load-policy';
 import { PolicyError } from '../../src/policy/policy-error';

@@ -2,7 +2,7 @@
 import OpenAI from 'openai';
 import { InvalidInputError } from '../../src/domain/errors';
 import type { GateContext } from '../../src/domain/gate';
-import type { ApprovalPort, ApprovalRequest, ApprovalResult } from '../../src/policy/approval-port';
+import type { ApprovalPort, ApprovalRequest, ApprovalResult } from '../../src/domain/approval-port';
 import { Classifier } from '../../src/policy/classifier';
 import { loadPolicies } from '../../src/policy/load-policy';
 import { PolicyGate } from '../../src/policy/policy-gate';

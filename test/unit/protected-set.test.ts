@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parsePolicy } from '../../src/policy/load-policy';
 import { PolicyError } from '../../src/policy/policy-error';
-import { DEFAULT_PROTECTED_SET as P, ProtectedSet } from '../../src/policy/protected-set';
-import { confusableName, controlBytesIn, reviewFlags } from '../../src/sandbox/review-flags';
+import { DEFAULT_PROTECTED_SET as P, ProtectedSet } from '../../src/domain/protected-set';
+import { confusableName, controlBytesIn, reviewFlags } from '../../src/domain/review-flags';
 import { parseRawDiff, reviewBundle } from '../../src/git/bundle-review';
 
 describe('the protected set', () => {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import * as tar from 'tar-stream';
 import { isGitPath, nameProblem, showName } from '../../src/domain/export-names';
 import type { FileChange } from '../../src/domain/sandbox';
-import { reviewFlags } from '../../src/sandbox/review-flags';
+import { reviewFlags } from '../../src/domain/review-flags';
 import { diffFile, sideOf, type FileSide } from '../../src/sandbox/workspace-diff';
 import { ExportWriter, MANIFEST_ENTRY, TRAILER_ENTRY, type ExportCaps } from '../../src/sandbox/workspace-export';
 import { applyHunks } from '../../src/tools/apply-hunks';

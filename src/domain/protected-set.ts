@@ -4,7 +4,7 @@
  * configs that coding agents, editors, IDEs and dev environments read from a repository. It is the
  * one list behind three checks: the per-call effect check (run/effect-guard.ts: a change here that
  * the call's decision did not cover is undone and asked about), the artifacts' review flags
- * (sandbox/review-flags.ts: patch, tar and bundle) and the targeted probes of the snapshot
+ * (domain/review-flags.ts: patch, tar and bundle) and the targeted probes of the snapshot
  * (sandbox/protected-snapshot.ts).
  *
  * Names are compared folded (domain/export-names.ts foldSegment): every case, Unicode normalisation,
@@ -20,10 +20,10 @@
  * The list is maintained here; operators add rules in their policy file (`protected.rules`, with
  * match/not_match examples checked at load — see policies/README.md).
  */
-import type { EntryType, ProtectedClass, ProtectedMatch, ProtectedMatcher } from '../domain/effects';
-import { foldSegment, isShortNameOf } from '../domain/export-names';
+import type { EntryType, ProtectedClass, ProtectedMatch, ProtectedMatcher } from './effects';
+import { foldSegment, isShortNameOf } from './export-names';
 
-export { PROTECTED_CLASSES, type ProtectedClass, type ProtectedMatch } from '../domain/effects';
+export { PROTECTED_CLASSES, type ProtectedClass, type ProtectedMatch } from './effects';
 
 export interface ProtectedRule {
   name: string;

@@ -1,16 +1,16 @@
 /**
  * Changes a human should review before using a run's artifacts (patch, tar, bundle): files of the
- * protected set (policy/protected-set.ts: git hooks and config, CI pipelines, agent, editor and dev
+ * protected set (domain/protected-set.ts: git hooks and config, CI pipelines, agent, editor and dev
  * environment configs — compared in every spelling another filesystem folds to the same name), new
  * executable or setuid/setgid bits, names that show as another name (zero-width, compatibility or
  * mixed-script characters), and added lines holding raw terminal control bytes (ESC, a CR that is not
  * a line ending, backspace) or bidi controls, which make a patch print other text than it applies.
  * Applied to every added or modified file (deletions are not flagged: they show in the patch).
  */
-import type { ProtectedMatcher } from '../domain/effects';
-import type { FileChange, ReviewFlag } from '../domain/sandbox';
-import { DEFAULT_PROTECTED_SET } from '../policy/protected-set';
-import { isGitPath } from '../domain/export-names';
+import type { ProtectedMatcher } from './effects';
+import type { FileChange, ReviewFlag } from './sandbox';
+import { DEFAULT_PROTECTED_SET } from './protected-set';
+import { isGitPath } from './export-names';
 
 const octal = (m: number) => (m & 0o7777).toString(8).padStart(4, '0');
 

@@ -4,7 +4,7 @@
  * resolves when someone approves or denies, or when the configured time runs out (timedOut: true,
  * approved: false). Aborting `signal` (run cancelled) should reject or resolve as not approved.
  */
-import type { RiskLevel } from '../domain/gate';
+import type { RiskLevel } from './gate';
 
 export interface ApprovalRequest {
   runId: string;
