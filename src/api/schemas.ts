@@ -100,6 +100,8 @@ const NotExportedDoc = z.object({
 export const RunWorkspaceDoc = z.object({
   filesChanged: z.number().meta({ description: 'files changed outside .git (the sections of workspace.patch)' }),
   gitFilesChanged: z.number().meta({ description: 'files changed under .git: in workspace.tar, never in workspace.patch' }),
+  ignoredChanges: z.number().optional().meta({ description: 'changed files the ignore rules (the seed\'s .gitignore files, the run\'s patch.exclude) kept out of workspace.patch: in workspace.tar only' }),
+  notInPatch: z.array(z.object({ path: z.string(), reason: z.string() })).optional().meta({ description: 'changed files workspace.patch cannot carry (new content over 1 MiB), with why: take them from workspace.tar (at most 200)' }),
   needsReview: z.array(ReviewFlagDoc).meta({ description: 'changes to review before using the artifacts (workspace and git bundle): git hooks and config, CI files, agent and editor configs, new executable or setuid/setgid bits, confusable names, control bytes (the first 200; every one is in GET …/artifacts/needs-review.jsonl)' }),
   needsReviewTotal: z.number(),
   needsReviewByRule: z.record(z.string(), z.number()).optional().meta({ description: 'every flag counted by rule' }),

@@ -114,6 +114,10 @@ export interface WorkspaceChanges {
   files: FileChange[];
   filesOmitted?: number;
   gitFiles?: number;
+  /** Changes the ignore rules (.gitignore, patch.exclude) kept out of the patch: how many, and the first paths. */
+  ignored?: { count: number; paths: string[] };
+  /** Changes the patch cannot carry (new content over 1 MiB): in workspace.tar only. */
+  notInPatch?: Array<{ path: string; reason: string }>;
   notExported?: NotExported[];
   notExportedOmitted?: Partial<Record<NotExportedCode, number>>;
   needsReview?: ReviewFlag[];

@@ -131,6 +131,27 @@ export const GitWorkspace = z.strictObject({
 });
 export type GitWorkspace = z.infer<typeof GitWorkspace>;
 
+/**
+ * One line of gitignore syntax (patch.exclude): what a .gitignore line may hold, without control
+ * characters; comments and blank lines are refused here (they would mean nothing).
+ */
+export const IgnorePattern = z
+  .string()
+  .min(1)
+  .max(1024)
+  // eslint-disable-next-line no-control-regex
+  .refine((p) => !/[\x00-\x1f\x7f\u0080-\u009f\u2028\u2029]/.test(p), 'must not contain control characters or line breaks')
+  .refine((p) => !p.startsWith('#') && p.trim() !== '' && p.trim() !== '!', 'must be a gitignore pattern (not a comment or blank)');
+
+/** What workspace.patch leaves out (the changes stay in workspace.tar). */
+export const PatchSpec = z.strictObject({
+  /** Honour the workspace's .gitignore files and .git/info/exclude, as they were in the seed (default true). */
+  gitignore: z.boolean().default(true),
+  /** More gitignore patterns, root-based, applied after the workspace's own (a `!pattern` brings a path back). */
+  exclude: z.array(IgnorePattern).max(200).default([]),
+});
+export type PatchSpec = z.infer<typeof PatchSpec>;
+
 /** An environment's name (environments/NAME.yaml). */
 export const ENVIRONMENT_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
@@ -187,6 +208,8 @@ export const RunSpec = z
      * (none for `default`); `{ allow: [] }`: none, whatever the environment says.
      */
     egress: z.object({ allow: z.array(EgressPattern).max(100).default([]) }).strict().optional(),
+    /** What workspace.patch leaves out: the seed's .gitignore rules and these patterns (default: .gitignore only). */
+    patch: PatchSpec.optional(),
     /** The environment the sandbox starts from (image, setup phase, cache): a name from GET /v1/environments. */
     environment: z.string().regex(ENVIRONMENT_NAME, 'must be an environment name such as "node"').default('default'),
     limits: RunLimits.default({}),

@@ -85,6 +85,8 @@ export interface WriteOptions {
 export interface ExportTarget {
   tarPath: string;
   patchPath: string;
+  /** What stays out of the patch: the seed's .gitignore files (unless `gitignore` is false) and these patterns. */
+  patchIgnore?: { gitignore: boolean; exclude: string[] };
   signal?: AbortSignal;
   /** The run's protected set (its policy's), for the review flags; absent: the built-in one. */
   protectedSet?: ProtectedMatcher;
@@ -96,8 +98,10 @@ export interface FileChange {
   change: 'added' | 'modified' | 'deleted';
   added: number;
   removed: number;
-  /** Not diffed line by line (binary, over 1 MiB, or too costly): the patch says only that it differs. */
+  /** Not diffed line by line (binary, over 1 MiB, or too costly): the patch carries it as a git binary patch. */
   binary?: boolean;
+  /** Why workspace.patch does not carry this change (its new content is too large): the file is in workspace.tar. */
+  notInPatch?: string;
   /** Permission bits (mode & 0o7777) before and after when they differ; for an added file, its bits when not 0644. */
   modeBefore?: number;
   modeAfter?: number;
@@ -142,6 +146,8 @@ export interface WorkspaceExport {
   files: FileChange[];
   /** Changes under a .git directory: in the tar, never in the patch. */
   gitFiles: FileChange[];
+  /** Changes the ignore rules (the seed's .gitignore files, the run's patch.exclude) keep out of the patch: in the tar only. */
+  ignored: { count: number; paths: string[] };
   notExported: NotExported[];
   /** Entries left out beyond those listed in notExported, by code. */
   notExportedOmitted: Partial<Record<NotExportedCode, number>>;

@@ -43,6 +43,10 @@ export interface RunWorkspace {
   filesChanged: number;
   /** Files changed under .git: in workspace.tar, never in workspace.patch. */
   gitFilesChanged: number;
+  /** Changes the ignore rules kept out of workspace.patch (in workspace.tar). Absent in records older than the field. */
+  ignoredChanges?: number;
+  /** Changes workspace.patch cannot carry (too large), with why: take them from workspace.tar. */
+  notInPatch?: Array<{ path: string; reason: string }>;
   /** Changes a human should review before using the artifacts. */
   needsReview: ReviewFlag[];
   needsReviewTotal: number;

@@ -42,10 +42,11 @@ export function needsReviewSection(s: RunSummary): string {
   return ['## Needs review', '', head, '', markdownTable(['Path', 'Rule', 'Where', 'Why'], ['l', 'l', 'l', 'l'], rows)].join('\n');
 }
 
-function modeNote(f: { modeBefore?: number; modeAfter?: number; binary?: boolean }): string {
+function modeNote(f: { modeBefore?: number; modeAfter?: number; binary?: boolean; notInPatch?: string }): string {
   const o = (m: number) => m.toString(8).padStart(4, '0');
   const notes: string[] = [];
-  if (f.binary) notes.push('binary or too large to diff');
+  if (f.notInPatch) notes.push('not in the patch (too large): take it from workspace.tar');
+  else if (f.binary) notes.push('binary: a git binary patch (git apply)');
   if (f.modeAfter !== undefined) notes.push(f.modeBefore !== undefined ? `mode ${o(f.modeBefore)} → ${o(f.modeAfter)}` : `mode ${o(f.modeAfter)}`);
   return notes.join('; ');
 }
@@ -54,14 +55,20 @@ export function filesChangedSection(s: RunSummary): string {
   const w = s.workspaceChanges;
   if (!w) return '## Files changed\n\n_Not recorded (the log has no workspace.changes)._';
   const files = w.files ?? [];
-  const git = w.gitFiles ? `\n\n${plural(w.gitFiles, 'file')} under ${codeSpan('.git/')} changed as well: they are in workspace.tar, never in workspace.patch.` : '';
+  const ignored = w.ignored?.count
+    ? `\n\n${plural(w.ignored.count, 'changed file')} matched the ignore rules (the workspace's .gitignore files as they were at the start, and the run's ${codeSpan('patch.exclude')}) and ${w.ignored.count === 1 ? 'is' : 'are'} only in workspace.tar: ${w.ignored.paths.slice(0, 20).map(name).join(', ')}${w.ignored.count > Math.min(20, w.ignored.paths.length) ? ', …' : ''}.`
+    : '';
+  const outside = (w.notInPatch ?? []).length
+    ? `\n\n**Not in workspace.patch** (take ${w.notInPatch!.length === 1 ? 'it' : 'them'} from workspace.tar): ${w.notInPatch!.map((n) => name(n.path)).join(', ')}.`
+    : '';
+  const git = `${w.gitFiles ? `\n\n${plural(w.gitFiles, 'file')} under ${codeSpan('.git/')} changed as well: they are in workspace.tar, never in workspace.patch.` : ''}${ignored}${outside}`;
   if (!files.length) return `## Files changed\n\nNo files changed.${git}`;
   const count = (k: string) => files.filter((f) => f.change === k).length;
   const kinds = ['added', 'modified', 'deleted'].map((k) => [k, count(k)] as const).filter(([, n]) => n > 0);
   const plus = files.reduce((n, f) => n + (f.added ?? 0), 0);
   const minus = files.reduce((n, f) => n + (f.removed ?? 0), 0);
   const more = w.filesOmitted ? ` The first ${files.length} are listed; ${w.filesOmitted} more are in workspace.patch.` : '';
-  const head = `${plural(files.length + (w.filesOmitted ?? 0), 'file')} changed: ${kinds.map(([k, n]) => `${n} ${k}`).join(', ')} · +${plus} −${minus} lines. These are exactly the files of workspace.patch.${more}`;
+  const head = `${plural(files.length + (w.filesOmitted ?? 0), 'file')} changed: ${kinds.map(([k, n]) => `${n} ${k}`).join(', ')} · +${plus} −${minus} lines. These are exactly the files of workspace.patch${(w.notInPatch ?? []).length ? ', except those marked as not in it' : ''}.${more}`;
   const rows = files.map((f) => [name(f.path), f.change, `+${f.added ?? 0}`, `−${f.removed ?? 0}`, escapeInline(modeNote(f))]);
   return ['## Files changed', '', head, '', markdownTable(['Path', 'Change', 'Added', 'Removed', 'Note'], ['l', 'l', 'r', 'r', 'l'], rows)].join('\n') + git;
 }

@@ -38,6 +38,7 @@ import type { EffectFacet, ProtectedState } from '../domain/effects';
 import { DEFAULT_SNAPSHOT_LIMITS, readProtectedState, type ArchiveReader, type PathStat, type SnapshotLimits } from './protected-snapshot';
 import { restorePlan } from './protected-restore';
 import { ExportWriter, type ExportCaps } from './workspace-export';
+import { loadIgnoreRules } from './patch-ignore';
 
 export type SandboxLog = (msg: string, fields?: Record<string, unknown>) => void;
 
@@ -539,8 +540,9 @@ class DockerSandbox implements LeasedSandbox {
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     opts.signal?.addEventListener('abort', onAbort, { once: true });
+    const ignore = await loadIgnoreRules(this.o.seed, opts.patchIgnore ?? { gitignore: true, exclude: [] });
     const writer = new ExportWriter({
-      seed: this.o.seed, caps, tarPath: opts.tarPath, patchPath: opts.patchPath, onFatal: () => stop.abort(),
+      seed: this.o.seed, caps, ignore, tarPath: opts.tarPath, patchPath: opts.patchPath, onFatal: () => stop.abort(),
       ...(opts.protectedSet ? { protectedSet: opts.protectedSet } : {}),
     });
     try {

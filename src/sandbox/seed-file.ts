@@ -16,6 +16,7 @@ import * as tar from 'tar-stream';
 import { CorralError, SandboxError } from '../domain/errors';
 import { WorkspacePath } from '../domain/run-spec';
 import { checkSeedEntry, type ArchiveCaps } from './archive';
+import { gitBlobHasher } from './git-binary-patch';
 import { MAX_DIFF_BYTES, type FileSide } from './workspace-diff';
 
 export interface SeedFileIndex {
@@ -93,16 +94,18 @@ export async function indexSeedFile(path: string, caps: ArchiveCaps, spillRoot =
         if (bytes > caps.maxBytes) throw new SandboxError('limit_exceeded', `workspace refused: more than ${caps.maxBytes} bytes of file content (at "${name.slice(0, 200)}")`);
         files++;
         const hash = createHash('sha256');
+        const blob = gitBlobHasher(size);
         const keep = size <= MAX_DIFF_BYTES;
         const at = spilled;
         for await (const chunk of entry as AsyncIterable<Buffer>) {
           hash.update(chunk);
+          blob.update(chunk);
           if (keep) {
             await spill.write(chunk, 0, chunk.length, spilled);
             spilled += chunk.length;
           }
         }
-        const side: FileSide = { sha256: hash.digest('hex'), size, mode: (h.mode ?? 0o644) & 0o100 ? 0o755 : 0o644 };
+        const side: FileSide = { sha256: hash.digest('hex'), gitId: blob.digest(), size, mode: (h.mode ?? 0o644) & 0o100 ? 0o755 : 0o644 };
         if (keep) {
           side.load = async () => {
             if (closed) throw new SandboxError('sandbox_failed', 'the seed index was closed');

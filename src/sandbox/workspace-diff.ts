@@ -3,13 +3,17 @@
  * one FileChange (what the report's "Files changed" shows) and the git-style section of
  * workspace.patch, computed together from the same hunks (the `diff` package's structuredPatch), so
  * the report and the patch cannot disagree. Text files up to MAX_DIFF_BYTES are diffed line by line;
- * binary, larger, or too costly files appear as `Binary files … differ`. Executable bits are git
- * modes (100644 / 100755); other permission bits (setuid, setgid) are kept in the FileChange, which
- * git cannot express. Names reach here already checked (export-names.ts): no control characters.
+ * binary or too costly files are carried as git binary patches (git-binary-patch.ts), so that
+ * `git apply` on the seed's tree gives the exported tree. A change whose new content is over
+ * MAX_DIFF_BYTES is not in the patch at all: its FileChange says so (`notInPatch`), and the file is
+ * in workspace.tar. Executable bits are git modes (100644 / 100755); other permission bits (setuid,
+ * setgid) are kept in the FileChange, which git cannot express. Names reach here already checked
+ * (export-names.ts): no control characters.
  */
 import { createHash } from 'node:crypto';
 import { formatPatch, OMIT_HEADERS, structuredPatch } from 'diff';
 import type { FileChange } from '../domain/sandbox';
+import { binaryBody, gitBlobId } from './git-binary-patch';
 
 export const MAX_DIFF_BYTES = 1024 * 1024;
 /** Per-file budget of the line diff; a file that takes longer is reported as differing, not diffed. */
@@ -20,6 +24,8 @@ export interface FileSide {
   /** Present when size <= MAX_DIFF_BYTES. */
   data?: Buffer;
   sha256: string;
+  /** git's blob id of the content (SHA-1 of `blob SIZE\0` + content): a binary patch names it. */
+  gitId?: string;
   size: number;
   mode: number;
   /** Reads `data` back when it was not kept in memory (a large seed's index: seed-file.ts). */
@@ -34,10 +40,11 @@ export async function withData(side: FileSide | null, other: FileSide | null): P
 }
 
 export function sideOf(data: Buffer, mode: number): FileSide {
-  return { ...(data.length <= MAX_DIFF_BYTES ? { data } : {}), sha256: createHash('sha256').update(data).digest('hex'), size: data.length, mode: mode & 0o7777 };
+  return { ...(data.length <= MAX_DIFF_BYTES ? { data } : {}), sha256: createHash('sha256').update(data).digest('hex'), gitId: gitBlobId(data), size: data.length, mode: mode & 0o7777 };
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+// ignoreBOM: a byte-order mark is content (dropping it would make the patch's first line differ from the file's).
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** The text of a side, or null when it is binary (a NUL early on, not UTF-8) or was not kept. */
 function textOf(side: FileSide): string | null {
@@ -91,7 +98,7 @@ export function diffFile(path: string, before: FileSide | null, after: FileSide 
     : undefined;
   if (!patch) {
     change.binary = true;
-    return { change, text: `${[...head, `Binary files ${a} and ${b} differ`].join('\n')}\n` };
+    return { change, text: binarySection(change, head, before, after) };
   }
   for (const h of patch.hunks) {
     for (const l of h.lines) {
@@ -102,4 +109,28 @@ export function diffFile(path: string, before: FileSide | null, after: FileSide 
   if (patch.hunks.length === 0) return { change, text: head.length > 1 ? `${head.join('\n')}\n` : '' };
   const hunks = formatPatch(patch, OMIT_HEADERS);
   return { change, text: `${[...head, `--- ${a}`, `+++ ${b}`].join('\n')}\n${hunks.endsWith('\n') ? hunks : `${hunks}\n`}` };
+}
+
+/** The id git names for a side: kept from when it was read, else from its content; null when neither is at hand. */
+function idOf(side: FileSide): string | null {
+  return side.gitId ?? (side.data ? gitBlobId(side.data) : null);
+}
+
+/**
+ * A binary (or not line-diffable) change as a git binary patch; '' with `change.notInPatch` set when
+ * the patch cannot carry it (the new content is over MAX_DIFF_BYTES, or a side's id is unknown).
+ */
+function binarySection(change: FileChange, head: string[], before: FileSide | null, after: FileSide | null): string {
+  if (after && !after.data) {
+    change.notInPatch = `${after.size} bytes, over the ${MAX_DIFF_BYTES} bytes a patch carries for one file; take it from workspace.tar`;
+    return '';
+  }
+  const beforeId = before ? idOf(before) : null;
+  const afterId = after ? idOf(after) : null;
+  if ((before && !beforeId) || (after && !afterId)) {
+    change.notInPatch = 'its content could not be identified for a binary patch; take it from workspace.tar';
+    return '';
+  }
+  const sameMode = before && after && gitMode(before.mode) === gitMode(after.mode) ? gitMode(after.mode) : undefined;
+  return `${head.join('\n')}\n${binaryBody({ beforeId, afterId, after: after?.data ?? null, beforeData: before?.data ?? null, ...(sameMode ? { mode: sameMode } : {}) })}`;
 }

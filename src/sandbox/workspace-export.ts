@@ -27,6 +27,8 @@ import type { ByteSink } from './exec';
 import { comparePaths, isGitPath, nameProblem } from '../domain/export-names';
 import { reviewFlags } from '../domain/review-flags';
 import type { ProtectedMatcher } from '../domain/effects';
+import { gitBlobHasher } from './git-binary-patch';
+import { ignoreMatcher, type IgnoreMatcher, type PatchIgnoreRules } from './patch-ignore';
 import { diffFile, MAX_DIFF_BYTES, withData, type DiffSection, type FileSide } from './workspace-diff';
 
 export const MANIFEST_ENTRY = '\u0001corral-export-manifest';
@@ -66,6 +68,8 @@ export interface ExportWriterOptions {
   /** The workspace's seed: the patch's baseline. */
   seed: ReadonlyMap<string, FileSide>;
   caps: ExportCaps;
+  /** Changes these rules name stay out of the patch (counted in `ignored`; still in the tar). */
+  ignore?: PatchIgnoreRules;
   tarPath: string;
   patchPath: string;
   /** Called once when the export fails, so the producer (the exec) can be stopped. */
@@ -98,6 +102,7 @@ export class ExportWriter {
   private sawTrailer = false;
   private failed: Error | null = null;
   private readonly skippedPaths = new Set<string>();
+  private readonly ignore: IgnoreMatcher | null;
   private readonly r: Result;
   private fail: (err: Error) => void = () => {};
 
@@ -106,9 +111,10 @@ export class ExportWriter {
     this.tarTmp = o.tarPath + suffix;
     this.patchTmp = o.patchPath + suffix;
     this.seedPaths = [...o.seed.keys()].sort(comparePaths);
+    this.ignore = o.ignore ? ignoreMatcher(o.ignore) : null;
     this.r = {
       tar: { path: o.tarPath, bytes: 0 }, patch: { path: o.patchPath, bytes: 0 },
-      files: [], gitFiles: [], notExported: [], notExportedOmitted: {}, needsReview: [], notes: [],
+      files: [], gitFiles: [], ignored: { count: 0, paths: [] }, notExported: [], notExportedOmitted: {}, needsReview: [], notes: [],
       stats: { files: 0, dirs: 0, bytes: 0 },
     };
     this.tarOut = createWriteStream(this.tarTmp, { flags: 'wx', mode: 0o640 });
@@ -205,10 +211,12 @@ export class ExportWriter {
     const size = h.size ?? 0;
     const mode = (h.mode ?? 0o644) & 0o7777;
     const hash = createHash('sha256');
+    const blob = gitBlobHasher(size);
     const keep: Buffer[] | null = size <= MAX_DIFF_BYTES ? [] : null;
     const entry = this.pack.entry({ name: path, type: 'file', size, mode: mode & 0o111 ? 0o755 : 0o644, mtime: mtimeOf(h) });
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       hash.update(chunk);
+      blob.update(chunk);
       keep?.push(chunk);
       if (!entry.write(chunk)) await new Promise<void>((r) => entry.once('drain', r));
     }
@@ -216,7 +224,7 @@ export class ExportWriter {
       entry.once('error', reject);
       entry.end(() => resolve());
     });
-    return { ...(keep ? { data: Buffer.concat(keep) } : {}), sha256: hash.digest('hex'), size, mode };
+    return { ...(keep ? { data: Buffer.concat(keep) } : {}), sha256: hash.digest('hex'), gitId: blob.digest(), size, mode };
   }
 
   private async onManifest(name: string, isFile: boolean, stream: Source): Promise<void> {
@@ -265,6 +273,11 @@ export class ExportWriter {
       this.r.gitFiles.push(c);
       return;
     }
+    if (this.ignore?.ignored(c.path)) {
+      this.r.ignored.count += 1;
+      if (this.r.ignored.paths.length < MAX_LISTED) this.r.ignored.paths.push(c.path);
+      return;
+    }
     this.r.files.push(c);
     if (section.text && !this.patchOut.write(section.text)) await new Promise<void>((r) => this.patchOut.once('drain', r));
   }
@@ -273,6 +286,7 @@ export class ExportWriter {
     if (this.failed) throw this.failed;
     if (!this.sawTrailer) throw new Tampered('it ended before its trailer (the export was cut short)');
     await this.deletionsBefore(null);
+    for (const n of this.ignore?.notes() ?? []) if (this.r.notes.length < 100) this.r.notes.push(n);
     const closed = (s: WriteStream) => new Promise<void>((resolve, reject) => {
       s.once('close', resolve);
       s.once('error', reject);

@@ -33,6 +33,8 @@ export function workspaceChanges(x: WorkspaceExport, flags: readonly ReviewFlag[
     files: x.files.slice(0, MAX_FILES),
     ...(x.files.length > MAX_FILES ? { filesOmitted: x.files.length - MAX_FILES } : {}),
     gitFiles: x.gitFiles.length,
+    ...(x.ignored.count > 0 ? { ignored: { count: x.ignored.count, paths: x.ignored.paths.slice(0, MAX_LISTED) } } : {}),
+    ...(notInPatch(x).length > 0 ? { notInPatch: notInPatch(x).slice(0, MAX_LISTED) } : {}),
     notExported: x.notExported.slice(0, MAX_LISTED),
     notExportedOmitted: omitted,
     needsReview: flags.slice(0, MAX_LISTED),
@@ -44,11 +46,18 @@ export function workspaceChanges(x: WorkspaceExport, flags: readonly ReviewFlag[
   };
 }
 
+/** The changes workspace.patch does not carry, and why. */
+function notInPatch(x: WorkspaceExport): Array<{ path: string; reason: string }> {
+  return x.files.filter((f) => f.notInPatch).map((f) => ({ path: f.path, reason: f.notInPatch! }));
+}
+
 export function runWorkspace(x: WorkspaceExport, flags: readonly ReviewFlag[] = x.needsReview): RunWorkspace {
   const notExportedTotal = x.notExported.length + Object.values(x.notExportedOmitted).reduce((n, k) => n + (k ?? 0), 0);
   return {
     filesChanged: x.files.length,
     gitFilesChanged: x.gitFiles.length,
+    ignoredChanges: x.ignored.count,
+    notInPatch: notInPatch(x).slice(0, MAX_LISTED),
     needsReview: flags.slice(0, MAX_LISTED),
     needsReviewTotal: flags.length,
     needsReviewByRule: countByRule(flags),

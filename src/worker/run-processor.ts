@@ -508,7 +508,10 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       // The agent's processes stop and its protected files are compared once more before anything leaves.
       await guard?.finalCheck();
       // Streamed to disk by the sandbox adapter; the files appear under these names only when complete.
-      exported = await sandbox!.exportWorkspace({ tarPath: join(runDir, 'workspace.tar'), patchPath: join(runDir, 'workspace.patch'), protectedSet });
+      exported = await sandbox!.exportWorkspace({
+        tarPath: join(runDir, 'workspace.tar'), patchPath: join(runDir, 'workspace.patch'), protectedSet,
+        patchIgnore: { gitignore: spec.patch?.gitignore ?? true, exclude: spec.patch?.exclude ?? [] },
+      });
       for (const [name, f] of [['workspace.tar', exported.tar], ['workspace.patch', exported.patch]] as const) {
         artifacts.push({ name, path: stored(name), bytes: f.bytes });
         emit({ type: 'artifact', name, path: stored(name), bytes: f.bytes });

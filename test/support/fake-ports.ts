@@ -228,7 +228,7 @@ export class FakeSandbox implements Sandbox {
       writeFileSync(opts.patchPath, patch);
       return {
         tar: { path: opts.tarPath, bytes: 1024 }, patch: { path: opts.patchPath, bytes: Buffer.byteLength(patch) },
-        files: sections.map((d) => d.change), gitFiles: [], notExported: [], notExportedOmitted: {}, needsReview: [], notes: [],
+        files: sections.map((d) => d.change), gitFiles: [], ignored: { count: 0, paths: [] }, notExported: [], notExportedOmitted: {}, needsReview: [], notes: [],
         stats: { files: this.files.size, dirs: 0, bytes: 0, ms: 0 },
       };
     }, 'the export was cancelled');

@@ -6,6 +6,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gitBlobId } from '../../src/sandbox/git-binary-patch';
 import { indexSeedFile } from '../../src/sandbox/seed-file';
 import { MAX_DIFF_BYTES } from '../../src/sandbox/workspace-diff';
 import { makeTar, type TarEntry } from '../support/make-tar';
@@ -42,7 +43,7 @@ test('sides carry digest, size and mode; small files load back exactly, large on
   expect(await idx.sides.get('mid.bin')!.load!()).toEqual(mid);
   expect(await idx.sides.get('empty')!.load!()).toEqual(Buffer.alloc(0));
   expect(idx.sides.get('run.sh')).toMatchObject({ mode: 0o755, size: 10 });
-  expect(idx.sides.get('large.bin')).toEqual({ sha256: createHash('sha256').update(large).digest('hex'), size: large.length, mode: 0o644 });
+  expect(idx.sides.get('large.bin')).toEqual({ sha256: createHash('sha256').update(large).digest('hex'), gitId: gitBlobId(large), size: large.length, mode: 0o644 });
   await idx.close();
   await expect(idx.sides.get('mid.bin')!.load!()).rejects.toThrow(/closed/);
 });
