@@ -56,7 +56,8 @@ export function route(app: FastifyInstance, docs: RouteDoc[], doc: RouteDoc, han
 const RUN_SPEC_DOCS: Record<string, string> = {
   task: 'What to do: plain text, or Markdown with `# Task`, `# Allowed tools`, `# Cannot do`, `# Done means` sections. Control characters are kept; NUL is refused. At most 50 000 characters.',
   contract: 'The same task contract as JSON; when present it wins over sections in `task`.',
-  workspace: '`files`: inline files {relative path: UTF-8 content} (paths: no `..`, no absolute paths, no control characters). `tarBase64`: an uncompressed tar, base64; checked at submit (regular files and directories only, no links, no absolute or `..` names, size and entry caps).',
+  workspace: '`files`: inline files {relative path: UTF-8 content} (paths: no `..`, no absolute paths, no control characters). `tarBase64`: an uncompressed tar, base64; checked at submit (regular files, directories and symbolic links that stay inside the workspace; no hard links, no absolute or `..` names, size and entry caps). `id`: an upload (PUT /v1/workspaces). `git`: a remote the worker clones.',
+  patch: 'What workspace.patch leaves out: `gitignore` (default true) honours the workspace\'s .gitignore files and .git/info/exclude as they were at the start; `exclude` adds gitignore patterns (root-based, strongest; `!pattern` brings a path back). Changes left out are in workspace.tar and counted in the run\'s `workspace.ignoredChanges`.',
   policy: 'Name of a policy loaded by the server (policies/*.yaml).',
   approvals: 'true: calls the policy sends to "ask" wait for a human (POST …/approvals/{callId}); false: they are refused.',
   egress: '`allow`: host names or `*.suffix`, optionally `:port` (default 443 for HTTPS, 80 for HTTP), the sandbox may reach through its egress proxy; never IP literals, `localhost` or private-use domains; empty = no network.',

@@ -8,8 +8,9 @@ import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { ApiDeps } from './api-deps';
-import { HttpError } from './http-errors';
+import { HttpError, parseInput } from './http-errors';
 import { route, type RouteDoc } from './openapi';
+import { WORKSPACE_ID } from '../domain/run-spec';
 import { ErrorBody } from './schemas';
 
 export const TAR_TYPES = ['application/x-tar', 'application/gzip', 'application/x-gzip'] as const;
@@ -29,7 +30,7 @@ export function registerWorkspaceRoutes(app: FastifyInstance, deps: ApiDeps, doc
   const mb = 1024 * 1024;
   route(app, docs, {
     method: 'PUT', url: '/v1/workspaces', tag: 'workspaces', summary: 'Upload a workspace tar (plain or gzip), streamed and checked; returns its id',
-    description: `Regular files and directories with relative names only (no links, devices, absolute or \`..\` names); at most CORRAL_MAX_WORKSPACE_MB (${deps.config.CORRAL_MAX_WORKSPACE_MB} MB here) of file content and ${deps.config.CORRAL_WORKSPACE_MAX_ENTRIES} entries, checked while streaming. Kept ${deps.config.CORRAL_WORKSPACE_TTL_S} s after the last upload of the same tar.`,
+    description: `Regular files, directories and symbolic links that stay inside the workspace, with relative names only (no hard links, devices, absolute or \`..\` names); at most CORRAL_MAX_WORKSPACE_MB (${deps.config.CORRAL_MAX_WORKSPACE_MB} MB here) of file content and ${deps.config.CORRAL_WORKSPACE_MAX_ENTRIES} entries, checked while streaming. Kept ${deps.config.CORRAL_WORKSPACE_TTL_S} s after the last upload of the same tar.`,
     rawBody: { contentTypes: [...TAR_TYPES], description: 'the tar; gzip with application/gzip' },
     redis: false,
     responses: {
@@ -49,4 +50,23 @@ export function registerWorkspaceRoutes(app: FastifyInstance, deps: ApiDeps, doc
     });
     return reply.status(stored.deduplicated ? 200 : 201).send(stored);
   });
+
+  // A client that computed a directory's id (the SHA-256 of its clean tar) asks first, and sends
+  // nothing when the server has it (corral submit --workspace does).
+  route(app, docs, {
+    method: 'GET', url: '/v1/workspaces/:id', tag: 'workspaces', summary: 'Whether this tenant\'s upload is kept; refreshes its TTL as uploading it again would',
+    params: WorkspaceParams, redis: false,
+    responses: {
+      200: { description: 'kept (its TTL now counts from this request)', schema: KeptWorkspaceBody },
+      404: { description: 'not kept for this tenant (never uploaded, or expired): PUT it', schema: ErrorBody },
+    },
+  }, async (req, reply) => {
+    const { id } = parseInput(WorkspaceParams, req.params, 'params');
+    const found = await uploads.find(req.tenant, id, { touch: true });
+    if (!found) throw new HttpError(404, 'not_found', `no upload ${id} is kept for this tenant`);
+    return reply.send({ id, bytes: found.bytes, files: found.files, dirs: found.dirs, expiresAt: new Date(Date.now() + deps.config.CORRAL_WORKSPACE_TTL_S * 1000).toISOString() });
+  });
 }
+
+const WorkspaceParams = z.object({ id: z.string().regex(WORKSPACE_ID, 'must be a workspace id (ws_ and 64 hex digits)') });
+const KeptWorkspaceBody = StoredWorkspaceBody.omit({ deduplicated: true });

@@ -160,6 +160,17 @@ export class ApiClient {
     return (await res.json()) as UploadedWorkspace;
   }
 
+  /** The kept upload with this id (GET /v1/workspaces/:id refreshes its TTL), or null when the server does not keep it. */
+  async findWorkspace(id: string): Promise<{ id: string; expiresAt: string } | null> {
+    try {
+      return await this.json('GET', `/v1/workspaces/${encodeURIComponent(id)}`);
+    } catch (err) {
+      // 404: not kept. An older server without the route answers 404 too: the tar is then sent, as before.
+      if (err instanceof ApiError && err.status === 404) return null;
+      throw err;
+    }
+  }
+
   submit(spec: unknown): Promise<{ id: string; status: string }> {
     return this.json('POST', '/v1/runs', spec);
   }

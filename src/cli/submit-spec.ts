@@ -9,7 +9,7 @@ import type { BudgetName } from '../domain/events';
 import { EgressPattern, ENVIRONMENT_NAME, ROUTING_RULES, RunBudgets, type RoutingRule } from '../domain/run-spec';
 import { parseArgs, UsageError } from './cli-args';
 import type { Readable } from 'node:stream';
-import { INLINE_WORKSPACE_MAX_BYTES, packPlanned, planWorkspace, streamWorkspace, type PackedWorkspace } from './workspace-tar';
+import { INLINE_WORKSPACE_MAX_BYTES, packPlanned, planWorkspace, streamWorkspace, workspaceId, type PackedWorkspace } from './workspace-tar';
 
 /** What PUT /v1/workspaces answered. */
 export interface UploadedWorkspace {
@@ -21,6 +21,26 @@ export interface UploadedWorkspace {
 }
 /** Sends a workspace tar to the API (ApiClient.uploadWorkspace). */
 export type UploadWorkspace = (tar: Readable) => Promise<UploadedWorkspace>;
+
+/** The server's uploads, as buildSpec uses them: ask for an id first (nothing sent), send the tar only when it is not kept. */
+export interface WorkspaceUploads {
+  put: UploadWorkspace;
+  /** The kept upload with this id (its TTL refreshed), or null. */
+  find: (id: string) => Promise<{ id: string; expiresAt: string } | null>;
+}
+
+/** What --workspace became, for the dry run's text: the directory, what it holds and its upload id. */
+export interface WorkspaceSummary {
+  dir: string;
+  files: number;
+  dirs: number;
+  links: number;
+  bytes: number;
+  /** Sent inline (tarBase64), or an upload: `sent` now, `kept` (the server had it; nothing sent), or not sent by a dry run. */
+  how: 'inline' | 'sent' | 'kept' | 'not-sent';
+  id?: string;
+  skipped: Array<{ path: string; why: string }>;
+}
 
 export const BUDGET_NAMES: readonly BudgetName[] = ['llmCalls', 'toolCalls', 'tokens', 'wallTimeS', 'costUsd'];
 
@@ -176,27 +196,44 @@ async function baseSpec(source: SubmitOptions['source']): Promise<Json> {
 export async function buildSpec(
   o: SubmitOptions,
   note: (line: string) => void = () => undefined,
-  upload?: UploadWorkspace,
-): Promise<{ spec: Json; packed?: PackedWorkspace; uploaded?: UploadedWorkspace }> {
+  uploads?: WorkspaceUploads,
+): Promise<{ spec: Json; packed?: PackedWorkspace; uploaded?: UploadedWorkspace; workspace?: WorkspaceSummary }> {
   const spec = await baseSpec(o.source);
   let packed: PackedWorkspace | undefined;
   let uploaded: UploadedWorkspace | undefined;
+  let summary: WorkspaceSummary | undefined;
   if (o.workspace !== undefined) {
     const ws = isObject(spec.workspace) ? spec.workspace : {};
-    if (ws.tarBase64 !== undefined || ws.id !== undefined) throw new UsageError(`the spec already has workspace.${ws.id !== undefined ? 'id' : 'tarBase64'}; drop it or --workspace`);
+    if (ws.tarBase64 !== undefined || ws.id !== undefined || ws.git !== undefined) throw new UsageError(`the spec already has workspace.${ws.id !== undefined ? 'id' : ws.git !== undefined ? 'git' : 'tarBase64'}; drop it or --workspace`);
     const plan = await planWorkspace(o.workspace, { exclude: o.exclude });
-    for (const s of plan.skipped) note(`skipped ${s.path}: ${s.why} (only regular files and directories are uploaded)`);
-    const counts = `${plan.files} file(s), ${plan.dirs} director${plan.dirs === 1 ? 'y' : 'ies'}`;
+    for (const s of plan.skipped) note(`skipped ${s.path}: ${s.why}`);
+    const counts = `${plan.files} file(s), ${plan.dirs} director${plan.dirs === 1 ? 'y' : 'ies'}${plan.links ? `, ${plan.links} symbolic link(s)` : ''}`;
     const left = `${plan.excluded.length ? `; excluded ${plan.excluded.length} path(s)` : ''}${plan.skipped.length ? `; skipped ${plan.skipped.length}` : ''}`;
-    if (plan.estimate > INLINE_WORKSPACE_MAX_BYTES && upload) {
-      // Large: streamed to PUT /v1/workspaces, named by its id (never the whole tar in memory).
-      uploaded = await upload(streamWorkspace(plan));
-      note(`uploaded ${o.workspace}: ${counts}, ${plan.bytes} bytes of files as ${uploaded.id}${uploaded.deduplicated ? ' (already there)' : ''}, kept until ${uploaded.expiresAt}${left}`);
-      spec.workspace = { ...ws, id: uploaded.id };
+    const base = { dir: o.workspace, files: plan.files, dirs: plan.dirs, links: plan.links, bytes: plan.bytes, skipped: plan.skipped };
+    if (plan.estimate > INLINE_WORKSPACE_MAX_BYTES && uploads) {
+      // Large: named by its id. The id is the digest of the tar, so it is known before a byte is
+      // sent: a directory the server keeps already is not sent again, and a dry run sends nothing.
+      const id = await workspaceId(plan);
+      const kept = await uploads.find(id);
+      if (kept) {
+        note(`${o.workspace}: ${counts}, ${plan.bytes} bytes of files — the server keeps it already as ${id} (nothing sent; kept until ${kept.expiresAt})${left}`);
+        spec.workspace = { ...ws, id };
+        summary = { ...base, how: 'kept', id };
+      } else if (o.dryRun) {
+        note(`${o.workspace}: ${counts}, ${plan.bytes} bytes of files — would be uploaded as ${id} (a dry run sends nothing)${left}`);
+        summary = { ...base, how: 'not-sent', id };
+      } else {
+        // Streamed to PUT /v1/workspaces (never the whole tar in memory).
+        uploaded = await uploads.put(streamWorkspace(plan));
+        note(`uploaded ${o.workspace}: ${counts}, ${plan.bytes} bytes of files as ${uploaded.id}${uploaded.deduplicated ? ' (already there)' : ''}, kept until ${uploaded.expiresAt}${left}`);
+        spec.workspace = { ...ws, id: uploaded.id };
+        summary = { ...base, how: 'sent', id: uploaded.id };
+      }
     } else {
       packed = await packPlanned(plan);
       note(`packed ${o.workspace}: ${counts}, ${packed.tar.length} bytes of tar${left}`);
       spec.workspace = { ...ws, tarBase64: packed.tar.toString('base64') };
+      summary = { ...base, how: 'inline' };
     }
   }
   if (o.allowDomains.length) {
@@ -216,5 +253,5 @@ export async function buildSpec(
     delete spec.model;
   }
   if (Object.keys(o.budgets).length) spec.budgets = { ...(isObject(spec.budgets) ? spec.budgets : {}), ...o.budgets };
-  return { spec, ...(packed ? { packed } : {}), ...(uploaded ? { uploaded } : {}) };
+  return { spec, ...(packed ? { packed } : {}), ...(uploaded ? { uploaded } : {}), ...(summary ? { workspace: summary } : {}) };
 }

@@ -22,7 +22,7 @@ export async function run(argv: string[]): Promise<number> {
   const client = ApiClient.from(o, loadConfig());
   let spec: Record<string, unknown>;
   try {
-    ({ spec } = await buildSpec(o, (line) => process.stderr.write(`corral submit: ${line}\n`), (tar) => client.uploadWorkspace(tar)));
+    ({ spec } = await buildSpec(o, (line) => process.stderr.write(`corral submit: ${line}\n`), { put: (tar) => client.uploadWorkspace(tar), find: (id) => client.findWorkspace(id) }));
   } catch (err) {
     if (err instanceof WorkspacePackError) throw new UsageError(err.message, false);
     throw err;

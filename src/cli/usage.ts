@@ -60,10 +60,14 @@ Options override what SPEC.json says. --template NAME runs one of the server's t
                        and --watch apply: the template sets the rest of the spec)
   --set K=V            a template parameter (repeatable)
 
-  --workspace DIR      DIR as the run's workspace: regular files and directories; symlinks and
-                       special files are skipped with a warning; .git is included unless excluded.
-                       Up to 2 MiB of tar it goes inline in the spec; larger, it is streamed to
-                       PUT /v1/workspaces (up to the server's CORRAL_MAX_WORKSPACE_MB) and named by id
+  --workspace DIR      DIR as the run's workspace: regular files, directories and symbolic links
+                       that stay inside DIR (node_modules/.bin works); links that leave DIR and
+                       special files are skipped with a warning naming each; .git is included
+                       unless excluded. Up to 2 MiB of tar it goes inline in the spec; larger, its
+                       id (the SHA-256 of its tar) is computed first and the server asked: a
+                       directory it keeps already is not sent again; otherwise it is streamed to
+                       PUT /v1/workspaces (up to the server's CORRAL_MAX_WORKSPACE_MB). With
+                       --dry-run nothing is uploaded
   --exclude PATTERN    leave out matching paths (repeatable): a name or glob such as node_modules,
                        .git or *.log matches at any depth; a pattern with "/" (build/*.o) is
                        matched against the whole path from DIR

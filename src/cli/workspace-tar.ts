@@ -1,17 +1,23 @@
 /**
- * Packs a local directory into the uncompressed tar that RunSpec.workspace.tarBase64 carries, in
- * memory. Only regular files and directories go in (what the worker accepts); symlinks, sockets,
- * FIFOs and devices are skipped and reported so the caller can warn. `exclude` patterns leave paths
- * out. The size is checked against the cap before any file is read, and the error names the largest
- * top-level entries so the user knows what to exclude.
+ * Packs a local directory into the uncompressed tar that RunSpec.workspace.tarBase64 carries (in
+ * memory) or PUT /v1/workspaces receives (streamed). Regular files, directories and the symbolic
+ * links that stay inside the directory go in (what the server accepts: archive.ts's checkLinkTarget,
+ * so `node_modules/.bin/*` works in the sandbox); links that leave it, sockets, FIFOs and devices are
+ * skipped and reported so the caller can warn, naming each. `exclude` patterns leave paths out. The
+ * size is checked against the cap before any file is read, and the error names the largest top-level
+ * entries so the user knows what to exclude. Entries carry no times and normalised modes, exactly as
+ * the server re-packs an upload: the SHA-256 of the streamed tar is the upload's id, so a client can
+ * ask whether the server has it before sending a byte (workspaceId).
  */
 import type { Dirent, Stats } from 'node:fs';
 import { createReadStream } from 'node:fs';
 import { lstat, readdir, readFile, readlink, stat } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { join } from 'node:path';
 import * as tar from 'tar-stream';
 import { MAX_WORKSPACE_TAR_BYTES } from '../domain/run-spec';
+import { checkLinkTarget } from '../sandbox/archive';
 
 /** More entries than the API's upload check accepts by default (CORRAL_WORKSPACE_MAX_ENTRIES). */
 export const MAX_WORKSPACE_ENTRIES = 100_000;
@@ -32,7 +38,9 @@ export interface PackedWorkspace {
   dirs: number;
   /** Bytes of file content. */
   bytes: number;
-  /** Entries left out because they are not regular files or directories. */
+  /** Symbolic links kept (they stay inside the directory). */
+  links: number;
+  /** Entries left out: links that leave the directory, special files. */
   skipped: Array<{ path: string; why: string }>;
   /** Entries left out by an exclude pattern (a directory counts once). */
   excluded: string[];
@@ -46,11 +54,15 @@ export class WorkspacePackError extends Error {
 interface Entry {
   path: string;
   abs: string;
-  type: 'file' | 'dir';
+  type: 'file' | 'dir' | 'symlink';
   size: number;
   mode: number;
-  mtime: Date;
+  /** A symlink's target. */
+  linkname?: string;
 }
+
+/** Every entry's time: the server re-packs uploads with this one, and the id is the re-pack's digest. */
+const MTIME = new Date(0);
 
 function globToRegExp(glob: string): RegExp {
   let re = '';
@@ -135,11 +147,24 @@ async function walk(root: string, isExcluded: (p: string) => boolean, maxEntries
         if (entries.length >= maxEntries) {
           throw new WorkspacePackError(`the workspace has more than ${maxEntries} files and directories; leave some out with --exclude`);
         }
-        entries.push({ path, abs, type: st.isFile() ? 'file' : 'dir', size: st.isFile() ? st.size : 0, mode: st.mode, mtime: st.mtime });
+        entries.push({ path, abs, type: st.isFile() ? 'file' : 'dir', size: st.isFile() ? st.size : 0, mode: st.mode });
         if (st.isDirectory()) await visit(abs, path);
       } else if (st.isSymbolicLink()) {
-        const target = await readlink(abs).catch(() => '?');
-        skipped.push({ path, why: `symlink to ${target}` });
+        let target: string;
+        try {
+          target = await readlink(abs);
+        } catch (err) {
+          throw new WorkspacePackError(fsMessage(err, abs));
+        }
+        const problem = checkLinkTarget(path, target);
+        if (problem) {
+          skipped.push({ path, why: `a symbolic link that is not kept: ${problem}` });
+          continue;
+        }
+        if (entries.length >= maxEntries) {
+          throw new WorkspacePackError(`the workspace has more than ${maxEntries} files and directories; leave some out with --exclude`);
+        }
+        entries.push({ path, abs, type: 'symlink', size: 0, mode: 0o777, linkname: target });
       } else {
         skipped.push({ path, why: kindOf(st) });
       }
@@ -161,6 +186,8 @@ export interface WorkspacePlan {
   dirs: number;
   /** Bytes of file content. */
   bytes: number;
+  /** Symbolic links kept. */
+  links: number;
 }
 
 /** Walks `dir` (lstat only); throws WorkspacePackError when it is not a readable directory or has too many entries. */
@@ -173,9 +200,10 @@ export async function planWorkspace(dir: string, opts: Pick<PackOptions, 'exclud
   }
   if (!rootStat.isDirectory()) throw new WorkspacePackError(`the workspace ${dir} is not a directory`);
   const { entries, skipped, excluded } = await walk(dir, excludeMatcher(opts.exclude ?? []), opts.maxEntries ?? MAX_WORKSPACE_ENTRIES);
-  const estimate = 1024 + entries.reduce((n, e) => n + tarBytes(Buffer.byteLength(e.path) + (e.type === 'dir' ? 1 : 0), e.size), 0);
+  const estimate = 1024 + entries.reduce((n, e) => n + tarBytes(Buffer.byteLength(e.path) + (e.type === 'dir' ? 1 : 0), e.size) + (e.linkname && Buffer.byteLength(e.linkname) > 99 ? 1024 + Buffer.byteLength(e.linkname) : 0), 0);
   const files = entries.filter((e) => e.type === 'file');
-  return { dir, entries, skipped, excluded, estimate, files: files.length, dirs: entries.length - files.length, bytes: files.reduce((n, e) => n + e.size, 0) };
+  const links = entries.filter((e) => e.type === 'symlink').length;
+  return { dir, entries, skipped, excluded, estimate, files: files.length, dirs: entries.length - files.length - links, links, bytes: files.reduce((n, e) => n + e.size, 0) };
 }
 
 /**
@@ -195,11 +223,15 @@ export function streamWorkspace(plan: WorkspacePlan): Readable {
     for (const e of plan.entries) {
       current = e;
       if (e.type === 'dir') {
-        pack.entry({ name: `${e.path}/`, type: 'directory', mode: 0o755, mtime: e.mtime });
+        pack.entry({ name: `${e.path}/`, type: 'directory', mode: 0o755, mtime: MTIME });
+        continue;
+      }
+      if (e.type === 'symlink') {
+        pack.entry({ name: e.path, type: 'symlink', linkname: e.linkname!, mode: 0o777, mtime: MTIME });
         continue;
       }
       await new Promise<void>((resolve, reject) => {
-        const sink = pack.entry({ name: e.path, type: 'file', mode: e.mode & 0o111 ? 0o755 : 0o644, mtime: e.mtime, size: e.size }, (err) => (err ? reject(err) : resolve()));
+        const sink = pack.entry({ name: e.path, type: 'file', mode: e.mode & 0o111 ? 0o755 : 0o644, mtime: MTIME, size: e.size }, (err) => (err ? reject(err) : resolve()));
         // Both ends report errors here: the sink too, or its error when the pack is destroyed would go unhandled.
         sink.on('error', reject);
         const source = createReadStream(e.abs);
@@ -255,8 +287,12 @@ export async function packPlanned(plan: WorkspacePlan, maxBytes: number = MAX_WO
   let bytes = 0;
   for (const e of entries) {
     if (e.type === 'dir') {
-      pack.entry({ name: `${e.path}/`, type: 'directory', mode: 0o755, mtime: e.mtime });
+      pack.entry({ name: `${e.path}/`, type: 'directory', mode: 0o755, mtime: MTIME });
       dirs++;
+      continue;
+    }
+    if (e.type === 'symlink') {
+      pack.entry({ name: e.path, type: 'symlink', linkname: e.linkname!, mode: 0o777, mtime: MTIME });
       continue;
     }
     let data: Buffer;
@@ -266,7 +302,7 @@ export async function packPlanned(plan: WorkspacePlan, maxBytes: number = MAX_WO
       pack.destroy();
       throw new WorkspacePackError(fsMessage(err, e.abs));
     }
-    pack.entry({ name: e.path, type: 'file', mode: e.mode & 0o111 ? 0o755 : 0o644, mtime: e.mtime, size: data.length }, data);
+    pack.entry({ name: e.path, type: 'file', mode: e.mode & 0o111 ? 0o755 : 0o644, mtime: MTIME, size: data.length }, data);
     files++;
     bytes += data.length;
   }
@@ -276,5 +312,15 @@ export async function packPlanned(plan: WorkspacePlan, maxBytes: number = MAX_WO
   if (out.length > maxBytes) {
     throw new WorkspacePackError(`the workspace ${dir} packs to ${mib(out.length)}, over the ${mib(maxBytes)} the API accepts (files grew while packing?); leave parts out with --exclude`);
   }
-  return { tar: out, files, dirs, bytes, skipped, excluded };
+  return { tar: out, files, dirs, bytes, links: plan.links, skipped, excluded };
+}
+
+/**
+ * The id the server gives this directory's upload (`ws_` + the SHA-256 of the tar streamWorkspace
+ * sends, which is the server's clean re-pack byte for byte): one read of every file, nothing sent.
+ */
+export async function workspaceId(plan: WorkspacePlan): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of streamWorkspace(plan)) hash.update(chunk as Buffer);
+  return `ws_${hash.digest('hex')}`;
 }

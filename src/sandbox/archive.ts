@@ -1,9 +1,12 @@
 /**
- * Workspace archives, checked entry by entry on the host: only regular files and directories whose
- * names are relative paths without `..` (no absolute names, no symlinks, no hard links, no devices),
+ * Workspace archives, checked entry by entry on the host: regular files, directories and symbolic
+ * links whose names are relative paths without `..` (no absolute names, no hard links, no devices),
  * with caps on entry count and total bytes enforced while reading. Archives are always uncompressed.
- * Host code only parses tar bytes in memory — it never extracts onto a host filesystem, so nothing
- * here can follow a symlink the sandbox wrote.
+ * A symbolic link is kept only when it stays inside the workspace (checkLinkTarget: relative, `..`
+ * only at its start and never above the workspace) and no entry of the same archive goes through it
+ * (SeedLinks): `node_modules/.bin/vite -> ../vite/bin/vite.js` is kept, `x -> /etc` or `x -> ../..`
+ * is refused naming the entry. Host code only parses tar bytes in memory — it never extracts onto a
+ * host filesystem, so nothing here can follow a symlink the sandbox wrote.
  */
 import { Readable } from 'node:stream';
 import * as tar from 'tar-stream';
@@ -12,9 +15,60 @@ import { SandboxError } from '../domain/errors';
 export interface ArchiveEntry {
   /** Normalised workspace-relative path ("a/b.txt"), never empty, never containing `..`. */
   path: string;
-  type: 'file' | 'dir';
+  type: 'file' | 'dir' | 'symlink';
   mode: number;
   data?: Buffer;
+  /** A symlink's target (checked: relative, inside the workspace). */
+  linkname?: string;
+}
+
+/** Longest symlink target kept (Linux's PATH_MAX). */
+const MAX_LINK_TARGET_BYTES = 4096;
+
+/**
+ * Why a symbolic link at `path` with `target` may not be in a workspace, or null when it may: the
+ * target must be relative, without control, C1 or bidi characters, with `..` only as its first
+ * segments (`../../lib/x`; never `a/../..`, which a link met on the way would resolve differently),
+ * and those may climb no higher than the workspace itself.
+ */
+export function checkLinkTarget(path: string, target: string): string | null {
+  if (target === '') return 'its target is empty';
+  if (Buffer.byteLength(target) > MAX_LINK_TARGET_BYTES) return `its target is over ${MAX_LINK_TARGET_BYTES} bytes`;
+  // eslint-disable-next-line no-control-regex
+  if (/[\x00-\x1f\x7f\u0080-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/.test(target)) return 'its target holds control or bidirectional characters';
+  if (target.startsWith('/')) return `it points to the absolute path ${target}, outside the workspace`;
+  const segs = target.split('/').filter((s) => s !== '' && s !== '.');
+  const ups = segs.findIndex((s) => s !== '..');
+  const climb = ups < 0 ? segs.length : ups;
+  if (segs.slice(climb).includes('..')) return `its target ${target} has ".." after a name; only leading ".." segments are kept`;
+  const depth = path.split('/').length - 1;
+  if (climb > depth) return `it points to ${target}, outside the workspace`;
+  return null;
+}
+
+/**
+ * The links of one archive as its entries go by: an entry whose path goes through a link seen before
+ * (`lnk/x` after `lnk -> ..`), or a link over a directory that entries already went into, is
+ * refused — extraction would write through the link, or fail.
+ */
+export class SeedLinks {
+  private readonly links = new Set<string>();
+  private readonly dirs = new Set<string>();
+
+  /** Throws path_refused for such an entry; records the entry otherwise. */
+  check(path: string, type: 'file' | 'dir' | 'symlink'): void {
+    let at = path.indexOf('/');
+    while (at > 0) {
+      const parent = path.slice(0, at);
+      if (this.links.has(parent)) throw new SandboxError('path_refused', `archive entry refused: "${path}" goes through the symbolic link "${parent}"`);
+      this.dirs.add(parent);
+      at = path.indexOf('/', at + 1);
+    }
+    if (type === 'dir') this.dirs.add(path);
+    if (type !== 'symlink') return;
+    if (this.dirs.has(path)) throw new SandboxError('path_refused', `archive entry refused: the symbolic link "${path}" would replace a directory of the archive`);
+    this.links.add(path);
+  }
 }
 
 export interface ArchiveCaps {
@@ -41,8 +95,9 @@ export function normaliseWorkspacePath(input: string): string {
 
 /**
  * The workspace path of one entry of a tar a user sent, or path_refused: names over 4096 bytes (or
- * with a segment over 255), absolute names, `..`, NUL, and anything but a regular file or a directory
- * (links, devices, FIFOs) are refused.
+ * with a segment over 255), absolute names, `..`, NUL, symbolic links that leave the workspace
+ * (checkLinkTarget), and anything but a regular file, a directory or such a link (hard links,
+ * devices, FIFOs) are refused. Whether an entry goes through a link is the caller's SeedLinks'.
  */
 export function checkSeedEntry(h: tar.Header): string {
   const name = h.name;
@@ -54,21 +109,28 @@ export function checkSeedEntry(h: tar.Header): string {
   if (long !== undefined) throw new SandboxError('path_refused', `archive entry refused: "${name.slice(0, 300)}" has a name segment of ${Buffer.byteLength(long)} bytes; at most 255`);
   if (name.startsWith('/')) throw new SandboxError('path_refused', `archive entry refused: "${name}" is an absolute name`);
   const path = normaliseWorkspacePath(name);
+  if (h.type === 'symlink') {
+    const problem = path === '' ? 'it names the workspace itself' : checkLinkTarget(path, h.linkname ?? '');
+    if (problem) throw new SandboxError('path_refused', `archive entry refused: the symbolic link "${name}" is not kept: ${problem}`);
+    return path;
+  }
   if (h.type !== 'file' && h.type !== 'directory' && h.type !== 'contiguous-file') {
-    throw new SandboxError('path_refused', `archive entry refused: "${name}" is a ${h.type}${h.linkname ? ` to "${h.linkname}"` : ''}; only files and directories are accepted`);
+    throw new SandboxError('path_refused', `archive entry refused: "${name}" is a ${h.type}${h.linkname ? ` to "${h.linkname}"` : ''}; only files, directories and symbolic links that stay in the workspace are accepted`);
   }
   return path;
 }
 
 /**
- * Reads an uncompressed tar that a user sent (a seed): any link or device entry is refused. (The
- * workspace export, which reads what a sandbox wrote, streams through workspace-export.ts instead.)
+ * Reads an uncompressed tar that a user sent (a seed): hard links, devices, and symbolic links that
+ * leave the workspace or that other entries go through are refused. (The workspace export, which
+ * reads what a sandbox wrote, streams through workspace-export.ts instead.)
  */
 export async function readCheckedTar(buf: Buffer, caps: ArchiveCaps = DEFAULT_ARCHIVE_CAPS): Promise<{ entries: ArchiveEntry[] }> {
   if (buf.length >= 2 && buf[0] === 0x1f && buf[1] === 0x8b) {
     throw new SandboxError('path_refused', 'archive refused: compressed archives are not accepted; send an uncompressed tar');
   }
   const entries: ArchiveEntry[] = [];
+  const links = new SeedLinks();
   let bytes = 0;
   const extract = tar.extract();
   Readable.from([buf]).pipe(extract);
@@ -80,6 +142,12 @@ export async function readCheckedTar(buf: Buffer, caps: ArchiveCaps = DEFAULT_AR
       }
       const path = checkSeedEntry(h);
       if (path === '') {
+        entry.resume();
+        continue;
+      }
+      links.check(path, h.type === 'directory' ? 'dir' : h.type === 'symlink' ? 'symlink' : 'file');
+      if (h.type === 'symlink') {
+        entries.push({ path, type: 'symlink', mode: 0o777, linkname: h.linkname! });
         entry.resume();
         continue;
       }
@@ -102,7 +170,7 @@ export async function readCheckedTar(buf: Buffer, caps: ArchiveCaps = DEFAULT_AR
   return { entries };
 }
 
-/** Packs checked entries into a clean uncompressed tar (no owners, normalised modes, no links). */
+/** Packs checked entries into a clean uncompressed tar (no owners, normalised modes, no hard links; checked symlinks kept). */
 export async function packTar(entries: ArchiveEntry[]): Promise<Buffer> {
   const pack = tar.pack();
   const chunks: Buffer[] = [];
@@ -115,6 +183,7 @@ export async function packTar(entries: ArchiveEntry[]): Promise<Buffer> {
   for (const e of entries) {
     const path = normaliseWorkspacePath(e.path);
     if (e.type === 'dir') pack.entry({ name: `${path}/`, type: 'directory', mode: 0o755, mtime });
+    else if (e.type === 'symlink') pack.entry({ name: path, type: 'symlink', linkname: e.linkname!, mode: 0o777, mtime });
     else pack.entry({ name: path, type: 'file', mode: e.mode, mtime, size: e.data?.length ?? 0 }, e.data ?? Buffer.alloc(0));
   }
   pack.finalize();

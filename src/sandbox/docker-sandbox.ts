@@ -162,7 +162,10 @@ export class DockerSandboxProvider implements SandboxProvider {
     const sidesOf = async (seedFile: string | undefined, entries: ArchiveEntry[]) => {
       const sides = new Map(seedFile ? (await indexOf(seedFile)).sides : []);
       // Later entries win, as they do when the seed is extracted (inline files after the tar).
-      for (const e of entries) if (e.type === 'file') sides.set(e.path, sideOf(e.data ?? Buffer.alloc(0), e.mode));
+      for (const e of entries) {
+        if (e.type === 'file') sides.set(e.path, sideOf(e.data ?? Buffer.alloc(0), e.mode));
+        else if (e.type === 'symlink') sides.delete(e.path);
+      }
       return sides;
     };
     let seedSides: Map<string, FileSide>;

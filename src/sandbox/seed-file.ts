@@ -15,7 +15,7 @@ import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar-stream';
 import { CorralError, SandboxError } from '../domain/errors';
 import { WorkspacePath } from '../domain/run-spec';
-import { checkSeedEntry, type ArchiveCaps } from './archive';
+import { checkSeedEntry, SeedLinks, type ArchiveCaps } from './archive';
 import { gitBlobHasher } from './git-binary-patch';
 import { MAX_DIFF_BYTES, type FileSide } from './workspace-diff';
 
@@ -50,14 +50,16 @@ export async function indexSeedFile(path: string, caps: ArchiveCaps, spillRoot =
   let dirs = 0;
   let bytes = 0;
   let spilled = 0;
+  let linkCount = 0;
   let closed = false;
+  const links = new SeedLinks();
   const extract = tar.extract();
   const feeding = pipeline(createReadStream(path), extract);
   try {
     const reading = (async () => {
       for await (const entry of extract) {
         const h = entry.header;
-        if (files + dirs >= caps.maxEntries) throw new SandboxError('limit_exceeded', `workspace refused: more than ${caps.maxEntries} entries`);
+        if (files + dirs + linkCount >= caps.maxEntries) throw new SandboxError('limit_exceeded', `workspace refused: more than ${caps.maxEntries} entries`);
         let name: string;
         if (o.under !== undefined) {
           const prefix = `${o.under}/`;
@@ -83,6 +85,14 @@ export async function indexSeedFile(path: string, caps: ArchiveCaps, spillRoot =
           }
           const named = WorkspacePath.safeParse(name);
           if (!named.success) throw new SandboxError('path_refused', `workspace refused: entry ${JSON.stringify(name.slice(0, 200))}: ${named.error.issues[0]?.message}`);
+          links.check(name, h.type === 'directory' ? 'dir' : h.type === 'symlink' ? 'symlink' : 'file');
+        }
+        if (h.type === 'symlink') {
+          // Extracted as it is; not a file of the patch's baseline (a file it replaces is not either).
+          sides.delete(name);
+          linkCount += 1;
+          entry.resume();
+          continue;
         }
         if (h.type === 'directory') {
           dirs++;

@@ -1,8 +1,9 @@
 /**
  * Uploaded workspaces (PUT /v1/workspaces): a tar, plain or gzip, streamed from the request, checked
- * entry by entry as it arrives (regular files and directories with relative names only — the seed
- * rules of sandbox/archive.ts — and the size and entry caps, enforced mid-stream, on the bytes after
- * decompression too), re-packed into a clean tar (no owners, no links, normalised modes) written to
+ * entry by entry as it arrives (regular files, directories and symbolic links that stay inside the
+ * workspace, with relative names only — the seed rules of sandbox/archive.ts — and the size and entry
+ * caps, enforced mid-stream, on the bytes after decompression too), re-packed into a clean tar (no
+ * owners, no hard links, normalised modes) written to
  * disk while it is hashed. Its id is the SHA-256 of that clean tar, per tenant (a tenant cannot learn
  * whether another uploaded the same bytes); the same tar uploaded again is the same id and refreshes
  * its TTL. Memory stays bounded: nothing holds more than a stream chunk. Host code never extracts the
@@ -27,7 +28,7 @@ import { z } from 'zod';
 import { readStored, type ArtifactStore } from '../artifacts/artifact-store';
 import { InvalidInputError, SandboxError } from '../domain/errors';
 import { WORKSPACE_ID, WorkspacePath } from '../domain/run-spec';
-import { checkSeedEntry } from '../sandbox/archive';
+import { checkSeedEntry, SeedLinks } from '../sandbox/archive';
 
 /** Tenant names become directory names: only these. */
 const TENANT_DIR = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -227,12 +228,14 @@ export class WorkspaceUploads {
     let files = 0;
     let dirs = 0;
     let content = 0;
+    let symlinks = 0;
+    const links = new SeedLinks();
     const mtime = new Date(0); // the id must depend on the content only
     const reading = (async () => {
       for await (const entry of extract) {
         const h = entry.header;
         current = h.name.slice(0, 200);
-        if (files + dirs >= caps.maxEntries) throw refuse(`more than ${caps.maxEntries} entries (at "${current}")`);
+        if (files + dirs + symlinks >= caps.maxEntries) throw refuse(`more than ${caps.maxEntries} entries (at "${current}")`);
         let path: string;
         try {
           path = checkSeedEntry(h);
@@ -246,6 +249,18 @@ export class WorkspaceUploads {
         // The names inline files may have (no control, C1 or bidi characters): they reach reports and terminals.
         const named = WorkspacePath.safeParse(path);
         if (!named.success) throw refuse(`entry ${JSON.stringify(path.slice(0, 200))}: ${named.error.issues.map((i) => i.message).join('; ')}`);
+        try {
+          links.check(path, h.type === 'directory' ? 'dir' : h.type === 'symlink' ? 'symlink' : 'file');
+        } catch (err) {
+          throw refuse((err as SandboxError).message.replace(/^archive entry refused: /, ''));
+        }
+        if (h.type === 'symlink') {
+          // A link that stays inside the workspace (checkSeedEntry checked its target), kept as it is.
+          symlinks++;
+          pack.entry({ name: path, type: 'symlink', linkname: h.linkname!, mode: 0o777, mtime });
+          entry.resume();
+          continue;
+        }
         if (h.type === 'directory') {
           dirs++;
           pack.entry({ name: `${path}/`, type: 'directory', mode: 0o755, mtime });

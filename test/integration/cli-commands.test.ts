@@ -88,7 +88,7 @@ test('submit TASK.md --workspace DIR --watch: the uploaded files, each step with
   expect(id).toBeDefined();
 
   // The symlink was skipped with a warning on stderr; the rest went up as a tar.
-  expect(r.stderr).toContain('corral submit: skipped passwd-link: symlink to /etc/passwd (only regular files and directories are uploaded)');
+  expect(r.stderr).toContain('corral submit: skipped passwd-link: a symbolic link that is not kept: it points to the absolute path /etc/passwd, outside the workspace');
   expect(r.stderr).toMatch(/corral submit: packed .*project: 2 file\(s\), 2 directories, \d+ bytes of tar; skipped 1/);
 
   const out = r.stdout;

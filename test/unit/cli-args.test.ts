@@ -163,15 +163,16 @@ describe('buildSpec', () => {
     expect(notes).toEqual([expect.stringMatching(/^packed .*ws: 1 file\(s\), 1 directory, \d+ bytes of tar$/)]);
   });
 
-  test('skipped symlinks are noted', async () => {
+  test('links that leave the workspace are skipped and named; links inside are kept and counted', async () => {
     writeFileSync(join(dir, 'TASK.md'), 'do it');
     mkdirSync(join(dir, 'ws'));
     const { symlinkSync } = await import('node:fs');
     symlinkSync('/etc/hostname', join(dir, 'ws/host'));
+    symlinkSync('TASK.md', join(dir, 'ws/inside'));
     const notes: string[] = [];
     await buildSpec(parseSubmitArgs([join(dir, 'TASK.md'), '--workspace', join(dir, 'ws')]), (l) => notes.push(l));
-    expect(notes[0]).toBe('skipped host: symlink to /etc/hostname (only regular files and directories are uploaded)');
-    expect(notes[1]).toMatch(/; skipped 1$/);
+    expect(notes[0]).toBe('skipped host: a symbolic link that is not kept: it points to the absolute path /etc/hostname, outside the workspace');
+    expect(notes[1]).toMatch(/: 0 file\(s\), 0 directories, 1 symbolic link\(s\), \d+ bytes of tar; skipped 1$/);
   });
 
   test.each([

@@ -1,4 +1,4 @@
-/** `corral submit --workspace DIR`: the directory packed into an uncompressed tar the worker accepts — symlinks and special files skipped, excludes, the size cap. */
+/** `corral submit --workspace DIR`: the directory packed into an uncompressed tar the worker accepts — links inside kept, links that leave and special files skipped, excludes, the size cap, the upload id known before sending. */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -6,13 +6,15 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import * as tar from 'tar-stream';
 import { readCheckedTar } from '../../src/sandbox/archive';
-import { excludeMatcher, packWorkspace, WorkspacePackError } from '../../src/cli/workspace-tar';
+import { WorkspaceUploads } from '../../src/workspaces/workspace-uploads';
+import { excludeMatcher, packWorkspace, planWorkspace, streamWorkspace, workspaceId, WorkspacePackError } from '../../src/cli/workspace-tar';
 
 interface Unpacked {
   name: string;
   type: string;
   mode: number;
   body: string;
+  linkname?: string;
 }
 
 async function unpack(buf: Buffer): Promise<Unpacked[]> {
@@ -22,7 +24,7 @@ async function unpack(buf: Buffer): Promise<Unpacked[]> {
   for await (const entry of extract) {
     const chunks: Buffer[] = [];
     for await (const c of entry) chunks.push(c as Buffer);
-    out.push({ name: entry.header.name, type: entry.header.type ?? 'file', mode: entry.header.mode ?? 0, body: Buffer.concat(chunks).toString() });
+    out.push({ name: entry.header.name, type: entry.header.type ?? 'file', mode: entry.header.mode ?? 0, body: Buffer.concat(chunks).toString(), ...(entry.header.linkname ? { linkname: entry.header.linkname } : {}) });
   }
   return out;
 }
@@ -42,22 +44,24 @@ function tree(files: Record<string, string>): void {
   }
 }
 
-test('files, nested and empty directories go in; symlinks are skipped and reported; the tar unpacks to the same tree', async () => {
+test('files, nested and empty directories and links inside go in; links that leave are skipped and named; the tar unpacks to the same tree', async () => {
   tree({ 'README.md': '# hi\n', 'src/app.py': 'print(1)\n', 'src/pkg/deep/util.py': 'X = 2\n', '.git/HEAD': 'ref: refs/heads/main\n', 'run.sh': '#!/bin/sh\necho ok\n' });
   chmodSync(join(dir, 'run.sh'), 0o755);
   mkdirSync(join(dir, 'empty'));
   symlinkSync('/etc/passwd', join(dir, 'passwd-link'));
   symlinkSync('src', join(dir, 'src-link'));
   symlinkSync('../README.md', join(dir, 'src/readme-link'));
+  symlinkSync('../../..', join(dir, 'src/pkg/up-link'));
+  symlinkSync('deep/../../../..', join(dir, 'src/pkg/sneaky-link'));
 
   const packed = await packWorkspace(dir);
 
   expect(packed.skipped).toEqual([
-    { path: 'passwd-link', why: 'symlink to /etc/passwd' },
-    { path: 'src/readme-link', why: 'symlink to ../README.md' },
-    { path: 'src-link', why: 'symlink to src' },
+    { path: 'passwd-link', why: 'a symbolic link that is not kept: it points to the absolute path /etc/passwd, outside the workspace' },
+    { path: 'src/pkg/sneaky-link', why: 'a symbolic link that is not kept: its target deep/../../../.. has ".." after a name; only leading ".." segments are kept' },
+    { path: 'src/pkg/up-link', why: 'a symbolic link that is not kept: it points to ../../.., outside the workspace' },
   ]);
-  expect(packed).toMatchObject({ files: 5, dirs: 5, excluded: [] });
+  expect(packed).toMatchObject({ files: 5, dirs: 5, links: 2, excluded: [] });
   expect(packed.bytes).toBe(5 + 9 + 6 + 21 + 18);
 
   const entries = await unpack(packed.tar);
@@ -66,21 +70,23 @@ test('files, nested and empty directories go in; symlinks are skipped and report
     'file README.md',
     'directory empty/',
     'file run.sh',
-    'directory src/', 'file src/app.py', 'directory src/pkg/', 'directory src/pkg/deep/', 'file src/pkg/deep/util.py',
+    'directory src/', 'file src/app.py', 'directory src/pkg/', 'directory src/pkg/deep/', 'file src/pkg/deep/util.py', 'symlink src/readme-link',
+    'symlink src-link',
   ]);
   const byName = Object.fromEntries(entries.map((e) => [e.name, e]));
   expect(byName['src/pkg/deep/util.py']!.body).toBe('X = 2\n');
   expect(byName['.git/HEAD']!.body).toBe('ref: refs/heads/main\n');
   expect(byName['run.sh']!.mode).toBe(0o755);
   expect(byName['README.md']!.mode).toBe(0o644);
-  expect(entries.some((e) => e.type === 'symlink' || e.name.includes('link'))).toBe(false);
+  expect(entries.filter((e) => e.type === 'symlink').map((e) => [e.name, e.linkname])).toEqual([['src/readme-link', '../README.md'], ['src-link', 'src']]);
 
-  // The worker's strict archive check (links refused) accepts it as is.
+  // The worker's strict archive check (links that leave refused) accepts it as is.
   const checked = await readCheckedTar(packed.tar);
   expect(checked.entries.filter((e) => e.type === 'file').map((e) => e.path).sort()).toEqual(['.git/HEAD', 'README.md', 'run.sh', 'src/app.py', 'src/pkg/deep/util.py']);
+  expect(checked.entries.filter((e) => e.type === 'symlink').map((e) => [e.path, e.linkname])).toEqual([['src/readme-link', '../README.md'], ['src-link', 'src']]);
 });
 
-test('special files (a FIFO) are skipped like symlinks', async () => {
+test('special files (a FIFO) are skipped like links that leave', async () => {
   tree({ 'a.txt': 'a' });
   execFileSync('mkfifo', [join(dir, 'pipe')]);
   const packed = await packWorkspace(dir);
@@ -134,4 +140,23 @@ test('too many entries, a missing directory, a file instead of a directory', asy
   await expect(packWorkspace(dir, { maxEntries: 2 })).rejects.toThrow(/more than 2 files and directories; leave some out with --exclude/);
   await expect(packWorkspace(join(dir, 'nope'))).rejects.toThrow(/nope does not exist/);
   await expect(packWorkspace(join(dir, 'a'))).rejects.toThrow(/a is not a directory/);
+});
+
+test('the id a client computes before sending is the id the server gives the upload (so a kept directory is never sent again)', async () => {
+  tree({ 'a.txt': 'a\n', [`${'long-name-'.repeat(12)}/${'x'.repeat(120)}.txt`]: 'pax\n', 'bin/tool': '#!/bin/sh\n', 'node_modules/vite/bin/vite.js': 'x' });
+  chmodSync(join(dir, 'bin/tool'), 0o755);
+  mkdirSync(join(dir, 'node_modules/.bin'));
+  symlinkSync('../vite/bin/vite.js', join(dir, 'node_modules/.bin/vite'));
+  const plan = await planWorkspace(dir);
+  const id = await workspaceId(plan);
+  const root = mkdtempSync(join(tmpdir(), 'corral-upload-id-'));
+  try {
+    const stored = await new WorkspaceUploads(root, 3600, () => Date.now()).ingest('acme', streamWorkspace(plan), { gzip: false, caps: { maxBytes: 1 << 20, maxEntries: 100 } });
+    expect(stored.id).toBe(id);
+    // A file changed: another id.
+    writeFileSync(join(dir, 'a.txt'), 'b\n');
+    expect(await workspaceId(await planWorkspace(dir))).not.toBe(id);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });

@@ -14,12 +14,26 @@ test.each([
   ['..', [{ name: '../evil', body: 'x' }], /contains "\.\."/],
   ['nested ..', [{ name: 'a/../../evil', body: 'x' }], /contains "\.\."/],
   ['absolute', [{ name: '/etc/cron.d/x', body: 'x' }], /absolute/],
-  ['symlink', [{ name: 'link', type: 'symlink' as const, linkname: '/etc' }, { name: 'link/passwd', body: 'x' }], /symlink/],
+  ['symlink out', [{ name: 'link', type: 'symlink' as const, linkname: '/etc' }, { name: 'link/passwd', body: 'x' }], /symbolic link "link" is not kept/],
+  ['symlink inside, then an entry through it', [{ name: 'link', type: 'symlink' as const, linkname: 'src' }, { name: 'link/passwd', body: 'x' }], /goes through the symbolic link "link"/],
   ['hard link', [{ name: 'h', type: 'link' as const, linkname: '/etc/shadow' }], /link/],
   ['device', [{ name: 'dev', type: 'character-device' as const }], /character-device/],
 ])('%s entries are refused', async (_n, entries, msg) => {
   const buf = await makeTar(entries as Array<Partial<tar.Header> & { name: string; body?: string }>);
   await expect(readCheckedTar(buf)).rejects.toMatchObject({ code: 'path_refused', message: expect.stringMatching(msg) });
+});
+
+test('symbolic links that stay inside are kept (node_modules/.bin), and packTar keeps them', async () => {
+  const buf = await makeTar([
+    { name: 'node_modules/vite/bin/vite.js', body: '#!/usr/bin/env node\n' },
+    { name: 'node_modules/.bin/vite', type: 'symlink', linkname: '../vite/bin/vite.js' },
+    { name: 'self', type: 'symlink', linkname: '.' },
+    { name: 'a/b/root', type: 'symlink', linkname: '../..' },
+  ] as Array<Partial<tar.Header> & { name: string; body?: string }>);
+  const { entries } = await readCheckedTar(buf);
+  expect(entries.filter((e) => e.type === 'symlink').map((e) => [e.path, e.linkname])).toEqual([['node_modules/.bin/vite', '../vite/bin/vite.js'], ['self', '.'], ['a/b/root', '../..']]);
+  const again = await readCheckedTar(await packTar(entries));
+  expect(again.entries.map((e) => [e.path, e.type, e.linkname ?? null])).toEqual(entries.map((e) => [e.path, e.type, e.linkname ?? null]));
 });
 
 test('caps on bytes and entries', async () => {

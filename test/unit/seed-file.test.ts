@@ -49,7 +49,8 @@ test('sides carry digest, size and mode; small files load back exactly, large on
 });
 
 test.each([
-  ['a symlink', [{ name: 'ok', body: 'x' }, { name: 'l', type: 'symlink', linkname: '/etc/shadow' }], /"l" is a symlink/],
+  ['a symlink out of the workspace', [{ name: 'ok', body: 'x' }, { name: 'l', type: 'symlink', linkname: '/etc/shadow' }], /the symbolic link "l" is not kept: it points to the absolute path/],
+  ['an entry through a symlink', [{ name: 'l', type: 'symlink', linkname: 'd' }, { name: 'l/x', body: 'x' }], /"l\/x" goes through the symbolic link "l"/],
   ['a .. name', [{ name: 'a/../../x', body: 'x' }], /contains "\.\."/],
   ['a device', [{ name: 'zero', type: 'character-device', devmajor: 1, devminor: 5 }], /is a character-device/],
   ['a bidi name', [{ name: 'a\u202eb', body: 'x' }], /bidirectional overrides/],
