@@ -158,6 +158,12 @@ export const ConfigSchema = z.object({
   CORRAL_GIT_CA_FILE: z.string().optional(),
   /** A clone's whole time (seconds). */
   CORRAL_GIT_TIMEOUT_S: int(300),
+  /**
+   * The agent's git identity in every sandbox process (GIT_AUTHOR_* and GIT_COMMITTER_*), so a run
+   * commits without touching .git/config. `{run}` and `{tenant}` are replaced by the run's id and tenant.
+   */
+  CORRAL_GIT_AUTHOR_NAME: z.string().min(1).max(200).regex(/^[^<>\n\r\0]+$/, 'must be a plain name (no <, >, line breaks)').default('corral-agent'),
+  CORRAL_GIT_AUTHOR_EMAIL: z.string().min(3).max(200).regex(/^[^<>\s\0]+@[^<>\s\0]+$/, 'must look like an e-mail address (user@host; {run} and {tenant} are replaced)').default('{run}@corral.invalid'),
   /** Further images environments may name (comma-separated); the docker gate lets the worker create containers of these only. */
   CORRAL_SANDBOX_IMAGES: z
     .string()

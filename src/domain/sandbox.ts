@@ -220,6 +220,11 @@ export interface SandboxRequest {
   image?: string;
   /** Extra variables in every process of the sandbox (an environment's `env`). */
   env?: Record<string, string>;
+  /**
+   * Variables of this run only (its git identity), in every command run in the sandbox; not part of
+   * the container's own environment, so a pooled sandbox can serve the run.
+   */
+  runEnv?: Record<string, string>;
   /** Allowed egress names; empty = no network at all (unless egressProxy). */
   egressAllow: string[];
   /**

@@ -266,7 +266,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         isolation,
         user: agentUser(slot),
         watch,
-        env: sandboxEnv(egressDir !== undefined, req.env),
+        env: sandboxEnv(egressDir !== undefined, { ...req.env, ...req.runEnv }),
         seedCaps: fileCaps,
         ...(proxy ? { proxy } : {}),
         maxOutputBytes: this.config.CORRAL_MAX_OUTPUT_BYTES,

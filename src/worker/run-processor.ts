@@ -19,6 +19,7 @@ import { exportBundle } from '../git/bundle';
 import type { SetupCache } from '../environments/setup-cache';
 import { cloneWorkspace } from '../git/clone';
 import { credentialFor, type GitCredential } from '../git/git-remote';
+import { gitIdentity } from '../git/identity';
 import type { Gate } from '../domain/gate';
 import type { ProtectedMatcher, SecretMasker } from '../domain/effects';
 import { sharedSecretPool } from '../policy/secret-scan-pool';
@@ -407,6 +408,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
           limits,
           ...(env.image !== config.CORRAL_SANDBOX_IMAGE ? { image: env.image } : {}),
           ...(Object.keys(env.env).length > 0 ? { env: env.env } : {}),
+          runEnv: gitIdentity(config, runId, tenant),
           egressAllow: setup ? env.setup.egress : admitted.egress,
           ...(setup && admitted.egress.length > 0 ? { egressProxy: true } : {}),
           onEgress: (a) => {

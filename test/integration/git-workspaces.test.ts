@@ -133,7 +133,7 @@ const lookForPassword = [
 ];
 const agent = scriptedAgent({
   'GIT-PUBLIC': [
-    toolCallTurn([{ name: 'bash', args: { command: "git log --oneline | head -3 && sed -i 's/return a - b/return a + b/' calc.py && git -c user.name=agent -c user.email=agent@corral commit -qam 'fix add' && git log --oneline | head -1" } }]),
+    toolCallTurn([{ name: 'bash', args: { command: "git log --oneline | head -3 && sed -i 's/return a - b/return a + b/' calc.py && git commit -qam 'fix add' && git log --oneline | head -1" } }]),
     finalTurn('fixed and committed'),
   ],
   'GIT-PRIVATE': lookForPassword,
@@ -222,6 +222,10 @@ test('a public repository over git://: cloned by the worker, the agent commits, 
   expect(git(join(check, 'c'), 'log', '--format=%s', '-1', 'agent')).toBe('fix add');
   expect(git(join(check, 'c'), 'show', 'agent:calc.py')).toContain('return a + b');
   expect(git(join(check, 'c'), 'rev-parse', 'agent~1')).toBe(publicHead);
+  // The agent committed without `git config`: its identity came from the run's environment, and
+  // .git/config was never touched (no git-config flag).
+  expect(git(join(check, 'c'), 'log', '--format=%an <%ae> / %cn <%ce>', '-1', 'agent')).toBe(`corral-agent <${created.body.id}@corral.invalid> / corral-agent <${created.body.id}@corral.invalid>`);
+  expect((run.workspace as { needsReview: Array<{ rule: string }> }).needsReview.map((f) => f.rule)).not.toContain('git-config');
 });
 
 test('a private repository over http with the tenant\'s credentials: the password is nowhere the agent or the tenant can read', async () => {
