@@ -1,7 +1,8 @@
 /**
- * Bearer tokens → tenants. Tokens come from CORRAL_API_TOKENS ("tenant=token,tenant2=token2") and/or
- * CORRAL_API_TOKENS_FILE (one tenant=token per line, # comments); a tenant may have several tokens
- * (rotation). Only SHA-256 digests of the tokens are kept, and a presented token is compared with
+ * Bearer tokens → tenants. Tokens come from CORRAL_API_TOKENS ("tenant=token,tenant2:ci=token2") and/or
+ * CORRAL_API_TOKENS_FILE (one tenant[:name]=token per line, # comments); a tenant may have several tokens
+ * (rotation). A token's name (`:name`, else `key-` and the first 8 hex digits of its SHA-256) is
+ * part of the caller's principal (domain/principal.ts): approvals record who answered. Only SHA-256 digests of the tokens are kept, and a presented token is compared with
  * every one of them with crypto.timingSafeEqual over equal-length digests, so neither its content nor
  * which tenant it matched shows in the time taken. No token ever appears in an error or a log line.
  * Without any token configured, auth is off and every request is the default tenant.
@@ -9,6 +10,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { InvalidInputError } from '../domain/errors';
+import { AUTH_OFF_PRINCIPAL, type Principal } from '../domain/principal';
 import { DEFAULT_TENANT } from '../queue/run-store';
 
 export const TENANT_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -17,10 +19,12 @@ export const MIN_TOKEN_LENGTH = 16;
 
 interface Entry {
   tenant: string;
+  /** The token's name (never the token). */
+  name: string;
   digest: Buffer;
 }
 
-export type AuthResult = { ok: true; tenant: string } | { ok: false; reason: 'missing' | 'malformed' | 'invalid' };
+export type AuthResult = { ok: true; tenant: string; principal: Principal } | { ok: false; reason: 'missing' | 'malformed' | 'invalid' };
 
 export class TenantAuth {
   private constructor(private readonly entries: readonly Entry[]) {}
@@ -47,7 +51,14 @@ export class TenantAuth {
       }
       owner.set(hex, e.tenant);
     }
-    return new TenantAuth(entries.map(({ tenant, digest }) => ({ tenant, digest })));
+    const names = new Map<string, string>();
+    for (const e of entries) {
+      const key = `${e.tenant}/${e.name}`;
+      const hex = e.digest.toString('hex');
+      if (names.has(key) && names.get(key) !== hex) throw new InvalidInputError(`${e.source}: tenant "${e.tenant}" has two tokens named "${e.name}"; name each one differently`, e.source.split(' ')[0]);
+      names.set(key, hex);
+    }
+    return new TenantAuth(entries.map(({ tenant, name, digest }) => ({ tenant, name, digest })));
   }
 
   get enabled(): boolean {
@@ -61,17 +72,17 @@ export class TenantAuth {
 
   /** Resolves an Authorization header to a tenant. */
   authenticate(header: string | undefined): AuthResult {
-    if (!this.enabled) return { ok: true, tenant: DEFAULT_TENANT };
+    if (!this.enabled) return { ok: true, tenant: DEFAULT_TENANT, principal: AUTH_OFF_PRINCIPAL };
     if (!header) return { ok: false, reason: 'missing' };
     const m = /^Bearer[ ]+(\S+)\s*$/i.exec(header);
     if (!m) return { ok: false, reason: 'malformed' };
     const presented = digest(m[1]!);
-    let tenant: string | null = null;
+    let found: Entry | null = null;
     // Compare with every entry, always: the time does not depend on which (if any) matches.
     for (const e of this.entries) {
-      if (timingSafeEqual(presented, e.digest) && tenant === null) tenant = e.tenant;
+      if (timingSafeEqual(presented, e.digest) && found === null) found = e;
     }
-    return tenant === null ? { ok: false, reason: 'invalid' } : { ok: true, tenant };
+    return found === null ? { ok: false, reason: 'invalid' } : { ok: true, tenant: found.tenant, principal: { kind: 'token', tenant: found.tenant, token: found.name } };
   }
 }
 
@@ -86,14 +97,19 @@ function parseEntries(lines: string[], variable: string, where: (i: number) => s
     if (!line || line.startsWith('#')) return;
     const eq = line.indexOf('=');
     const source = `${variable} ${where(i)}`;
-    if (eq <= 0) throw new InvalidInputError(`${source}: expected tenant=token`, variable);
-    const tenant = line.slice(0, eq).trim();
+    if (eq <= 0) throw new InvalidInputError(`${source}: expected tenant=token or tenant:name=token`, variable);
+    const who = line.slice(0, eq).trim();
+    const colon = who.indexOf(':');
+    const tenant = colon < 0 ? who : who.slice(0, colon);
+    const named = colon < 0 ? undefined : who.slice(colon + 1);
     const token = line.slice(eq + 1).trim();
     if (!TENANT_NAME.test(tenant)) throw new InvalidInputError(`${source}: tenant "${tenant.slice(0, 80)}" must be letters, digits, ".", "_" or "-" (at most 64)`, variable);
+    if (named !== undefined && !TENANT_NAME.test(named)) throw new InvalidInputError(`${source}: the token name "${named.slice(0, 80)}" of tenant "${tenant}" must be letters, digits, ".", "_" or "-" (at most 64)`, variable);
     if (token.length < MIN_TOKEN_LENGTH || /\s/.test(token)) {
       throw new InvalidInputError(`${source}: the token of tenant "${tenant}" must be at least ${MIN_TOKEN_LENGTH} characters without spaces`, variable);
     }
-    out.push({ tenant, digest: digest(token), source });
+    const d = digest(token);
+    out.push({ tenant, name: named ?? `key-${d.toString('hex').slice(0, 8)}`, digest: d, source });
   });
   return out;
 }

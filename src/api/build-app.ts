@@ -38,6 +38,8 @@ import { checkTemplateExamples } from './load-templates';
 
 export type { ApiDeps } from './api-deps';
 
+import type { Principal } from '../domain/principal';
+
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** Served without a token even when auth is on. */
@@ -46,6 +48,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The caller's tenant (the default tenant when auth is off). */
     tenant: string;
+    /** Who the caller is as authenticated (a tenant's named token; the operator when auth is off). */
+    principal: Principal | null;
   }
 }
 
@@ -126,12 +130,15 @@ export function buildApp(deps: ApiDeps): CorralApp {
   });
 
   app.decorateRequest('tenant', '');
+  // Set by the onRequest hook for every route that needs a token (null on public routes).
+  app.decorateRequest('principal', null);
   app.addHook('onRequest', async (req) => {
     // A path with no route is a 401 without a token too (404 or 405 with one).
     if (req.routeOptions.config?.public) return;
     const r = auth.authenticate(req.headers.authorization);
     if (!r.ok) throw new HttpError(401, 'unauthorized', UNAUTHORIZED[r.reason], { 'www-authenticate': 'Bearer realm="corral"' });
     req.tenant = r.tenant;
+    req.principal = r.principal;
   });
 
   const docs: RouteDoc[] = [];

@@ -3,6 +3,7 @@
  * cancel, replay. Every one is scoped to the caller's tenant: a run of another tenant is answered
  * exactly like a run that does not exist.
  */
+import { AUTH_OFF_PRINCIPAL, principalText } from '../domain/principal';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { admitSpec } from '../domain/admit-spec';
@@ -133,9 +134,12 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     const { id, callId } = parseInput(ApprovalParams, req.params, 'path');
     const body = parseInput(ApprovalBody, req.body, 'body');
     await ownRun(deps, req, id);
-    const by = body.by ?? 'api';
-    await deps.store.answer(id, callId, { approved: body.decision === 'approve', by });
-    return { id, callId, decision: body.decision, by };
+    // Who answered is who authenticated; what the body says is only a note beside it.
+    const principal = req.principal ?? AUTH_OFF_PRINCIPAL;
+    const note = body.note ?? body.by;
+    const by = principalText(principal);
+    await deps.store.answer(id, callId, { approved: body.decision === 'approve', by, principal, ...(note ? { note } : {}) });
+    return { id, callId, decision: body.decision, by, principal, ...(note ? { note } : {}) };
   });
 
   route(app, docs, {

@@ -56,9 +56,19 @@ export const EventsQuery = z
   })
   .strict();
 
+/** A free-text note beside an approval: one short line, no control or bidi characters (it reaches reports and terminals). */
+const ApprovalNote = z.string().trim().min(1).max(200)
+  // eslint-disable-next-line no-control-regex
+  .refine((s) => !/[\x00-\x1f\x7f\u0080-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/.test(s), 'must be one line without control or bidirectional characters');
+
 export const ApprovalBody = z
-  .object({ decision: z.enum(['approve', 'deny']), by: z.string().min(1).max(200).optional().meta({ description: 'who answered (shown in the log and report)' }) })
-  .strict();
+  .object({
+    decision: z.enum(['approve', 'deny']),
+    note: ApprovalNote.optional().meta({ description: 'free text kept beside the answer (the log and the report show it); who answered is the authenticated caller, never this' }),
+    by: ApprovalNote.optional().meta({ description: 'older name of `note` (a name typed by hand is a note, not an identity)', deprecated: true }),
+  })
+  .strict()
+  .refine((b) => !(b.note !== undefined && b.by !== undefined), { message: 'give `note` (or the older `by`), not both', path: ['by'] });
 
 // ---- responses (documentation) ----
 
@@ -176,7 +186,15 @@ export const RunCreated = z.object({
 export const RunEventDoc = z.looseObject({ type: z.string(), runId: z.string(), seq: z.number(), ts: z.string() }).meta({ description: 'a RunEvent (src/domain/events.ts); fields depend on type' });
 export const EventsPage = z.object({ events: z.array(RunEventDoc), next: z.string() });
 
-export const ApprovalAnswered = z.object({ id: z.string(), callId: z.string(), decision: z.enum(['approve', 'deny']), by: z.string() });
+export const ApprovalAnswered = z.object({
+  id: z.string(), callId: z.string(), decision: z.enum(['approve', 'deny']),
+  by: z.string().meta({ description: 'who answered, as authenticated: tenant/token-name, or operator (auth off)' }),
+  principal: z.union([
+    z.object({ kind: z.literal('token'), tenant: z.string(), token: z.string().meta({ description: 'the token\'s name (tenant:name=token in CORRAL_API_TOKENS; else key- and 8 hex digits of its SHA-256)' }) }),
+    z.object({ kind: z.literal('operator'), name: z.string() }),
+  ]),
+  note: z.string().optional(),
+});
 export const CancelResult = z.object({ id: z.string(), status: z.enum(['cancelled', 'cancelling']) });
 export const Health = z.object({ ok: z.literal(true) });
 export const Ready = z.object({

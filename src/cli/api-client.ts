@@ -206,8 +206,9 @@ export class ApiClient {
     return this.json('GET', `/v1/runs/${encodeURIComponent(id)}`);
   }
 
-  approve(id: string, callId: string, approve: boolean, by: string): Promise<unknown> {
-    return this.json('POST', `/v1/runs/${encodeURIComponent(id)}/approvals/${encodeURIComponent(callId)}`, { decision: approve ? 'approve' : 'deny', by });
+  /** Answers a pending approval; the answer says who the server recorded (the token's principal). */
+  approve(id: string, callId: string, approve: boolean, note?: string): Promise<{ by: string; note?: string }> {
+    return this.json('POST', `/v1/runs/${encodeURIComponent(id)}/approvals/${encodeURIComponent(callId)}`, { decision: approve ? 'approve' : 'deny', ...(note ? { note } : {}) });
   }
 
   /** status "cancelled" when it had not started, "cancelling" when a worker is stopping it. */

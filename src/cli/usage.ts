@@ -115,11 +115,13 @@ Exit status: 0 when the run succeeded, 1 when it ended otherwise (or the API fai
   },
   approve: {
     summary: 'approve (or --deny) a pending tool call: corral approve RUN CALL [--deny]',
-    usage: `usage: corral approve RUN CALL [--deny] [--by NAME] [--api URL] [--token T]
+    usage: `usage: corral approve RUN CALL [--deny] [--note TEXT] [--api URL] [--token T]
 
-Answers a tool call that waits for a human (\`corral watch\` prints the command to run).
+Answers a tool call that waits for a human (\`corral watch\` prints the command to run). Who
+answered is recorded as the token you authenticate with (tenant/token-name), not as text you type.
   --deny           refuse the call (default: approve it)
-  --by NAME        who answered, for the log and the report (default: cli:$USER)
+  --note TEXT      a note kept beside the answer in the log and the report (default: cli:$USER;
+                   --by NAME is the older spelling)
 ${API_OPTIONS}
 `,
   },

@@ -18,8 +18,10 @@ export interface ApprovalRequest {
 
 export interface ApprovalResult {
   approved: boolean;
-  /** Who answered ("cli", a user name, "timeout"). */
+  /** Who answered, as authenticated (`acme/ci-bot`, `operator (auth off)`), or "timeout". */
   by: string;
+  /** The free-text note the person gave beside the answer. */
+  note?: string;
   waitedMs: number;
   timedOut: boolean;
 }

@@ -69,7 +69,7 @@ export interface GateVerdict {
   };
   classifier?: ClassifierAnswer;
   /** Present when a human was asked. */
-  approval?: { approved: boolean; by: string; waitedMs: number; timedOut: boolean };
+  approval?: { approved: boolean; by: string; note?: string; waitedMs: number; timedOut: boolean };
   /** One sentence the model and the report see: why this call was allowed or blocked. */
   reason: string;
   /** On an allow: what the call adds to the run's history once it has run. */

@@ -12,6 +12,7 @@
  * A run belongs to the tenant that submitted it (field `tenant`); runs put straight on the queue by
  * other producers belong to DEFAULT_TENANT.
  */
+import type { Principal } from '../domain/principal';
 import { z } from 'zod';
 import { CorralError, ERROR_CODES, InvalidInputError, type ErrorCode } from '../domain/errors';
 import { RUN_OUTCOMES, RUN_STATUSES, type LiveDelta, type RunEvent, type RunOutcome, type RunStatus, type RunUsage } from '../domain/events';
@@ -89,7 +90,12 @@ export type RunUpdate = Partial<Pick<RunView,
 
 export interface ApprovalAnswer {
   approved: boolean;
+  /** Who answered, as shown: the principal's text (`acme/ci-bot`, `operator (auth off)`). */
   by: string;
+  /** The authenticated principal; absent in answers stored before it was recorded. */
+  principal?: Principal;
+  /** Free text the person gave beside it (`corral approve --note`, the console's note field). */
+  note?: string;
 }
 
 /** A page of GET /v1/runs: newest first; `next` resumes after the last run examined (null at the end). */
@@ -212,7 +218,11 @@ const FIELDS: Record<string, z.ZodType> = {
   workspace: Workspace,
   parent: z.object({ runId: z.string(), callId: z.string(), depth: z.number() }),
 };
-export const Answer = z.object({ approved: z.boolean(), by: z.string() });
+const PrincipalSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('token'), tenant: z.string(), token: z.string() }),
+  z.object({ kind: z.literal('operator'), name: z.string() }),
+]);
+export const Answer = z.object({ approved: z.boolean(), by: z.string(), principal: PrincipalSchema.optional(), note: z.string().optional() });
 
 function corrupt(runId: string, field: string, why: string): CorralError {
   return new CorralError('internal', `run record ${runId} is corrupt: field ${field} ${why}`, { runId, field });

@@ -57,7 +57,7 @@ function verdictLines(v: GateVerdict): string {
   const ap = v.approval;
   if (ap) {
     const how = ap.approved ? 'approved' : '**denied**';
-    lines.push(`  - approval: ${how} by ${codeSpan(ap.by)} after ${(ap.waitedMs / 1000).toFixed(1)} s${ap.timedOut ? ' (**timed out**)' : ''}`);
+    lines.push(`  - approval: ${how} by ${codeSpan(ap.by)}${ap.note ? ` (note: ${codeSpan(ap.note)})` : ''} after ${(ap.waitedMs / 1000).toFixed(1)} s${ap.timedOut ? ' (**timed out**)' : ''}`);
   }
   return lines.join('\n');
 }

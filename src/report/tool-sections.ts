@@ -40,7 +40,7 @@ export function approvalsSection(s: RunSummary): string {
     const ap = c.verdict?.approval;
     const answer = !ap ? '_no answer recorded_' : ap.timedOut ? '**timed out**' : ap.approved ? 'approved' : '**denied**';
     const why = c.approvalPending ? escapeInline(c.approvalPending.reason) + (c.approvalPending.risk ? ` (risk ${escapeInline(c.approvalPending.risk)})` : '') : '—';
-    return [String(n), codeSpan(c.tool), preview(c), why, answer, ap ? codeSpan(ap.by) : '—', ap ? (ap.waitedMs / 1000).toFixed(1) : '—'];
+    return [String(n), codeSpan(c.tool), preview(c), why, answer, ap ? `${codeSpan(ap.by)}${ap.note ? ` — ${codeSpan(ap.note)}` : ''}` : '—', ap ? (ap.waitedMs / 1000).toFixed(1) : '—'];
   });
   const n = asked.length;
   return ['## Approvals', '', `${n} approval${n === 1 ? '' : 's'} asked.`, '', markdownTable(['#', 'Tool', 'Call', 'Asked because', 'Answer', 'By', 'Waited (s)'], ['r', 'l', 'l', 'l', 'l', 'l', 'r'], rows)].join('\n');

@@ -63,7 +63,7 @@ export class RedisApprovalPort implements ApprovalPort {
         const a = await this.store.waitAnswer(p.runId, p.callId, this.o.timeoutMs, signal);
         const waitedMs = this.clock() - t0;
         if (!a) return { approved: false, by: 'timeout', waitedMs, timedOut: true };
-        return { approved: a.approved, by: a.by, waitedMs, timedOut: false };
+        return { approved: a.approved, by: a.by, ...(a.note ? { note: a.note } : {}), waitedMs, timedOut: false };
       } finally {
         await this.store.clearPending(p.runId, p.callId, this.o.fence);
         // Back in a slot before anything runs again (a cancelled run goes on to clean up either way).

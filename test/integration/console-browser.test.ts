@@ -141,18 +141,17 @@ test('sign in, submit a run, watch it live, approve its pending call in the page
   expect(approval).toContain('rm -r notes.txt');
   expect(await page.$$eval('#timeline li', (l) => l.map((x) => x.getAttribute('data-type')))).toEqual(expect.arrayContaining(['run.started', 'tool.call', 'approval.pending']));
   await shot(page, '3-run-awaiting-approval');
-  // Approve without a name: refused in the page; with one: the run resumes.
+  // Approve with a note: the signed-in token is who answered (the server records it), the note goes beside it.
   // The live page re-renders the panel as events arrive: locators find the element again (a handle may be detached).
-  await page.locator('.approval button[data-action=approve]').click();
-  await page.waitForFunction('/Give your name/.test(document.querySelector("[role=alert]")?.textContent ?? "")', { timeout: 60_000 });
-  await page.locator('.approval input[name=by]').fill('Ada in the browser');
+  await page.locator('.approval input[name=note]').fill('Ada in the browser');
   await page.locator('.approval button[data-action=approve]').click();
   await page.waitForFunction('document.querySelector("#run-status")?.textContent === "succeeded"', { timeout: 60_000 });
   await page.waitForSelector('#timeline li[data-type="run.finished"]');
   const run = (await api('GET', `/v1/runs/${id}`)).body;
   expect(run).toMatchObject({ status: 'succeeded', tenant: 'acme' });
   const log = (await api<string>('GET', `/v1/runs/${id}/logs`)).body;
-  expect(String(log)).toContain('Ada in the browser');
+  expect(String(log)).toContain('"note":"Ada in the browser"');
+  expect(String(log)).toMatch(/"approval":\{"approved":true,"by":"acme\/[A-Za-z0-9_.-]+"/);
   await shot(page, '4-run-finished');
 
   await page.click('#tab-report');

@@ -74,7 +74,8 @@ test('approve: the run waits with the call visible, then resumes and the command
   const decision = events.find((e) => e.type === 'policy.decision')!;
   expect(decision.verdict).toMatchObject({
     decision: 'allow', static: { decision: 'ask', rule: 'deleting-files' }, classifier: { decision: 'ask', riskLevel: 'medium', via: 'decisions' },
-    approval: { approved: true, by: 'alice', timedOut: false },
+    // This server has auth off: the operator answered; "by" in the body is a note beside it.
+    approval: { approved: true, by: 'operator (auth off)', note: 'alice', timedOut: false },
   });
   expect(events.find((e) => e.type === 'approval.pending')).toMatchObject({ callId: 'call_rm', tool: 'bash' });
   // The file is really gone from the workspace the container left behind.
@@ -90,7 +91,7 @@ test('deny: the command never runs and the model is told it was blocked', async 
   expect((await h.api('POST', `/v1/runs/${id}/approvals/call_rm`, { decision: 'deny', by: 'bob' })).status).toBe(200);
   const run = await h.waitFor(id);
   expect(run.status).toBe('succeeded');
-  expect(run.finalAnswer).toContain('This call was blocked: bob denied it');
+  expect(run.finalAnswer).toContain('This call was blocked: operator (auth off) denied it');
   const events = readEvents(run.logPath as string);
   expect(events.find((e) => e.type === 'tool.result')).toMatchObject({ blocked: true, ok: false });
   const patch = (run.artifacts as Array<{ name: string; path: string }>).find((a) => a.name === 'workspace.patch')!;
@@ -119,11 +120,11 @@ test('corral approve / --deny answer a pending call through the API', async () =
   for (const [marker, flags, word, decision] of [['CLI-APPROVE', [], 'approved', 'allow'], ['CLI-DENY', ['--deny'], 'denied', 'deny']] as const) {
     const id = await submit(marker, true);
     await h.waitFor(id, awaiting);
-    const { stdout } = await promisify(execFile)(corral, ['approve', id, 'call_rm', ...flags, '--by', 'carol', '--api', h.url]);
-    expect(stdout).toBe(`${word} call_rm of ${id}\n`);
+    const { stdout } = await promisify(execFile)(corral, ['approve', id, 'call_rm', ...flags, '--note', 'carol', '--api', h.url]);
+    expect(stdout).toBe(`${word} call_rm of ${id} as operator (auth off)\n`);
     const run = await h.waitFor(id);
     const verdict = readEvents(run.logPath as string).find((e) => e.type === 'policy.decision')!.verdict;
-    expect(verdict).toMatchObject({ decision, approval: { approved: decision === 'allow', by: 'carol' } });
+    expect(verdict).toMatchObject({ decision, approval: { approved: decision === 'allow', by: 'operator (auth off)', note: 'carol' } });
   }
   // Unknown call: a clear message and exit 1.
   const err = await promisify(execFile)(corral, ['approve', 'run_doesnotexist', 'call_x', '--api', h.url]).catch((e: { code: number; stderr: string }) => e);

@@ -229,10 +229,11 @@
       review.replaceChildren(...(flags.length ? [el('div', { class: 'review', id: 'needs-review' }, el('strong', { text: `Needs review (${run.workspace.needsReviewTotal})` }),
         el('ul', {}, flags.map((f) => el('li', { text: `${f.path} — ${f.rule}${f.detail ? `: ${f.detail}` : ''}` }))))] : []));
       approvals.replaceChildren(...(run.pendingApprovals || []).map((p) => {
-        const by = el('input', { type: 'text', name: 'by', placeholder: 'your name', 'aria-label': 'your name', 'data-call': p.callId });
+        // Who answers is the signed-in token (the server records it); the note is free text beside it.
+        const by = el('input', { type: 'text', name: 'note', placeholder: 'note (optional)', 'aria-label': 'note', 'data-call': p.callId });
         const answer = (decision) => async () => {
-          if (!by.value.trim()) { by.focus(); err.textContent = 'Give your name: the log records who answered.'; return; }
-          try { await api('POST', `${runPath(id)}/approvals/${encodeURIComponent(p.callId)}`, { decision, by: by.value.trim() }); err.textContent = ''; await refresh(); } catch (x) { err.textContent = x.message; }
+          const note = by.value.trim();
+          try { await api('POST', `${runPath(id)}/approvals/${encodeURIComponent(p.callId)}`, { decision, ...(note ? { note } : {}) }); err.textContent = ''; await refresh(); } catch (x) { err.textContent = x.message; }
         };
         return el('div', { class: 'approval', 'data-call': p.callId },
           el('strong', { text: `Approve ${p.tool}?` }), p.risk ? el('span', { class: 'muted', text: ` risk: ${p.risk}` }) : null,
