@@ -10,10 +10,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { InvalidInputError } from '../domain/errors';
-import { AUTH_OFF_PRINCIPAL, type Principal } from '../domain/principal';
+import { AUTH_OFF_PRINCIPAL, TENANT_NAME, type Principal } from '../domain/principal';
 import { DEFAULT_TENANT } from '../queue/run-store';
 
-export const TENANT_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+export { TENANT_NAME } from '../domain/principal';
 /** Shorter tokens are refused at start-up: they can be guessed. */
 export const MIN_TOKEN_LENGTH = 16;
 

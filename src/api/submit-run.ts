@@ -111,7 +111,7 @@ export async function createRun(deps: SubmitDeps, tenant: string, id: string, sp
   }
   try {
     await deps.store.create(id, spec, new Date(now), tenant);
-    await enqueueRun(deps.queue, id, spec);
+    await enqueueRun(deps.queue, id, spec, tenant);
   } catch (err) {
     await deps.quota.releaseActive(tenant, id);
     throw err;

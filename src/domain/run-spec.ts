@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { MAX_NAME_LENGTH, parseEgressEntry } from './egress-rules';
+import { TENANT_NAME } from './principal';
 import { RunId } from './run-id';
 import { ParentLink } from './subrun';
 import { TaskContractJson } from './task-contract';
@@ -240,8 +241,15 @@ export type RunSpec = z.infer<typeof RunSpec>;
 export type RunSpecInput = z.input<typeof RunSpec>;
 
 /**
- * Job data on the queue: the validated spec plus the id the API assigned. `parent` is set only on the
- * child runs a worker submits for a parent's `delegate` call (see domain/subrun.ts).
+ * Job data on the queue: the validated spec plus the id the API assigned. `tenant` is whose run it
+ * is (the API writes it; another producer names it, and absent means `default`); a run record that
+ * exists already (the API's) must name the same tenant. `parent` is set only on the child runs a
+ * worker submits for a parent's `delegate` call (see domain/subrun.ts).
  */
-export const RunJob = z.object({ runId: RunId, spec: RunSpec, parent: ParentLink.optional() }).strict();
+export const RunJob = z.object({
+  runId: RunId,
+  spec: RunSpec,
+  tenant: z.string().regex(TENANT_NAME, 'must be a tenant name (letters, digits, ".", "_", "-"; at most 64)').optional(),
+  parent: ParentLink.optional(),
+}).strict();
 export type RunJob = z.infer<typeof RunJob>;

@@ -84,8 +84,8 @@ export class MemoryRunStore implements RunStore {
     t.set(runId, now.getTime());
   }
 
-  async ensure(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date): Promise<void> {
-    if (!this.rec(runId)) await this.create(runId, spec, now);
+  async ensure(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date, tenant = DEFAULT_TENANT): Promise<void> {
+    if (!this.rec(runId)) await this.create(runId, spec, now, tenant);
   }
 
   async tenantOf(runId: string): Promise<string | null> {

@@ -148,8 +148,8 @@ export class RedisRunStore implements RunStore {
   }
 
   /** For jobs that other producers put straight on the queue: create the record if there is none. */
-  async ensure(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date): Promise<void> {
-    if (!(await this.redis.exists(this.key(runId)))) await this.create(runId, spec, now);
+  async ensure(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date, tenant = DEFAULT_TENANT): Promise<void> {
+    if (!(await this.redis.exists(this.key(runId)))) await this.create(runId, spec, now, tenant);
   }
 
   /**

@@ -1,7 +1,7 @@
 /**
  * The queue contract: the BullMQ queue every producer writes to and every worker reads. A job's name
  * is "run", its id is the run id (so a resubmitted id is not run twice) and its data is a RunJob
- * (`{ runId, spec }`, spec = the REST body schema). Runs have side effects, so a job is attempted once;
+ * (`{ runId, spec, tenant }`, spec = the REST body schema; tenant absent = `default`). Runs have side effects, so a job is attempted once;
  * a worker that dies mid-run leaves a stalled job that BullMQ fails after maxStalledCount.
  */
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
@@ -24,7 +24,7 @@ export function createRunQueue(name: string, connection: ConnectionOptions): Que
   return new Queue(name, { connection });
 }
 
-export async function enqueueRun(queue: Queue, runId: string, spec: RunSpec): Promise<void> {
-  const data: RunJob = { runId, spec };
+export async function enqueueRun(queue: Queue, runId: string, spec: RunSpec, tenant?: string): Promise<void> {
+  const data: RunJob = { runId, spec, ...(tenant !== undefined ? { tenant } : {}) };
   await queue.add(RUN_JOB_NAME, data, { ...RUN_JOB_OPTIONS, jobId: runId });
 }

@@ -118,7 +118,7 @@ export interface RunRecords {
   /** Records a new queued run of `tenant` (the API calls this before enqueueing); never over an existing one. */
   create(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date, tenant?: string): Promise<void>;
   /** For jobs that other producers put straight on the queue: create the record if there is none. */
-  ensure(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date): Promise<void>;
+  ensure(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date, tenant?: string): Promise<void>;
   /** The tenant a run belongs to; null when there is no such run. */
   tenantOf(runId: string): Promise<string | null>;
   /**

@@ -148,8 +148,8 @@ export function pricesFor(config: Config, model: string): Prices {
 }
 
 /** A job refused before it ran: its record (made if there is none) ends `error` with invalid_input and the reason. */
-export async function recordRefused(store: RunStore, runId: string, spec: Parameters<RunStore['ensure']>[1], reason: string, at: Date): Promise<void> {
-  await store.ensure(runId, spec, at);
+export async function recordRefused(store: RunStore, runId: string, spec: Parameters<RunStore['ensure']>[1], reason: string, at: Date, tenant?: string): Promise<void> {
+  await store.ensure(runId, spec, at, tenant);
   await store.end(runId, 'error', reason, at, undefined, 'invalid_input');
 }
 
@@ -197,10 +197,18 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   if (previous?.finishedAt) {
     throw new InvalidInputError(`run ${runId} already ended (${previous.status} at ${previous.finishedAt}); a run is executed once — submit a new run or replay this one`);
   }
+  // Whose run it is (memory, uploads and every API route are per tenant): the tenant the API recorded;
+  // for a job another producer wrote straight to the queue, the one its data names, else `default`.
+  const recorded = await store.tenantOf(runId);
+  if (recorded !== null && parsed.data.tenant !== undefined && parsed.data.tenant !== recorded) {
+    // Never re-assign a run that exists: the record's tenant is who submitted it.
+    throw new InvalidInputError(`job data: tenant "${parsed.data.tenant}" is not the tenant of run ${runId} ("${recorded}"); a job may not move a run to another tenant`, 'tenant');
+  }
+  const tenant = recorded ?? parsed.data.tenant ?? DEFAULT_TENANT;
+  const unnamedTenant = recorded === null && parsed.data.tenant === undefined && !parent;
+  if (unnamedTenant) log('a job put straight on the queue names no tenant: its run is tenant "default"\'s, which no token sees when auth is on (set data.tenant)', { runId });
   // The admission the API applies, again: a producer may have written this job straight to the queue,
   // or the server's configuration changed since it was submitted. Refused: nothing runs, the record says why.
-  // The tenant the API recorded (memory and uploads are per tenant); a job written straight to the queue is the default tenant's.
-  const tenant = (await store.tenantOf(runId)) ?? DEFAULT_TENANT;
   let admitted: Admitted;
   try {
     admitted = await admitSpec(spec, {
@@ -210,7 +218,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   } catch (err) {
     if (!(err instanceof InvalidInputError)) throw err;
     const reason = `not admitted: ${err.message}`;
-    await recordRefused(store, runId, spec, reason, new Date(clock()));
+    await recordRefused(store, runId, spec, reason, new Date(clock()), tenant);
     throw new InvalidInputError(reason, err.field);
   }
   const protectedSet = deps.protectedSetFor?.(spec.policy) ?? DEFAULT_PROTECTED_SET;
@@ -290,7 +298,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   });
   const emit = recorder.emit;
 
-  await store.ensure(runId, spec, now());
+  await store.ensure(runId, spec, now(), tenant);
   if (attempt.fence && !(await store.claim(runId, attempt.fence, attempt.lockKey))) {
     throw new CorralError('conflict', `run ${runId} was not claimed: another attempt holds its job, or it has ended`);
   }
@@ -309,6 +317,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       type: 'run.started', workerId: deps.workerId, task: spec.task, policy: spec.policy, approvals: spec.approvals,
       model: model.description, budgets,
       ...(attempt.crashedBefore ? { attempt: attempt.attempt, note: `attempt ${attempt.attempt}: the worker of the earlier attempt crashed mid-run; this attempt starts from a clean workspace` } : {}),
+      ...(unnamedTenant && !attempt.crashedBefore ? { note: 'this job came straight to the queue without a tenant: the run is tenant "default"\'s (with auth on, no token sees it); producers name the tenant in data.tenant' } : {}),
       ...(routing ? { routing: { strong: routing.strong, cheap: routing.cheap, strongOn: routing.strongOn } } : {}),
       ...(parent ? { parent: { runId: parent.runId, callId: parent.callId, depth: parent.depth } } : {}),
     });
