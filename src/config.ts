@@ -159,6 +159,12 @@ export const ConfigSchema = z.object({
   /** A clone's whole time (seconds). */
   CORRAL_GIT_TIMEOUT_S: int(300),
   /**
+   * A worker writes its health here (JSON: the /readyz checks, every CORRAL_HEALTH_INTERVAL_S) for a
+   * container health check; unset: no file. compose.yaml sets it for the workers.
+   */
+  CORRAL_HEALTH_FILE: z.string().min(1).optional(),
+  CORRAL_HEALTH_INTERVAL_S: z.coerce.number().int().min(1).max(3600).default(5),
+  /**
    * The agent's git identity in every sandbox process (GIT_AUTHOR_* and GIT_COMMITTER_*), so a run
    * commits without touching .git/config. `{run}` and `{tenant}` are replaced by the run's id and tenant.
    */

@@ -38,6 +38,7 @@ import { createRunQueue, newRunId } from './queue/run-queue';
 import { IdempotencyStore } from './queue/idempotency';
 import { RunMetrics } from './queue/run-metrics';
 import { RedisRunStore } from './queue/redis-run-store';
+import { startHealthFile } from './worker/health-file';
 import { WorkspaceUploads } from './workspaces/workspace-uploads';
 import { artifactStoreFor, type ArtifactStore } from './artifacts';
 import { readStored } from './artifacts/artifact-store';
@@ -327,6 +328,13 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         }
       }, config.CORRAL_SHUTDOWN_GRACE_S * 1000 + CLEANUP_MS);
       started.worker = worker;
+      if (config.CORRAL_HEALTH_FILE) {
+        const health = startHealthFile({
+          path: config.CORRAL_HEALTH_FILE, intervalMs: config.CORRAL_HEALTH_INTERVAL_S * 1000, workerId, log, active: () => worker.active.size,
+          checks: { redis: () => store.ping(), docker: () => docker.ping(), ...gateReadyCheck(config.DOCKER_HOST), ...(artifacts.kind !== 'local' ? { artifacts: () => artifacts.check() } : {}) },
+        });
+        onClose('health file', async () => health.stop());
+      }
       const reaper: Reaper = startReaper(config, {
         docker, log, graceMs: config.CORRAL_REAP_GRACE_S * 1000, queue: config.CORRAL_QUEUE, engine: engineKeyOf(config),
         isActive: async (runId, owner) => {

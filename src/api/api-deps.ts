@@ -5,6 +5,7 @@ import type { Config } from '../config';
 import type { Environment } from '../domain/environment';
 import type { IdempotencyStore } from '../queue/idempotency';
 import type { RunMetrics } from '../queue/run-metrics';
+import type { HttpCounts } from './http-counts';
 import type { RunStore } from '../queue/run-store';
 import type { RunTree } from '../queue/run-tree';
 import type { TenantQuota } from '../queue/tenant-quota';
@@ -40,6 +41,8 @@ export interface ApiDeps {
   auth?: TenantAuth;
   /** GET /readyz runs each of these (name → resolves when that dependency answers), e.g. redis, docker. */
   readyChecks?: Record<string, () => Promise<unknown>>;
+  /** This process's HTTP answers by route and status class; absent: buildApp makes one. */
+  httpCounts?: HttpCounts;
   /** Tenants whose tokens see every tenant in /metrics (CORRAL_OPERATOR_TENANTS). */
   operatorTenants?: readonly string[];
   /** The longest an SSE stream waits on Redis (XREAD BLOCK) before it checks the run again (default 5000). */

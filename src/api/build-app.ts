@@ -39,6 +39,7 @@ import { checkTemplateExamples } from './load-templates';
 export type { ApiDeps } from './api-deps';
 
 import type { Principal } from '../domain/principal';
+import { HttpCounts } from './http-counts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -71,7 +72,8 @@ function routePattern(url: string): RegExp {
   return new RegExp(`^${url.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('/')}/?$`);
 }
 
-export function buildApp(deps: ApiDeps): CorralApp {
+export function buildApp(given: ApiDeps): CorralApp {
+  const deps: ApiDeps = { ...given, httpCounts: given.httpCounts ?? new HttpCounts() };
   // Path parameters up to 2 KiB reach our schemas (which refuse what is too long with a 400 naming
   // the parameter) instead of Fastify's own 414.
   // Node checks request timeouts every connectionsCheckingInterval (30 s by default): a second here, so
@@ -82,6 +84,11 @@ export function buildApp(deps: ApiDeps): CorralApp {
     serverFactory: (handler) => createServer({ requestTimeout, connectionsCheckingInterval: Math.min(1000, requestTimeout) }, handler),
   });
   const auth = deps.auth ?? TenantAuth.off();
+  const http = deps.httpCounts!;
+  // Every answer is counted by route template and status class (/metrics: corral_http_responses_total).
+  app.addHook('onResponse', async (req, reply) => {
+    http.record(req.method, req.routeOptions.url, reply.statusCode);
+  });
   const log = deps.log ?? ((msg: string, fields?: Record<string, unknown>) => process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), msg, ...fields })}\n`));
 
   // Every 5xx is logged with its cause (the answer itself names only a reference).

@@ -57,7 +57,7 @@ export function registerOpsRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
 
   route(app, docs, {
     method: 'GET', url: '/metrics', tag: 'operations', summary: 'Prometheus metrics (the caller\'s tenant; every tenant for operators)',
-    description: 'A tenant\'s token sees its own runs only: corral_runs{status}, corral_runs_finished_total{outcome}, corral_run_duration_seconds{outcome} (histogram), corral_sandbox_acquire_seconds (histogram), corral_tool_calls_total{decision,by}, corral_model_calls_total, corral_model_tokens_total{kind}, corral_model_cost_usd_total. A token of a tenant named in CORRAL_OPERATOR_TENANTS (or any request when auth is off) sees every tenant\'s totals and corral_queue_jobs{state}. Numbers from workers are aggregated in Redis as they happen (no scan of run records), so any API instance serves them.',
+    description: 'A tenant\'s token sees its own runs only: corral_runs{status}, corral_runs_finished_total{outcome}, corral_run_duration_seconds{outcome} (histogram), corral_sandbox_acquire_seconds (histogram), corral_tool_calls_total{decision,by}, corral_model_calls_total, corral_model_tokens_total{kind}, corral_model_cost_usd_total. A token of a tenant named in CORRAL_OPERATOR_TENANTS (or any request when auth is off) sees every tenant\'s totals, corral_queue_jobs{state} and this API process\'s corral_http_responses_total{method,route,status_class} (route = the route\'s template, `unmatched` for unknown paths). Numbers from workers are aggregated in Redis as they happen (no scan of run records), so any API instance serves them.',
     responses: { 200: { description: 'text exposition format 0.0.4', contentType: PROMETHEUS_CONTENT_TYPE }, 401: { description: 'no valid token', schema: ErrorBody } },
   }, async (req, reply) => {
     const all = !deps.auth?.enabled || (deps.operatorTenants ?? []).includes(req.tenant);
@@ -65,7 +65,9 @@ export function registerOpsRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     const [statusCounts, jobCounts, aggregates] = await Promise.all([
       deps.store.statusCounts(tenant), all ? deps.queue.getJobCounts() : Promise.resolve(undefined), deps.metrics.read(tenant),
     ]);
-    return reply.type(PROMETHEUS_CONTENT_TYPE).send(await renderMetrics({ queue: deps.queue.name, statusCounts, ...(jobCounts ? { jobCounts } : {}), aggregates, ...(tenant ? { tenant } : {}) }));
+    // This process's HTTP answers are every tenant's: operators only, like the queue depth.
+    const http = all && deps.httpCounts ? deps.httpCounts.snapshot() : undefined;
+    return reply.type(PROMETHEUS_CONTENT_TYPE).send(await renderMetrics({ queue: deps.queue.name, statusCounts, ...(jobCounts ? { jobCounts } : {}), aggregates, ...(tenant ? { tenant } : {}), ...(http ? { http } : {}) }));
   });
 
   const document = () => openApiDocument(docs, { version: deps.version ?? '0.1.0', authEnabled: !!deps.auth?.enabled });

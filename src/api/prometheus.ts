@@ -9,6 +9,7 @@
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
 import { RUN_OUTCOMES, RUN_STATUSES } from '../domain/events';
 import { RUN_DURATION_BUCKETS_S, SANDBOX_ACQUIRE_BUCKETS_S } from '../queue/run-metrics';
+import type { HttpCount } from './http-counts';
 
 export const PROMETHEUS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 
@@ -21,6 +22,8 @@ export interface MetricsInput {
   tenant?: string;
   /** The aggregate hash from RunMetrics.read(). */
   aggregates: Record<string, number>;
+  /** This API process's answers by route and status class (operators' view only). */
+  http?: HttpCount[];
 }
 
 /** A float sum in Redis (1.9000000000000001) as the number it stands for; absent or NaN → 0. */
@@ -61,6 +64,11 @@ export async function renderMetrics(m: MetricsInput): Promise<string> {
   tokens.inc({ kind: 'input' }, num(a['model_tokens:input']));
   tokens.inc({ kind: 'output' }, num(a['model_tokens:output']));
   new Counter({ name: 'corral_model_cost_usd_total', help: 'Estimated model cost of agent turns, USD.', registers }).inc(num(a.cost_usd));
+
+  if (m.http) {
+    const http = new Counter({ name: 'corral_http_responses_total', help: 'HTTP answers of this API process, by method, route template and status class.', labelNames: ['method', 'route', 'status_class'], registers });
+    for (const c of m.http) http.inc({ method: c.method, route: c.route, status_class: c.statusClass }, c.count);
+  }
 
   const text = await reg.metrics();
   return m.tenant ? `# corral metrics of tenant ${m.tenant.replace(/[^A-Za-z0-9_.-]/g, '?')} only\n${text}` : text;

@@ -5,8 +5,10 @@
  * run's event stream in Redis (the store gets it when the run ends). With the local store a worker
  * writes them under {data dir}/runs/{id}/ on its own host; this API serves the file from its own data
  * dir, or from the path the run record names when that is a file of the same name in a directory
- * named for the run (a shared volume mounted elsewhere). Anything else is a 404 that says where the
- * file is and why this host cannot serve it.
+ * named for the run (a shared volume mounted elsewhere). A run that ended before the deployment
+ * switched to an object store recorded paths on disk: its files are served from there as with the
+ * local store, so the switch orphans nothing (`corral artifacts migrate` moves them into the store).
+ * Anything else is a 404 that says where the file is and why this host cannot serve it.
  */
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -67,11 +69,15 @@ async function sendRunFile(reply: FastifyReply, deps: ApiDeps, run: RunView, f: 
   const store = deps.artifacts;
   if (store && store.kind !== 'local') {
     const obj = await store.get(store.runFileKey(run.tenant, run.id, f.name));
-    if (!obj && f.name === 'events.jsonl' && !run.finishedAt) return sendLiveLog(reply, deps, run, f);
-    if (!obj) throw new NotFoundError(`the ${f.name} of run ${run.id} is not in ${store.description}${run.finishedAt ? ' (its worker could not store it: see the run\'s reason)' : ' yet: it is stored when the run ends'}`);
-    void reply.type(f.contentType).header('content-length', String(obj.bytes));
-    if (f.download) void reply.header('content-disposition', `attachment; filename="${run.id}-${f.name}"`);
-    return reply.send(obj.body);
+    if (obj) {
+      void reply.type(f.contentType).header('content-length', String(obj.bytes));
+      if (f.download) void reply.header('content-disposition', `attachment; filename="${run.id}-${f.name}"`);
+      return reply.send(obj.body);
+    }
+    if (f.name === 'events.jsonl' && !run.finishedAt) return sendLiveLog(reply, deps, run, f);
+    // A run from before the switch to the object store recorded a path on disk: serve it from there
+    // (or `corral artifacts migrate` on the worker's host moves it into the store).
+    if (/^s3:\/\//.test(recorded)) throw new NotFoundError(`the ${f.name} of run ${run.id} is not in ${store.description}${run.finishedAt ? ' (its worker could not store it: see the run\'s reason)' : ' yet: it is stored when the run ends'}`);
   }
   const local = join(resolve(deps.config.CORRAL_DATA_DIR), 'runs', run.id, f.name);
   const candidates = [local];
@@ -83,7 +89,8 @@ async function sendRunFile(reply: FastifyReply, deps: ApiDeps, run: RunView, f: 
     if (f.download) void reply.header('content-disposition', `attachment; filename="${run.id}-${f.name}"`);
     return reply.send(createReadStream(path));
   }
-  throw new NotFoundError(`the ${f.name} of run ${run.id} is at ${recorded} on worker ${run.workerId ?? '?'}, which this API cannot read (it serves files from ${resolve(deps.config.CORRAL_DATA_DIR)}; share that directory with the workers)`);
+  const migrate = store && store.kind !== 'local' ? `, and it is not in ${store.description} either (run \`corral artifacts migrate\` on that worker's host to move it there)` : '';
+  throw new NotFoundError(`the ${f.name} of run ${run.id} is at ${recorded} on worker ${run.workerId ?? '?'}, which this API cannot read (it serves files from ${resolve(deps.config.CORRAL_DATA_DIR)}; share that directory with the workers)${migrate}`);
 }
 
 /** The log of a run still going, from its event stream in Redis (as many events as the stream keeps), as JSONL. */

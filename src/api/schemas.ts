@@ -83,7 +83,8 @@ export const ErrorBody = z.object({
 });
 
 export const RunLinks = z.object({
-  self: z.string(), events: z.string(), report: z.string(), logs: z.string(), workspaceTar: z.string(), patch: z.string(), cancel: z.string(),
+  self: z.string(), events: z.string(), report: z.string(), logs: z.string(), workspaceTar: z.string(), patch: z.string(),
+  bundle: z.string().meta({ description: 'agent.bundle: 404 unless the run\'s workspace.git asked for a bundle and one was made' }), cancel: z.string(),
 });
 
 const Usage = z.object({ llmCalls: z.number(), toolCalls: z.number(), inputTokens: z.number(), outputTokens: z.number(), costUsd: z.number(), wallTimeMs: z.number() });

@@ -216,6 +216,17 @@ export class ApiClient {
     return this.json('POST', `/v1/runs/${encodeURIComponent(id)}/cancel`);
   }
 
+  /**
+   * One of a run's files as a stream (GET `path`, e.g. /v1/runs/ID/artifacts/patch): its body and
+   * length; ApiError (404 with the server's reason) when there is none.
+   */
+  async download(path: string): Promise<{ body: ReadableStream<Uint8Array>; bytes: number | null; type: string | null }> {
+    const res = await this.send('GET', path, { accept: '*/*' });
+    if (!res.body) throw new ApiError(`GET ${path} answered without a body`, res.status, 'bad_response');
+    const length = res.headers.get('content-length');
+    return { body: res.body, bytes: length === null ? null : Number(length), type: res.headers.get('content-type') };
+  }
+
   /** The run's report.md. */
   async report(id: string): Promise<string> {
     const res = await this.send('GET', `/v1/runs/${encodeURIComponent(id)}/report`, { accept: 'text/markdown, */*' });

@@ -20,6 +20,7 @@ const COMMANDS: Record<string, Loader> = {
   approve: () => import('./approve'),
   cancel: () => import('./cancel'),
   report: () => import('./report'),
+  artifacts: () => import('./artifacts'),
   replay: () => import('./replay'),
   sandbox: () => import('./sandbox-exec'),
   policy: () => import('./policy'),

@@ -145,6 +145,29 @@ Prints the run's report (markdown) from GET /v1/runs/RUN/report.
 ${API_OPTIONS}
 `,
   },
+  artifacts: {
+    summary: "a run's files (patch, tar, bundle, log, report): corral artifacts RUN [KIND] [-o FILE]",
+    usage: `usage: corral artifacts RUN [patch|tar|bundle|log|report] [-o FILE] [--api URL] [--token T]
+       corral artifacts migrate [--dry-run] [--remove]
+
+Without KIND: lists the run's files, their sizes and the command that fetches each. With KIND:
+streams that file from the API to FILE (written under a temporary name, renamed when complete), or
+to stdout (patch, log and report; on a terminal with control characters shown as escapes).
+  patch    workspace.patch: git apply it to the original tree
+  tar      workspace.tar: the workspace as the run left it
+  bundle   agent.bundle: the agent's commits (workspace.git with "bundle": true)
+  log      events.jsonl: every event of the run
+  report   report.md
+  -o, --output FILE   write to FILE
+
+migrate (an operator's command, on each worker host, with the service's configuration): after
+CORRAL_ARTIFACTS was switched to an object store, puts the files of runs this host kept in
+CORRAL_DATA_DIR/runs into the store under their tenants' keys (a file already there is skipped).
+  --dry-run           list what would be stored
+  --remove            delete this host's copy of each run once all its files are stored
+${API_OPTIONS}
+`,
+  },
   replay: {
     summary: 're-run a finished run with its recorded model turns: corral replay RUN',
     usage: `usage: corral replay RUN [--api URL] [--token T]

@@ -130,7 +130,7 @@ describe('GET /v1/runs/:id', () => {
     const queued = (await f.call('GET', `/v1/runs/${id}`)).json<Record<string, unknown>>();
     expect(queued).toMatchObject({
       id, status: 'queued', tenant: 'acme', task: 'budgets', createdAt: expect.any(String), pendingApprovals: [],
-      links: { self: `/v1/runs/${id}`, events: `/v1/runs/${id}/events`, report: `/v1/runs/${id}/report`, logs: `/v1/runs/${id}/logs`, workspaceTar: `/v1/runs/${id}/artifacts/workspace.tar`, patch: `/v1/runs/${id}/artifacts/patch`, cancel: `/v1/runs/${id}/cancel` },
+      links: { self: `/v1/runs/${id}`, events: `/v1/runs/${id}/events`, report: `/v1/runs/${id}/report`, logs: `/v1/runs/${id}/logs`, workspaceTar: `/v1/runs/${id}/artifacts/workspace.tar`, patch: `/v1/runs/${id}/artifacts/patch`, bundle: `/v1/runs/${id}/artifacts/agent.bundle`, cancel: `/v1/runs/${id}/cancel` },
       budgets: { llmCalls: { used: 0, limit: 10, percent: 0 }, toolCalls: { used: 0, limit: 4, percent: 0 }, wallTimeS: { used: 0, limit: 60, percent: 0 } },
     });
 

@@ -3,9 +3,13 @@
  * worker puts every file into the store at the run's end and keeps nothing of the run on its disk;
  * the API streams the report, log, tar and patch from the store (the log of a run still going from
  * its event stream in Redis); an upload taken by the API is found by a worker that never saw it on
- * its disk. The two-host version of this is two-engines.test.ts.
+ * its disk. The two-host version of this is two-engines.test.ts. A run that ended while the same
+ * deployment kept its files in the data dir is still served after the switch to the store, and
+ * `corral artifacts migrate` moves it into the store.
  */
+import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { finalTurn, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness, type Harness } from '../support/corral-harness';
@@ -24,6 +28,7 @@ const agent = scriptedAgent({
   // goes on until the test has read the live log and leaves /tmp/go in the sandbox
   'STORE-SLOW': [toolCallTurn([{ name: 'bash', args: { command: 'echo started; until [ -e /tmp/go ]; do sleep 0.1; done' } }]), finalTurn('slept')],
   'STORE-UPLOAD': [toolCallTurn([{ name: 'bash', args: { command: 'cat uploaded.txt' } }]), finalTurn('read the upload')],
+  'STORE-BEFORE': [toolCallTurn([{ name: 'bash', args: { command: 'echo before > before.txt' } }]), finalTurn('ran before the switch')],
 });
 
 let h: Harness;
@@ -131,4 +136,42 @@ test('an upload the API took is found by the worker through the store, though it
   const again = await fetch(`${h.url}/v1/workspaces`, { method: 'PUT', headers: { 'content-type': 'application/x-tar' }, body: await makeTar([{ name: 'uploaded.txt', body: 'from the store\n' }]) });
   expect(again.status).toBe(200);
   expect(readdirSync(join(h.config.CORRAL_DATA_DIR, 'workspaces', 'default')).filter((f) => f.endsWith('.tar'))).toEqual([`${wsId}.tar`]);
+});
+
+test('switching to the store orphans no older run: served from the data dir, then moved by corral artifacts migrate', async () => {
+  // The same deployment before the switch: the local store, the same data dir (a worker wrote the files there).
+  const before = await startHarness('before-store', { chat: agent }, { CORRAL_DATA_DIR: h.config.CORRAL_DATA_DIR });
+  let id: string;
+  try {
+    const created = await before.api<{ id: string }>('POST', '/v1/runs', { task: 'STORE-BEFORE: write a file' });
+    id = created.body.id;
+    expect(await before.waitFor(id)).toMatchObject({ status: 'succeeded' });
+  } finally {
+    await before.close();
+  }
+  const runDir = join(h.config.CORRAL_DATA_DIR, 'runs', id);
+  expect(existsSync(join(runDir, 'report.md'))).toBe(true);
+  expect(await listObjects(s3, `one-host/tenants/default/runs/${id}/`)).toEqual([]);
+
+  // After the switch: the API (with the store) serves the old run from the data dir.
+  for (const [path, want] of [[`/v1/runs/${id}/report`, 'succeeded'], [`/v1/runs/${id}/artifacts/patch`, '+before'], [`/v1/runs/${id}/logs`, '"run.finished"']] as const) {
+    const r = await get(path);
+    expect({ path, status: r.status, has: r.body.toString().includes(want) }).toEqual({ path, status: 200, has: true });
+  }
+  expect((await get(`/v1/runs/${id}/artifacts/workspace.tar`)).status).toBe(200);
+
+  // The operator's migration: a dry run sends nothing; then every file goes to the store under the run's tenant's keys.
+  const corral = (...args: string[]) => promisify(execFile)(join(__dirname, '../../bin/corral'), ['artifacts', 'migrate', ...args], {
+    env: { ...process.env, ...S3_CREDENTIALS, REDIS_URL: process.env.REDIS_URL!, CORRAL_ARTIFACTS: h.config.CORRAL_ARTIFACTS, CORRAL_DATA_DIR: h.config.CORRAL_DATA_DIR },
+  });
+  const dry = await corral('--dry-run');
+  expect(dry.stdout).toContain(`${id} (tenant default): would store events.jsonl, report.md, workspace.tar, workspace.patch`);
+  expect(await listObjects(s3, `one-host/tenants/default/runs/${id}/`)).toEqual([]);
+  const moved = await corral('--remove');
+  expect(moved.stdout).toContain(`${id} (tenant default): stored events.jsonl, report.md, workspace.tar, workspace.patch`);
+  expect((await listObjects(s3, `one-host/tenants/default/runs/${id}/`)).sort()).toEqual(['events.jsonl', 'report.md', 'workspace.patch', 'workspace.tar'].map((n) => `one-host/tenants/default/runs/${id}/${n}`));
+  expect(existsSync(runDir)).toBe(false);
+  // Still served, now from the store; and again, nothing left to move.
+  expect((await get(`/v1/runs/${id}/artifacts/patch`)).body.toString()).toContain('+before');
+  expect((await corral()).stdout).not.toContain(id);
 });

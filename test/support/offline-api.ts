@@ -23,7 +23,7 @@ function untouchable<T>(name: string): T {
 /** What the app logged (every 5xx with its cause): a request that got past validation shows here as "unit test reached …". */
 export type Logged = Array<{ msg: string; fields?: Record<string, unknown> }>;
 
-export function offlineApp(o: { env?: Record<string, string>; tokens?: string | null; store?: ApiDeps['store']; uploads?: ApiDeps['uploads'] } = {}) {
+export function offlineApp(o: { env?: Record<string, string>; tokens?: string | null; store?: ApiDeps['store']; uploads?: ApiDeps['uploads']; httpCounts?: ApiDeps['httpCounts'] } = {}) {
   const logged: Logged = [];
   const config = loadConfig({ CORRAL_POLICY_DIR: resolve(__dirname, '../../policies'), ...o.env });
   const tokens = o.tokens === undefined ? `acme=${OFFLINE_TOKENS.acme},globex=${OFFLINE_TOKENS.globex}` : o.tokens;
@@ -31,6 +31,7 @@ export function offlineApp(o: { env?: Record<string, string>; tokens?: string | 
     config,
     store: o.store ?? untouchable('store'),
     ...(o.uploads ? { uploads: o.uploads } : {}),
+    ...(o.httpCounts ? { httpCounts: o.httpCounts } : {}),
     queue: untouchable('queue'),
     quota: untouchable('quota'),
     idempotency: untouchable('idempotency'),

@@ -1,5 +1,9 @@
 /** The Prometheus text format of /metrics, from aggregates shaped like the ones workers write. */
+import { HttpCounts } from '../../src/api/http-counts';
 import { renderMetrics } from '../../src/api/prometheus';
+import { MemoryRunStore } from '../../src/queue/memory-run-store';
+import { injectJson } from '../support/api-fixture';
+import { OFFLINE_TOKENS, offlineApp } from '../support/offline-api';
 
 const input = {
   queue: 'runs',
@@ -73,4 +77,28 @@ test('label values are escaped (a queue name with a quote, a backslash and a new
   const t = await renderMetrics({ ...input, queue: 'q"\\x\ny', tenant: 'acme' });
   expect(t).toContain('corral_queue_jobs{queue="q\\"\\\\x\\ny",state="waiting"} 2');
   expect(t.startsWith('# corral metrics of tenant acme only\n# HELP corral_runs ')).toBe(true);
+});
+
+test('HTTP answers are counted by method, route template and status class, and shown to operators', async () => {
+  const counts = new HttpCounts();
+  const app = offlineApp({ store: new MemoryRunStore(), httpCounts: counts });
+  const token = OFFLINE_TOKENS.acme;
+  await injectJson(app, 'GET', '/v1/runs/run_nosuchrun1', { token });
+  await injectJson(app, 'GET', '/v1/runs/run_nosuchrun2', { token });
+  await injectJson(app, 'GET', '/v1/runs?limit=2', { token });
+  await injectJson(app, 'GET', '/v1/runs?limit=9999', { token });
+  await injectJson(app, 'GET', '/v1/no/such/path', { token });
+  await injectJson(app, 'GET', '/v1/runs', { token: null });
+  await app.close();
+  expect(counts.snapshot()).toEqual([
+    { method: 'GET', route: '/v1/runs', statusClass: '2xx', count: 1 },
+    { method: 'GET', route: '/v1/runs', statusClass: '4xx', count: 2 }, // a bad limit, and no token (401)
+    { method: 'GET', route: '/v1/runs/:id', statusClass: '4xx', count: 2 },
+    { method: 'GET', route: 'unmatched', statusClass: '4xx', count: 1 },
+  ]);
+  const shown = await renderMetrics({ ...input, http: counts.snapshot() });
+  expect(shown).toContain('# TYPE corral_http_responses_total counter');
+  expect(shown).toContain('corral_http_responses_total{method="GET",route="/v1/runs/:id",status_class="4xx"} 2');
+  // A run id never becomes a label.
+  expect(shown).not.toContain('run_nosuchrun');
 });
