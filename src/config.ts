@@ -173,7 +173,7 @@ export const ConfigSchema = z.object({
   /** Further images environments may name (comma-separated); the docker gate lets the worker create containers of these only. */
   CORRAL_SANDBOX_IMAGES: z
     .string()
-    .default('corral/sandbox-node:latest')
+    .default('corral/sandbox-node:latest,corral/sandbox-python:latest')
     .transform((s) => [...new Set(s.split(',').map((x) => x.trim()).filter(Boolean))]),
   /** Disk kept for cached setup results (environments with `cache`), per worker host; least recently used go first. */
   CORRAL_SETUP_CACHE_MB: z.coerce.number().int().min(0).default(2048),

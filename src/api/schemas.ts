@@ -87,7 +87,7 @@ export const RunLinks = z.object({
   bundle: z.string().meta({ description: 'agent.bundle: 404 unless the run\'s workspace.git asked for a bundle and one was made' }), cancel: z.string(),
 });
 
-const Usage = z.object({ llmCalls: z.number(), toolCalls: z.number(), inputTokens: z.number(), outputTokens: z.number(), costUsd: z.number(), wallTimeMs: z.number() });
+const Usage = z.object({ llmCalls: z.number(), toolCalls: z.number(), inputTokens: z.number(), outputTokens: z.number(), costUsd: z.number(), wallTimeMs: z.number(), setupMs: z.number().optional() });
 const BudgetUse = z.object({ used: z.number(), limit: z.number(), percent: z.number().meta({ description: 'used / limit × 100, rounded' }) });
 
 export const PendingApprovalDoc = z.object({

@@ -36,6 +36,8 @@ export const EnvironmentFile = z.strictObject({
   image: z.string().min(1).max(200),
   /** Extra variables in every process of the sandbox (not secrets: the agent sees them). */
   env: z.record(EnvName, z.string().max(4096).refine((v) => !v.includes('\0'), 'must not contain NUL')).default({}),
+  /** Directories put before PATH in every process of the sandbox (a virtualenv's bin, a toolchain's). */
+  path: z.array(z.string().regex(/^\/[A-Za-z0-9._/-]{1,255}$/, 'must be an absolute directory (letters, digits, . _ / -)').refine((p) => !p.split('/').includes('..'), 'must not contain ".."')).max(8).default([]),
   setup: z.strictObject({
     /** Run in order with bash in /workspace as the agent's user, before the first model call; the first that fails ends the run setup_failed. */
     commands: z.array(z.string({
@@ -75,7 +77,7 @@ export function describeEnvironment(e: Environment): Record<string, unknown> {
     name: e.name, description: e.description, image: e.image,
     setup: { commands: e.setup.commands, egress: e.setup.egress, timeoutS: e.setup.timeoutS },
     cache: e.cache === false ? false : { files: e.cache.files },
-    limits: e.limits, egress: e.egress, env: Object.keys(e.env),
+    limits: e.limits, egress: e.egress, env: Object.keys(e.env), path: e.path,
   };
 }
 

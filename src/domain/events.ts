@@ -137,7 +137,10 @@ export interface RunUsage {
   inputTokens: number;
   outputTokens: number;
   costUsd: number;
+  /** The agent's time: from the end of the setup phase (if any) to the run's end. */
   wallTimeMs: number;
+  /** The environment's setup phase, apart from the wall-time budget (absent when there was none). */
+  setupMs?: number;
 }
 
 export type RunEvent = RunEventBody & { runId: string; seq: number; ts: string };

@@ -220,6 +220,8 @@ export interface SandboxRequest {
   image?: string;
   /** Extra variables in every process of the sandbox (an environment's `env`). */
   env?: Record<string, string>;
+  /** Directories put before PATH in every process (an environment's `path`). */
+  pathPrepend?: string[];
   /**
    * Variables of this run only (its git identity), in every command run in the sandbox; not part of
    * the container's own environment, so a pooled sandbox can serve the run.

@@ -197,12 +197,13 @@ const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer', 'wor
 const HIDDEN = new Set(['spec', 'dockerWaits', 'owner', 'cancelRequested']);
 
 const iso = z.string().max(40);
-const Usage = z.object({ llmCalls: z.number(), toolCalls: z.number(), inputTokens: z.number(), outputTokens: z.number(), costUsd: z.number(), wallTimeMs: z.number() });
+const Usage = z.object({ llmCalls: z.number(), toolCalls: z.number(), inputTokens: z.number(), outputTokens: z.number(), costUsd: z.number(), wallTimeMs: z.number(), setupMs: z.number().optional() });
 const Pending = z.object({ callId: z.string(), tool: z.string(), args: z.record(z.string(), z.unknown()), reason: z.string(), risk: z.enum(['low', 'medium', 'high', 'critical']).optional(), since: z.string() });
 const Workspace = z.object({
   filesChanged: z.number(), gitFilesChanged: z.number(), needsReview: z.array(z.looseObject({})), needsReviewTotal: z.number(),
   needsReviewByRule: z.record(z.string(), z.number()).optional(),
   notExported: z.array(z.looseObject({})), notExportedTotal: z.number(),
+  ignoredChanges: z.number().optional(), notInPatch: z.array(z.object({ path: z.string(), reason: z.string() })).optional(),
 });
 /** What each shown field of a record may hold (after JSON decoding for the JSON fields). */
 const FIELDS: Record<string, z.ZodType> = {

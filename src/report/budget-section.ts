@@ -42,6 +42,8 @@ export function budgetSection(s: RunSummary): string {
   });
   const lines = ['## Budgets', '', markdownTable(['Budget', 'Used', 'Limit', '%', 'State'], ['l', 'r', 'r', 'r', 'l'], rows), ''];
   lines.push(`Tokens: ${formatAmount('tokens', s.usage.inputTokens)} in + ${formatAmount('tokens', s.usage.outputTokens)} out.`);
+  const setupMs = s.usage.setupMs ?? s.setup.finished?.ms;
+  if (setupMs !== undefined) lines.push('', `Setup took ${(setupMs / 1000).toFixed(1)} s, apart from the wall time above: the wall-time budget is the agent's, from the end of setup.`);
   if (s.usageFrom === 'log') lines.push('', '_Added up from the log: the run did not finish, so there is no final usage record._');
   if (s.budgetWarnings.length) {
     lines.push('', 'Warnings:', '');

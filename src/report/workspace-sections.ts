@@ -189,7 +189,7 @@ export function setupSection(s: RunSummary): string {
   if (finished) {
     const baseline = finished.baselineFiles !== undefined ? ` ${finished.baselineFiles} file${finished.baselineFiles === 1 ? '' : 's'} setup wrote are the patch's baseline (not the agent's change).` : '';
     const cached = finished.cached ? ` Cache: ${finished.cached}.` : '';
-    parts.push(finished.ok ? `Setup finished in ${(finished.ms / 1000).toFixed(1)} s.${baseline}${cached}${finished.note ? ` ${escapeInline(finished.note)}` : ''}` : '**Setup failed**: the agent never started.');
+    parts.push(finished.ok ? `Setup finished in ${(finished.ms / 1000).toFixed(1)} s (not counted in the wall-time budget, which starts after it).${baseline}${cached}${finished.note ? ` ${escapeInline(finished.note)}` : ''}` : '**Setup failed**: the agent never started.');
   }
   if (narrowed) {
     parts.push(`Before the agent's first call, egress became ${narrowed.allow.length ? narrowed.allow.map(codeSpan).join(', ') : 'none'}; ${narrowed.connectionsClosed} connection${narrowed.connectionsClosed === 1 ? '' : 's'} open then ${narrowed.connectionsClosed === 1 ? 'was' : 'were'} closed${narrowed.proxyKilled ? ' (the proxy did not confirm and was stopped)' : ''}.`);

@@ -94,6 +94,8 @@ export interface ContainerSpecInput {
   image: string;
   /** An environment's variables, after corral's own. */
   extraEnv?: Record<string, string> | undefined;
+  /** Directories before PATH (an environment's `path`). */
+  pathPrepend?: readonly string[] | undefined;
   isolation: IsolationClass;
   /** The engine's runtime name for gVisor (CORRAL_GVISOR_RUNTIME). */
   gvisorRuntime: string;
@@ -107,8 +109,8 @@ export function agentUser(slot: UidSlot): string {
 }
 
 /** The environment every sandbox process gets — the only variables that exist in the container. */
-export function sandboxEnv(egress: boolean, extra: Record<string, string> = {}): string[] {
-  const env = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', `HOME=${HOME_DIR}`, 'LANG=C.UTF-8', 'USER=agent', 'PYTHONDONTWRITEBYTECODE=1', 'PYTEST_ADDOPTS=-p no:cacheprovider'];
+export function sandboxEnv(egress: boolean, extra: Record<string, string> = {}, pathFirst: readonly string[] = []): string[] {
+  const env = [`PATH=${[...pathFirst, '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'].join(':')}`, `HOME=${HOME_DIR}`, 'LANG=C.UTF-8', 'USER=agent', 'PYTHONDONTWRITEBYTECODE=1', 'PYTEST_ADDOPTS=-p no:cacheprovider'];
   if (egress) {
     for (const k of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) env.push(`${k}=${EGRESS_RELAY}`);
     env.push('NO_PROXY=', 'no_proxy=');
@@ -224,7 +226,7 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     Entrypoint: [],
     User: `${input.slot.initUid}:${input.slot.initUid}`,
     WorkingDir: WORKSPACE_DIR,
-    Env: sandboxEnv(egress, input.extraEnv),
+    Env: sandboxEnv(egress, input.extraEnv, input.pathPrepend),
     Hostname: 'sandbox',
     Labels: labels,
     NetworkDisabled: false,

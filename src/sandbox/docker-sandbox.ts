@@ -226,6 +226,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         egressDir,
         image,
         extraEnv: req.env,
+        pathPrepend: req.pathPrepend,
         isolation,
         gvisorRuntime: this.config.CORRAL_GVISOR_RUNTIME,
         slot,
@@ -233,7 +234,7 @@ export class DockerSandboxProvider implements SandboxProvider {
       let container: Docker.Container;
       let slot: UidSlot;
       // The pool holds the default image only, with no extra variables.
-      const poolable = egressDir === undefined && image === this.config.CORRAL_SANDBOX_IMAGE && Object.keys(req.env ?? {}).length === 0;
+      const poolable = egressDir === undefined && image === this.config.CORRAL_SANDBOX_IMAGE && Object.keys(req.env ?? {}).length === 0 && !req.pathPrepend?.length;
       const pooled = poolable ? (this.pool?.take(limits, false, req.deadline) ?? null) : null;
       if (pooled) {
         // A started sandbox of the default class, used by this run only and removed after it. It keeps
@@ -266,7 +267,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         isolation,
         user: agentUser(slot),
         watch,
-        env: sandboxEnv(egressDir !== undefined, { ...req.env, ...req.runEnv }),
+        env: sandboxEnv(egressDir !== undefined, { ...req.env, ...req.runEnv }, req.pathPrepend),
         seedCaps: fileCaps,
         ...(proxy ? { proxy } : {}),
         maxOutputBytes: this.config.CORRAL_MAX_OUTPUT_BYTES,

@@ -334,6 +334,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   let exportSummary: RunWorkspace | undefined;
   let exported: WorkspaceExport | undefined;
   let checks = 0;
+  /** The setup phase's time, reported apart from the agent's wall time, which starts when setup ends. */
+  let setupMs: number | undefined;
+  let agentT0 = t0;
   // A cancel that came while no worker held the run (it waited for sub-runs, or was still queued).
   const cancelled = new AbortController();
   const runSignal = AbortSignal.any([signal, cancelled.signal]);
@@ -409,7 +412,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
         const env = admitted.environment;
         sandbox = await deps.sandboxes.acquire({
           runId, workerId: deps.workerId,
-          deadline: new Date(Math.max(clock(), t0 + budgets.wallTimeS * 1000) + 60_000),
+          // The wall-time budget counts the agent only: the sandbox also lives through setup's own bound.
+          deadline: new Date(Math.max(clock(), t0 + budgets.wallTimeS * 1000) + (setup ? env.setup.timeoutS * 1000 : 0) + 60_000),
           files: fromCheckpoint ? {} : seed.files,
           ...(fromCheckpoint
             ? { seedTar: fromCheckpoint, baseline: { files: seed.files, ...(seed.tar ? { seedTar: seed.tar } : {}), ...(seed.file ? { seedFile: seed.file } : {}) } }
@@ -418,6 +422,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
           ...(env.image !== config.CORRAL_SANDBOX_IMAGE ? { image: env.image } : {}),
           ...(Object.keys(env.env).length > 0 ? { env: env.env } : {}),
           runEnv: gitIdentity(config, runId, tenant),
+          ...(env.path.length > 0 ? { pathPrepend: env.path } : {}),
           egressAllow: setup ? env.setup.egress : admitted.egress,
           ...(setup && admitted.egress.length > 0 ? { egressProxy: true } : {}),
           onEgress: (a) => {
@@ -438,11 +443,16 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
         });
         await update({ containerId: sandbox.id });
         if (setup) {
+          const s0 = clock();
           const r = await runSetup({
             sandbox, emit, clock, tenant, scratchDir: runDir, signal: runSignal, log, secrets,
             maxCaptureBytes: Math.min(config.CORRAL_SETUP_CACHE_MB, limits.workspaceMb + 64) * 1024 * 1024,
             ...(deps.setupCache ? { cache: deps.setupCache } : {}),
-          }, env, admitted.egress);
+          }, env, admitted.egress).finally(() => {
+            // The agent's wall time starts now (the loop's meter starts when it does).
+            agentT0 = clock();
+            setupMs = agentT0 - s0;
+          });
           if (!r.ok) throw new EarlyEnd('setup_failed', r.reason);
         }
       }
@@ -567,13 +577,14 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       endCause = err;
       reason = runSignal.aborted ? cancelReason(runSignal) : err instanceof CorralError ? `${err.code}: ${err.message}` : `internal error: ${(err as Error).message}`;
     }
-    usage = { ...usage, wallTimeMs: clock() - t0 };
+    usage = { ...usage, wallTimeMs: clock() - agentT0 };
   } finally {
     deltas?.close();
     await disposeSandbox();
     if (cloneDir) rmSync(cloneDir, { recursive: true, force: true });
   }
 
+  if (setupMs !== undefined) usage = { ...usage, setupMs };
   emit({ type: 'run.finished', outcome, finalAnswer, reason, usage });
   writeFileSync(reportPath, buildReport(recorder.events()));
   // The workspace copies made for sub-runs are not needed once the run has ended.

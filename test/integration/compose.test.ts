@@ -185,7 +185,7 @@ test('corral submit of a directory over 2 MiB with a relative symlink: uploaded,
   const id = sub1.stdout.trim();
   expect(id).toMatch(/^run_/);
   // Over 2 MiB: a PUT /v1/workspaces into the API's data dir (read-only but for workspaces/); the link that leaves is named.
-  expect(sub1.stderr).toMatch(/uploaded .*project: 3 file\(s\), 1 directory, 1 symbolic link\(s\), \d+ bytes of files as ws_[0-9a-f]{64}/);
+  expect(sub1.stderr).toMatch(/uploaded .*project: 5 file\(s\), 1 directory, 1 symbolic link\(s\), \d+ bytes of files as ws_[0-9a-f]{64}/);
   expect(sub1.stderr).toContain('skipped outside: a symbolic link that is not kept: it points to the absolute path /etc/passwd, outside the workspace');
   const run = await until(`run ${id} finishes`, 120_000, async () => {
     const r = await api<Record<string, unknown>>('GET', `/v1/runs/${id}`);

@@ -19,6 +19,18 @@ export function sandboxTestEnv(): Record<string, string> {
   return env;
 }
 
+/**
+ * The environment images a suite's environment files name: CORRAL_SANDBOX_NODE_IMAGE and
+ * CORRAL_SANDBOX_PYTHON_IMAGE when a helper built its own (images/sandbox-node/build.sh, the
+ * sandbox-python Dockerfile), else the ones .ci/bootstrap builds.
+ */
+export function environmentImages(): { node: string; python: string } {
+  return {
+    node: process.env.CORRAL_SANDBOX_NODE_IMAGE || 'corral/sandbox-node:latest',
+    python: process.env.CORRAL_SANDBOX_PYTHON_IMAGE || 'corral/sandbox-python:latest',
+  };
+}
+
 /** Config env for a suite that runs under one isolation class: that class is the default and permitted. */
 export function isolationEnv(isolation: IsolationClass): Record<string, string> {
   return { ...sandboxTestEnv(), CORRAL_SANDBOX_RUNTIME: isolation };

@@ -38,9 +38,13 @@ function refusal(text: string): EnvironmentError {
   throw new Error('the file was accepted');
 }
 
-test('the shipped catalogue loads: default (built in) and node', () => {
+test('the shipped catalogue loads: default (built in), node and python', () => {
   const envs = loadEnvironments(resolve(__dirname, '../../environments'), loadConfig({}));
-  expect([...envs.keys()].sort()).toEqual(['default', 'node']);
+  expect([...envs.keys()].sort()).toEqual(['default', 'node', 'python']);
+  expect(envs.get('python')).toMatchObject({
+    image: 'corral/sandbox-python:latest', path: ['/workspace/.venv/bin'], env: { PIP_INDEX_URL: 'https://pypi.org/simple' },
+    setup: { egress: ['pypi.org', 'files.pythonhosted.org'] }, egress: [], cache: { files: ['requirements.txt', 'pyproject.toml', 'setup.py', 'setup.cfg'] },
+  });
   const node = envs.get('node')!;
   expect(node).toMatchObject({ image: 'corral/sandbox-node:latest', setup: { egress: ['registry.npmjs.org'] }, egress: [], cache: { files: ['package.json', 'package-lock.json'] } });
   expect(envs.get('default')).toMatchObject({ image: 'corral/sandbox:latest', setup: { commands: [] }, file: '(built in)' });
