@@ -22,7 +22,7 @@ import {
   ListQuery, RunCreated, SubmitQuery, RunDetail, RunPageDoc, RunParams,
 } from './schemas';
 import { planRun, RunPlan } from './run-plan';
-import { admission, checkReplaySource, checkSpec, createRun, submitRun } from './submit-run';
+import { admission, checkReplaySource, admitBody, checkSpec, createRun, submitRun } from './submit-run';
 
 const LIST_TASK_CHARS = 500;
 
@@ -41,7 +41,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
 
   route(app, docs, {
     method: 'POST', url: '/v1/runs', tag: 'runs', summary: 'Submit a run',
-    description: 'Validates the body (a RunSpec) completely before anything is queued; with `?dryRun=true` it stops there and answers 200 with the resolved plan (tools, done checks, egress, limits, budgets, policy, model), queueing nothing and calling no model. Send an `Idempotency-Key` header to make retries safe: the same key from the same tenant returns the run the first request created (200) for CORRAL_IDEMPOTENCY_TTL_S seconds; bodies are compared after validation (a spelled-out default is no difference), and a different body with the same key is a 409. Per-tenant limits (active runs, submissions per minute) answer 429 with `retry-after`.',
+    description: 'Validates the body (a RunSpec) completely before anything is queued; with `?dryRun=true` it stops there and answers 200 with the resolved plan (tools, done checks, egress, limits, budgets, policy, model), queueing nothing and calling no model — POST /v1/runs/plan does the same with an answer of its own schema (a generated client needs no narrowing). Send an `Idempotency-Key` header to make retries safe: the same key from the same tenant returns the run the first request created (200) for CORRAL_IDEMPOTENCY_TTL_S seconds; bodies are compared after validation (a spelled-out default is no difference), and a different body with the same key is a 409. Per-tenant limits (active runs, submissions per minute) answer 429 with `retry-after`.',
     headers: [{ name: 'Idempotency-Key', schema: IdempotencyKeyHeader, description: 'makes the submission safe to retry (see above)' }],
     body: RunSpec,
     query: SubmitQuery,
@@ -54,13 +54,24 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
       429: { description: 'a per-tenant limit was hit (error.limit says which)', schema: ErrorBody, headers: { 'retry-after': 'seconds to wait' } },
     },
   }, async (req, reply) => {
-    const spec = await checkSpec(deps, req.body, req.tenant);
-    if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') return reply.status(200).send(planRun(spec, deps.config, deps.environments));
+    const admitted = await admitBody(deps, req.body, req.tenant);
+    const spec = admitted.spec;
+    if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') return reply.status(200).send(planRun(spec, deps.config, deps.environments, admitted));
     const rawKey = req.headers[idemHeader];
     const key = rawKey === undefined ? undefined : parseInput(IdempotencyKeyHeader, Array.isArray(rawKey) ? rawKey.join(',') : rawKey, 'header Idempotency-Key');
     const r = await submitRun(deps, req.tenant, spec, key);
     if (r.body.idempotentReplay) void reply.header('idempotent-replayed', 'true');
     return reply.status(r.status).send(r.body);
+  });
+
+  route(app, docs, {
+    method: 'POST', url: '/v1/runs/plan', tag: 'runs', summary: 'Check a run without submitting it: the plan the server would run (a dry run)',
+    description: 'Every check a submission gets (POST /v1/runs), then the resolved plan: tools, done checks, the environment and its setup, egress, limits, budgets, policy, model, the workspace (an upload\'s id and size, a git remote), what the patch leaves out. Nothing is queued, no model is called, nothing counts against the tenant\'s limits. The same as POST /v1/runs?dryRun=true, with an answer of its own schema.',
+    body: RunSpec,
+    responses: { 200: { description: 'the run would be accepted: its plan', schema: RunPlan }, 400: badInput, 413: { description: 'body larger than CORRAL_API_MAX_BODY_BYTES', schema: ErrorBody } },
+  }, async (req) => {
+    const admitted = await admitBody(deps, req.body, req.tenant);
+    return planRun(admitted.spec, deps.config, deps.environments, admitted);
   });
 
   route(app, docs, {

@@ -8,7 +8,7 @@ import type { Queue } from 'bullmq';
 import type { Config } from '../config';
 import type { Environment } from '../domain/environment';
 import { CorralError, InvalidInputError } from '../domain/errors';
-import { admitSpec, type AdmissionContext, type UploadLookup } from '../domain/admit-spec';
+import { admitSpec, type AdmissionContext, type Admitted, type UploadLookup } from '../domain/admit-spec';
 import { RunSpec } from '../domain/run-spec';
 import { hashJson, type IdempotencyStore } from '../queue/idempotency';
 import { enqueueRun } from '../queue/run-queue';
@@ -61,13 +61,18 @@ export function admission(deps: Pick<SubmitDeps, 'config' | 'policyNames' | 'upl
 
 /** Parses and checks a body as a RunSpec of `tenant` (admitSpec, then its replayOf run); every failure is a 400 naming its field. */
 export async function checkSpec(deps: SubmitDeps, body: unknown, tenant: string): Promise<RunSpec> {
+  return (await admitBody(deps, body, tenant)).spec;
+}
+
+/** checkSpec, answering with what admission resolved (the upload a workspace.id names, the git remote): what a plan shows. */
+export async function admitBody(deps: SubmitDeps, body: unknown, tenant: string): Promise<Admitted> {
   const spec = parseInput(RunSpec, body, 'body');
-  await admitSpec(spec, admission(deps, 'body: ', tenant));
+  const admitted = await admitSpec(spec, admission(deps, 'body: ', tenant));
   if (spec.replayOf) {
     if ((await deps.store.tenantOf(spec.replayOf)) !== tenant) throw new InvalidInputError(`body: replayOf: no run with id ${spec.replayOf}`, 'replayOf');
     await checkReplaySource(deps, spec.replayOf);
   }
-  return spec;
+  return admitted;
 }
 
 /**

@@ -16,7 +16,7 @@ import { parseInput } from './http-errors';
 import { route, type RouteDoc } from './openapi';
 import { planRun, RunPlan } from './run-plan';
 import { ErrorBody, IdempotencyKeyHeader, RunCreated, SubmitQuery } from './schemas';
-import { checkSpec, submitRun } from './submit-run';
+import { admitBody, submitRun } from './submit-run';
 
 const TemplateParamDoc = z.object({ name: z.string(), description: z.string(), default: z.string().optional(), pattern: z.string().optional() });
 const TemplateSummary = z.object({ name: z.string(), description: z.string(), params: z.array(TemplateParamDoc), examples: z.array(z.record(z.string(), z.string())) });
@@ -54,6 +54,22 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: ApiDeps, docs
   });
 
   route(app, docs, {
+    method: 'POST', url: '/v1/templates/:name/plan', tag: 'templates', summary: 'Check a run made from a template without submitting it: its plan',
+    description: 'As POST /v1/templates/{name}/runs?dryRun=true, with an answer of its own schema: the plan (nothing queued, no model called).',
+    params: TemplateParams,
+    body: TemplateRunBody,
+    // A template's run never names a replay: nothing here reaches Redis.
+    redis: false,
+    responses: { 200: { description: 'the run would be accepted: its plan', schema: RunPlan }, 400: badInput, 404: notFound },
+  }, async (req) => {
+    const t = find(parseInput(TemplateParams, req.params, 'path').name);
+    const body = parseInput(TemplateRunBody, req.body, 'body');
+    const rendered = renderTemplate(t, body.params);
+    const admitted = await admitBody(deps, body.workspace === undefined ? rendered : { ...rendered, workspace: body.workspace }, req.tenant);
+    return planRun(admitted.spec, deps.config, deps.environments, admitted);
+  });
+
+  route(app, docs, {
     method: 'POST', url: '/v1/templates/:name/runs', tag: 'templates', summary: 'Submit a run made from a template',
     description: 'Fills the template\'s `{{param}}` placeholders with `params` (defaults for the rest) and submits the result exactly as POST /v1/runs would, labelled `template: NAME`. `Idempotency-Key` and `?dryRun=true` work as there.',
     params: TemplateParams,
@@ -73,8 +89,9 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: ApiDeps, docs
     const t = find(parseInput(TemplateParams, req.params, 'path').name);
     const body = parseInput(TemplateRunBody, req.body, 'body');
     const rendered = renderTemplate(t, body.params);
-    const spec = await checkSpec(deps, body.workspace === undefined ? rendered : { ...rendered, workspace: body.workspace }, req.tenant);
-    if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') return reply.status(200).send(planRun(spec, deps.config, deps.environments));
+    const admitted = await admitBody(deps, body.workspace === undefined ? rendered : { ...rendered, workspace: body.workspace }, req.tenant);
+    const spec = admitted.spec;
+    if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') return reply.status(200).send(planRun(spec, deps.config, deps.environments, admitted));
     const rawKey = req.headers['idempotency-key'];
     const key = rawKey === undefined ? undefined : parseInput(IdempotencyKeyHeader, Array.isArray(rawKey) ? rawKey.join(',') : rawKey, 'header Idempotency-Key');
     const r = await submitRun(deps, req.tenant, spec, key);

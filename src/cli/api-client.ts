@@ -175,14 +175,14 @@ export class ApiClient {
     return this.json('POST', '/v1/runs', spec);
   }
 
-  /** The plan the server would run for this spec (POST /v1/runs?dryRun=true); nothing is queued. */
+  /** The plan the server would run for this spec (POST /v1/runs/plan); nothing is queued. */
   plan(spec: unknown): Promise<Record<string, unknown>> {
-    return this.json('POST', '/v1/runs?dryRun=true', spec);
+    return this.json('POST', '/v1/runs/plan', spec);
   }
 
-  /** A run from a server template: body { params, workspace? }; with dryRun the plan instead. */
+  /** A run from a server template: body { params, workspace? }; with dryRun the plan instead (POST …/plan). */
   submitTemplate(name: string, body: unknown, dryRun = false): Promise<{ id: string; status: string } & Record<string, unknown>> {
-    return this.json('POST', `/v1/templates/${encodeURIComponent(name)}/runs${dryRun ? '?dryRun=true' : ''}`, body);
+    return this.json('POST', `/v1/templates/${encodeURIComponent(name)}/${dryRun ? 'plan' : 'runs'}`, body);
   }
 
   /** Any JSON route (schedules …): the parsed answer, or ApiError with the server's reason. */

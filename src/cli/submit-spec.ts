@@ -6,7 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { BudgetName } from '../domain/events';
-import { EgressPattern, ENVIRONMENT_NAME, ROUTING_RULES, RunBudgets, type RoutingRule } from '../domain/run-spec';
+import { EgressPattern, ENVIRONMENT_NAME, GitWorkspace, IgnorePattern, ROUTING_RULES, RunBudgets, type RoutingRule } from '../domain/run-spec';
 import { parseArgs, UsageError } from './cli-args';
 import type { Readable } from 'node:stream';
 import { INLINE_WORKSPACE_MAX_BYTES, packPlanned, planWorkspace, streamWorkspace, workspaceId, type PackedWorkspace } from './workspace-tar';
@@ -50,7 +50,11 @@ export interface SubmitOptions {
   /** Validate and print the resolved plan; nothing is queued. */
   dryRun: boolean;
   workspace?: string;
+  /** workspace.git: a remote the worker clones (--git URL [--ref R] [--depth N] [--bundle]). */
+  git?: { url: string; ref?: string; depth?: number; bundle: boolean };
   exclude: string[];
+  /** patch.exclude (--patch-exclude PATTERN, repeatable). */
+  patchExclude: string[];
   allowDomains: string[];
   approvals: boolean;
   policy?: string;
@@ -101,7 +105,7 @@ export function parseRoute(value: string): NonNullable<SubmitOptions['routing']>
 
 export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
   const { opts, positionals } = parseArgs(argv, {
-    task: 'string', workspace: 'string', exclude: 'list', 'allow-domain': 'list', approvals: 'flag', policy: 'string', environment: 'string',
+    task: 'string', workspace: 'string', exclude: 'list', git: 'string', ref: 'string', depth: 'string', bundle: 'flag', 'patch-exclude': 'list', 'allow-domain': 'list', approvals: 'flag', policy: 'string', environment: 'string',
     budget: 'list', model: 'string', route: 'string', watch: 'flag', 'dry-run': 'flag', template: 'string', set: 'list', 'no-watch': 'flag', 'no-follow': 'flag', plain: 'flag', api: 'string', token: 'string',
   });
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}" (give one TASK.md or SPEC.json)`);
@@ -118,6 +122,19 @@ export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
   if (opts.task !== undefined && !opts.task.trim()) throw new UsageError('--task is empty');
   if (opts.watch && (opts['no-watch'] || opts['no-follow'])) throw new UsageError('--watch and --no-watch contradict each other');
   if (opts.exclude.length && opts.workspace === undefined) throw new UsageError('--exclude only applies with --workspace DIR');
+  if (opts.git !== undefined && opts.workspace !== undefined) throw new UsageError('give either --workspace DIR or --git URL, not both');
+  if (opts.git === undefined && (opts.ref !== undefined || opts.depth !== undefined || opts.bundle)) throw new UsageError(`--${opts.ref !== undefined ? 'ref' : opts.depth !== undefined ? 'depth' : 'bundle'} only applies with --git URL`);
+  let git: SubmitOptions['git'];
+  if (opts.git !== undefined) {
+    const checked = GitWorkspace.safeParse({ url: opts.git, ...(opts.ref !== undefined ? { ref: opts.ref } : {}), ...(opts.depth !== undefined ? { depth: Number(opts.depth) } : {}), bundle: opts.bundle });
+    if (!checked.success) throw new UsageError(`--git: ${checked.error.issues.map((i) => `${i.path.length ? `${i.path.join('.') === 'url' ? '--git' : `--${String(i.path[0])}`} ` : ''}${i.message}`).join('; ')}`);
+    git = { url: checked.data.url, ...(checked.data.ref !== undefined ? { ref: checked.data.ref } : {}), ...(opts.depth !== undefined ? { depth: checked.data.depth } : {}), bundle: checked.data.bundle };
+  }
+  const patchExclude = opts['patch-exclude'].map((p) => {
+    const r = IgnorePattern.safeParse(p);
+    if (!r.success) throw new UsageError(`--patch-exclude ${p}: ${r.error.issues.map((i) => i.message).join('; ')}`);
+    return r.data;
+  });
   if (opts.model !== undefined && opts.route !== undefined) throw new UsageError('give either --model (one model for every turn) or --route (a strong and a cheap one), not both');
   if (opts.model !== undefined && !opts.model.trim()) throw new UsageError('--model is empty');
   if (opts.environment !== undefined && !ENVIRONMENT_NAME.test(opts.environment)) {
@@ -132,7 +149,9 @@ export function parseSubmitArgs(argv: readonly string[]): SubmitOptions {
     source: opts.template !== undefined ? { template: opts.template, params: parseSets(opts.set) } : file !== undefined ? { file } : { task: opts.task! },
     dryRun: opts['dry-run'],
     ...(opts.workspace !== undefined ? { workspace: opts.workspace } : {}),
+    ...(git ? { git } : {}),
     exclude: opts.exclude,
+    patchExclude,
     allowDomains,
     approvals: opts.approvals,
     ...(opts.policy !== undefined ? { policy: opts.policy } : {}),
@@ -235,6 +254,16 @@ export async function buildSpec(
       spec.workspace = { ...ws, tarBase64: packed.tar.toString('base64') };
       summary = { ...base, how: 'inline' };
     }
+  }
+  if (o.git) {
+    const ws = isObject(spec.workspace) ? spec.workspace : {};
+    if (ws.tarBase64 !== undefined || ws.id !== undefined) throw new UsageError(`the spec already has workspace.${ws.id !== undefined ? 'id' : 'tarBase64'}; drop it or --git`);
+    spec.workspace = { ...ws, git: o.git };
+  }
+  if (o.patchExclude.length) {
+    const patch = isObject(spec.patch) ? spec.patch : {};
+    const before = Array.isArray(patch.exclude) ? (patch.exclude as unknown[]) : [];
+    spec.patch = { ...patch, exclude: [...new Set([...before, ...o.patchExclude])] };
   }
   if (o.allowDomains.length) {
     const egress = isObject(spec.egress) ? spec.egress : {};

@@ -12,7 +12,7 @@ import { loadConfig } from '../config';
 import { ApiClient } from './api-client';
 import { UsageError } from './cli-args';
 import { planText } from './plan-text';
-import { buildSpec, parseSubmitArgs } from './submit-spec';
+import { buildSpec, parseSubmitArgs, type WorkspaceSummary } from './submit-spec';
 import { watchToExit } from './watch';
 import { WorkspacePackError } from './workspace-tar';
 
@@ -21,8 +21,9 @@ export async function run(argv: string[]): Promise<number> {
   if (o.dryRun && o.watch) throw new UsageError('--dry-run and --watch contradict each other (a dry run queues nothing)');
   const client = ApiClient.from(o, loadConfig());
   let spec: Record<string, unknown>;
+  let workspace: WorkspaceSummary | undefined;
   try {
-    ({ spec } = await buildSpec(o, (line) => process.stderr.write(`corral submit: ${line}\n`), { put: (tar) => client.uploadWorkspace(tar), find: (id) => client.findWorkspace(id) }));
+    ({ spec, workspace } = await buildSpec(o, (line) => process.stderr.write(`corral submit: ${line}\n`), { put: (tar) => client.uploadWorkspace(tar), find: (id) => client.findWorkspace(id) }));
   } catch (err) {
     if (err instanceof WorkspacePackError) throw new UsageError(err.message, false);
     throw err;
@@ -30,7 +31,7 @@ export async function run(argv: string[]): Promise<number> {
   const template = 'template' in o.source ? o.source.template : undefined;
   if (o.dryRun) {
     const plan = template !== undefined ? await client.submitTemplate(template, spec, true) : await client.plan(spec);
-    process.stdout.write(planText(plan));
+    process.stdout.write(planText(plan, workspace));
     return 0;
   }
   const { id } = template !== undefined ? await client.submitTemplate(template, spec) : await client.submit(spec);

@@ -54,8 +54,10 @@ Options override what SPEC.json says. --template NAME runs one of the server's t
 (\`corral templates\` lists them) with its parameters given by --set.
 
   --dry-run            check everything the server checks and print the plan it resolved (tools,
-                       done checks, egress, limits, budgets, policy, model); nothing is queued and
-                       no model is called. Exit 0 when it would be accepted, 1 with the reasons
+                       each done check, the environment and its setup, egress, limits, budgets,
+                       policy, model, the workspace: upload id, git remote); nothing is queued, no
+                       model is called, no workspace is uploaded. Exit 0 when it would be
+                       accepted, 1 with the reasons
   --template NAME      a server template instead of a task file (only --set, --workspace, --dry-run
                        and --watch apply: the template sets the rest of the spec)
   --set K=V            a template parameter (repeatable)
@@ -71,6 +73,12 @@ Options override what SPEC.json says. --template NAME runs one of the server's t
   --exclude PATTERN    leave out matching paths (repeatable): a name or glob such as node_modules,
                        .git or *.log matches at any depth; a pattern with "/" (build/*.o) is
                        matched against the whole path from DIR
+  --git URL            the workspace is a git remote the worker clones (one of the server's
+                       CORRAL_GIT_REMOTES); --ref R a branch, tag or commit (default: its HEAD),
+                       --depth N history fetched (default 1), --bundle: the agent's commits come
+                       back as agent.bundle (corral artifacts RUN bundle -o FILE)
+  --patch-exclude PAT  a gitignore pattern the patch leaves out, besides the workspace's own
+                       .gitignore (repeatable; "!PAT" brings a path back)
   --allow-domain D     let the sandbox reach host D (repeatable; "*.example.org" for subdomains)
   --approvals          calls the policy cannot settle wait for \`corral approve\` (default: refused)
   --policy NAME        the server's policy to use (default: default)

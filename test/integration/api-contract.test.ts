@@ -162,6 +162,10 @@ test('every route, every documented status: each answer is documented for its ro
   await call(app, 'POST', '/v1/runs', { body: 'task=x', headers: { 'content-type': 'text/plain' } }); // 415
   await call(app, 'POST', '/v1/runs', { body: run({ task: 'x'.repeat(250_000) }) }); // 413
   await call(app, 'POST', '/v1/runs?dryRun=true', { body: run() }); // 200: the plan
+  await call(app, 'POST', '/v1/runs/plan', { body: run() }); // 200: the plan, its own schema
+  await call(app, 'POST', '/v1/runs/plan', { body: run({ task: 'x'.repeat(250_000) }) }); // 413
+  await call(app, 'POST', '/v1/runs/plan', { body: 'task=x', headers: { 'content-type': 'text/plain' } }); // 415
+  await call(dead, 'POST', '/v1/runs/plan', { body: run({ replayOf: 'run_deadredis1' }) }); // 503: a replay's source is looked up
   for (let i = 0; i < 6; i++) await call(app, 'POST', '/v1/runs', { body: run(), token: TOKENS.globex }); // the sixth: 429
   const id = created.id;
   await call(app, 'GET', '/v1/runs');
@@ -222,6 +226,11 @@ test('every route, every documented status: each answer is documented for its ro
   await call(app, 'POST', tpl, { body: { params: {} }, headers: { 'idempotency-key': 'contract-t' } }); // 200: a repeat
   await call(app, 'POST', tpl, { body: { params: { packageDir: 'other' } }, headers: { 'idempotency-key': 'contract-t' } }); // 409
   await call(app, 'POST', `${tpl}?dryRun=true`, { body: { params: {} } }); // 200: the plan
+  const tplPlan = `/v1/templates/${templates[0]!.name}/plan`;
+  await call(app, 'POST', tplPlan, { body: { params: {} } }); // 200
+  await call(app, 'POST', tplPlan, { body: { params: { nope: 1 } } }); // 400
+  await call(app, 'POST', '/v1/templates/no-such-template/plan', { body: {} }); // 404
+  await call(app, 'POST', tplPlan, { body: 'x', headers: { 'content-type': 'text/plain' } }); // 415
   await call(app, 'POST', tpl, { body: { params: { packageDir: 'x'.repeat(250_000) } } }); // 413
   await call(app, 'POST', tpl, { body: { params: {} }, token: TOKENS.globex }); // 429
   const schedule = (await call(app, 'POST', '/v1/schedules', { body: { template: templates[0]!.name, cron: '0 6 * * 1', params: templates[0]!.examples?.[0]?.params ?? {} } })).body as { id: string };
@@ -245,7 +254,9 @@ test('every route, every documented status: each answer is documented for its ro
   await call(app, 'DELETE', '/v1/schedules/bad id');
   // workspaces
   const wsTar = await makeTar([{ name: 'src/app.py', body: 'print(1)\n' }]);
-  await call(app, 'PUT', '/v1/workspaces', { body: wsTar, headers: { 'content-type': 'application/x-tar' } }); // 201
+  const stored = (await call(app, 'PUT', '/v1/workspaces', { body: wsTar, headers: { 'content-type': 'application/x-tar' } })).body as { id: string }; // 201
+  await call(app, 'GET', `/v1/workspaces/${stored.id}`); // 200: kept
+  await call(app, 'GET', `/v1/workspaces/ws_${'0'.repeat(64)}`); // 404
   await call(app, 'PUT', '/v1/workspaces', { body: gzipSync(wsTar), headers: { 'content-type': 'application/gzip' } }); // 200: the same tar
   await call(app, 'PUT', '/v1/workspaces', { body: await makeTar([{ name: '../x', body: 'x' }]), headers: { 'content-type': 'application/x-tar' } }); // 400
   await call(app, 'PUT', '/v1/workspaces', { body: 'a tar', headers: { 'content-type': 'text/plain' } }); // 415

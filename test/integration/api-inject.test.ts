@@ -159,7 +159,8 @@ describe('GET /v1/runs/:id', () => {
     const r = (await f.call('GET', `/v1/runs/${id}`)).json<Record<string, unknown>>();
     expect(r).toMatchObject({ status: 'awaiting_approval', pendingApprovals: [{ callId: 'call_9', tool: 'bash', args: { command: 'rm x' }, risk: 'medium' }] });
     const answered = await f.call('POST', `/v1/runs/${id}/approvals/call_9`, { body: { decision: 'deny', by: 'tester' } });
-    expect(answered).toMatchObject({ status: 200, body: { id, callId: 'call_9', decision: 'deny', by: 'tester' } });
+    // Who answered is the token's principal; the body's "by" is kept as a note.
+    expect(answered).toMatchObject({ status: 200, body: { id, callId: 'call_9', decision: 'deny', by: expect.stringMatching(/^acme\/key-[0-9a-f]{8}$/), principal: { kind: 'token', tenant: 'acme' }, note: 'tester' } });
     expect((await f.call('POST', `/v1/runs/${id}/approvals/call_9`, { body: { decision: 'approve' } })).status).toBe(409);
   });
 });

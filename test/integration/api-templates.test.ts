@@ -16,7 +16,9 @@ import { loadTemplates } from '../../src/api/load-templates';
 import { IdempotencyStore } from '../../src/queue/idempotency';
 import { newRunId } from '../../src/queue/run-queue';
 import { TenantQuota } from '../../src/queue/tenant-quota';
+import { WorkspaceUploads } from '../../src/workspaces/workspace-uploads';
 import { TOKENS, startApiFixture, type ApiFixture } from '../support/api-fixture';
+import { makeTar } from '../support/make-tar';
 
 jest.setTimeout(60_000);
 const run = promisify(execFile);
@@ -25,7 +27,10 @@ const templates = loadTemplates(join(__dirname, '..', '..', 'templates'));
 
 let f: ApiFixture;
 beforeAll(async () => {
-  f = await startApiFixture({ env: { CORRAL_TENANT_MAX_ACTIVE_RUNS: '1000', CORRAL_TENANT_SUBMITS_PER_MIN: '1000' }, deps: { templates } });
+  f = await startApiFixture({
+    env: { CORRAL_TENANT_MAX_ACTIVE_RUNS: '1000', CORRAL_TENANT_SUBMITS_PER_MIN: '1000', CORRAL_GIT_REMOTES: 'https://git.example.com/acme/' },
+    deps: { templates, uploads: new WorkspaceUploads(mkdtempSync(join(tmpdir(), 'corral-plan-uploads-')), 3600) },
+  });
 });
 afterAll(async () => {
   await f?.close();
@@ -92,6 +97,29 @@ test('dryRun=true: the resolved plan, nothing queued, nothing counted against th
   expect(t.json()).toMatchObject({ doneChecks: ['test -s web/DEPENDENCIES.md'], labels: { template: 'dependency-report' }, tools: ['bash', 'read_file', 'list_files', 'write_file'] });
   expect((await jobs()).length).toBe(before);
   expect((await f.call('GET', '/v1/runs?limit=200')).json<{ runs: Array<{ task: string }> }>().runs.some((x) => x.task.includes('Fix it'))).toBe(false);
+});
+
+test('POST /v1/runs/plan: the plan with its own schema — the upload a workspace.id names, a git remote, setup, what the patch leaves out', async () => {
+  const before = (await jobs()).length;
+  const put = await f.app.inject({ method: 'PUT', url: '/v1/workspaces', headers: { authorization: `Bearer ${TOKENS.acme}`, 'content-type': 'application/x-tar' }, payload: await makeTar([{ name: 'a.txt', body: 'hello\n' }, { name: 'b/c.txt', body: 'x' }]) });
+  const id = (JSON.parse(put.body) as { id: string }).id;
+  const up = await f.call('POST', '/v1/runs/plan', { body: { task: 'x', workspace: { id }, patch: { exclude: ['dist/'] } } });
+  expect(up.status).toBe(200);
+  expect(up.json()).toMatchObject({ dryRun: true, workspace: { files: 0, tarBytes: 0, upload: { id, files: 2, bytes: 7 } }, patch: { gitignore: true, exclude: ['dist/'] }, environment: { name: 'default', setupTimeoutS: 600 } });
+  const git = await f.call('POST', '/v1/runs/plan', { body: { task: 'x', workspace: { git: { url: 'https://git.example.com/acme/app.git', ref: 'main', bundle: true } } } });
+  expect(git.json()).toMatchObject({ workspace: { git: { url: 'https://git.example.com/acme/app.git', ref: 'main', depth: 1, bundle: true } } });
+  // The same refusals as a submission, naming the field.
+  const outside = await f.call('POST', '/v1/runs/plan', { body: { task: 'x', workspace: { git: { url: 'https://elsewhere.example.org/x.git' } } } });
+  expect({ status: outside.status, field: outside.json<{ error: { field: string } }>().error.field }).toEqual({ status: 400, field: 'workspace.git.url' });
+  const t = await f.call('POST', '/v1/templates/dependency-report/plan', { body: { params: { packageDir: 'web' } } });
+  expect(t.json()).toMatchObject({ dryRun: true, doneChecks: ['test -s web/DEPENDENCIES.md'], labels: { template: 'dependency-report' } });
+  expect((await jobs()).length).toBe(before);
+  // Its answer has a schema of its own in the OpenAPI document (no union to narrow), unlike ?dryRun=true on POST /v1/runs.
+  const doc = (await f.call('GET', '/openapi.json')).json<{ paths: Record<string, Record<string, { responses: Record<string, { content: Record<string, { schema: Record<string, unknown> }> }> }>> }>();
+  const schema = doc.paths['/v1/runs/plan']!.post!.responses['200']!.content['application/json']!.schema;
+  expect(schema.anyOf ?? schema.oneOf).toBeUndefined();
+  expect(schema).toMatchObject({ properties: { dryRun: expect.anything(), workspace: expect.anything(), environment: expect.anything() } });
+  expect(doc.paths['/v1/templates/{name}/plan']!.post!.responses['200']!.content['application/json']!.schema.anyOf).toBeUndefined();
 });
 
 test.each([

@@ -8,6 +8,7 @@ import { loadConfig } from '../../src/config';
 import { ApiClient, ApiError, ApiUnreachableError } from '../../src/cli/api-client';
 import { parseArgs, positionals, UsageError, wantsHelp } from '../../src/cli/cli-args';
 import { errorLine } from '../../src/cli/error-line';
+import { planText } from '../../src/cli/plan-text';
 import { buildSpec, parseBudgets, parseSubmitArgs } from '../../src/cli/submit-spec';
 import { HELP } from '../../src/cli/usage';
 
@@ -60,13 +61,13 @@ describe('corral submit arguments', () => {
       '--approvals', '--policy', 'strict', '--budget', 'llmCalls=10,toolCalls=20', '--budget', 'costUsd=0.25', '--watch', '--api', 'http://h:9', '--token', 't0k',
     ]);
     expect(o).toEqual({
-      source: { file: 'TASK.md' }, workspace: 'repo', exclude: ['node_modules', '.git'], allowDomains: ['pypi.org', '*.pythonhosted.org'],
+      source: { file: 'TASK.md' }, workspace: 'repo', exclude: ['node_modules', '.git'], patchExclude: [], allowDomains: ['pypi.org', '*.pythonhosted.org'],
       approvals: true, policy: 'strict', budgets: { llmCalls: 10, toolCalls: 20, costUsd: 0.25 }, watch: true, plain: false, dryRun: false, api: 'http://h:9', token: 't0k',
     });
   });
 
   test('defaults: no watch, no approvals, nothing overridden', () => {
-    expect(parseSubmitArgs(['spec.json'])).toEqual({ source: { file: 'spec.json' }, exclude: [], allowDomains: [], approvals: false, budgets: {}, watch: false, plain: false, dryRun: false });
+    expect(parseSubmitArgs(['spec.json'])).toEqual({ source: { file: 'spec.json' }, exclude: [], patchExclude: [], allowDomains: [], approvals: false, budgets: {}, watch: false, plain: false, dryRun: false });
     expect(parseSubmitArgs(['--task', 'say hi', '--no-watch']).source).toEqual({ task: 'say hi' });
   });
 
@@ -113,6 +114,25 @@ describe('corral submit arguments', () => {
     expect((await buildSpec(o)).spec).toEqual({ task: 'x', routing: { strong: 'big', cheap: 'small', strongOn: ['first-turn', 'after-failed-check'] } });
     expect((await buildSpec(parseSubmitArgs(['--task', 'x', '--route', 'big,small']))).spec.routing).toEqual({ strong: 'big', cheap: 'small' });
     expect((await buildSpec(parseSubmitArgs(['--task', 'x', '--model', 'one']))).spec).toEqual({ task: 'x', model: 'one' });
+  });
+
+  test('--git URL [--ref R] [--depth N] [--bundle] is workspace.git; --patch-exclude is patch.exclude', async () => {
+    const o = parseSubmitArgs(['--task', 'x', '--git', 'https://git.example.com/acme/app.git', '--ref', 'main', '--bundle', '--patch-exclude', 'dist/', '--patch-exclude', '!dist/keep.js']);
+    expect((await buildSpec(o)).spec).toEqual({
+      task: 'x', workspace: { git: { url: 'https://git.example.com/acme/app.git', ref: 'main', bundle: true } }, patch: { exclude: ['dist/', '!dist/keep.js'] },
+    });
+    expect((await buildSpec(parseSubmitArgs(['--task', 'x', '--git', 'ssh://git@h/r.git', '--depth', '50']))).spec.workspace).toEqual({ git: { url: 'ssh://git@h/r.git', depth: 50, bundle: false } });
+  });
+
+  test.each([
+    [['--task', 'x', '--git', 'https://h/r.git', '--workspace', '.'], /either --workspace DIR or --git URL/],
+    [['--task', 'x', '--ref', 'main'], /--ref only applies with --git URL/],
+    [['--task', 'x', '--bundle'], /--bundle only applies with --git URL/],
+    [['--task', 'x', '--git', 'https://h/r.git', '--ref', '../x'], /--ref must be a branch, a tag or a commit id/],
+    [['--task', 'x', '--git', 'https://h/r.git', '--depth', '0'], /--depth .*>=1/],
+    [['--task', 'x', '--patch-exclude', '# comment'], /--patch-exclude # comment: must be a gitignore pattern/],
+  ])('%j is refused: %s', (argv, message) => {
+    expect(() => parseSubmitArgs(argv)).toThrow(message);
   });
 
   test('budget names are case-insensitive and can repeat', () => {
@@ -228,4 +248,50 @@ describe('--budget limits come from the server\'s RunBudgets schema (issue 14, d
   test('values the server accepts pass', () => {
     expect(parseBudgets(['llmCalls=1,toolCalls=0,tokens=1000,wallTimeS=5,costUsd=0'])).toEqual({ llmCalls: 1, toolCalls: 0, tokens: 1000, wallTimeS: 5, costUsd: 0 });
   });
+});
+
+describe('a dry run with a large directory uploads nothing; a directory the server keeps is not sent again', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'corral-dryrun-'));
+    mkdirSync(join(dir, 'ws'));
+    writeFileSync(join(dir, 'ws', 'big.bin'), Buffer.alloc(3 * 1024 * 1024, 7));
+    writeFileSync(join(dir, 'TASK.md'), 'do it');
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  test('the id is computed, the server asked, nothing put', async () => {
+    const puts: unknown[] = [];
+    const asked: string[] = [];
+    const uploads = { put: async (t: unknown) => { puts.push(t); throw new Error('must not upload'); }, find: async (id: string) => { asked.push(id); return null; } };
+    const notes: string[] = [];
+    const r = await buildSpec(parseSubmitArgs([join(dir, 'TASK.md'), '--workspace', join(dir, 'ws'), '--dry-run']), (l) => notes.push(l), uploads);
+    expect(puts).toEqual([]);
+    expect(asked).toHaveLength(1);
+    expect(r.workspace).toMatchObject({ how: 'not-sent', id: asked[0], files: 1, bytes: 3 * 1024 * 1024 });
+    expect(r.spec.workspace).toBeUndefined();
+    expect(notes.at(-1)).toMatch(/would be uploaded as ws_[0-9a-f]{64} \(a dry run sends nothing\)/);
+    // The plan's text names what would go up.
+    const text = planText({ task: 'do it', tools: ['bash'], doneChecks: ['npm test', 'npm run lint'], environment: { name: 'node', image: 'corral/sandbox-node:latest', setup: ['npm ci'], setupEgress: ['registry.npmjs.org'], setupTimeoutS: 600, cached: true }, egress: [], limits: {}, budgets: { wallTimeS: 600 }, policy: 'default', approvals: false, model: 'm', workspace: { files: 0, tarBytes: 0 }, patch: { gitignore: true, exclude: ['dist/'] } }, r.workspace);
+    expect(text).toContain(`  workspace   ${join(dir, 'ws')}: 1 file(s), 0 link(s), 3.0 MiB — would be uploaded as ${asked[0]} (a dry run sends nothing)`);
+    expect(text).toContain('  done checks npm test\n              npm run lint\n');
+    expect(text).toContain('  setup       npm ci\n              egress registry.npmjs.org; at most 600 s, apart from wallTimeS; cached by its lockfiles\n');
+    expect(text).toContain('  patch       leaves out what the workspace\'s .gitignore names; and dist/');
+  });
+
+  test('a kept directory: its id goes in the spec, nothing is sent (a real submission too)', async () => {
+    const uploads = { put: async () => { throw new Error('must not upload'); }, find: async (id: string) => ({ id, expiresAt: '2030-01-01T00:00:00.000Z' }) };
+    const notes: string[] = [];
+    const r = await buildSpec(parseSubmitArgs([join(dir, 'TASK.md'), '--workspace', join(dir, 'ws')]), (l) => notes.push(l), uploads);
+    expect(r.spec.workspace).toEqual({ id: r.workspace!.id });
+    expect(notes.at(-1)).toMatch(/the server keeps it already as ws_[0-9a-f]{64} \(nothing sent; kept until 2030/);
+  });
+});
+
+test('the plan text: an upload and a git remote as the server resolved them', () => {
+  const base = { task: 't', tools: [], doneChecks: [], environment: { name: 'default', image: 'corral/sandbox:latest', setup: [], setupEgress: [], setupTimeoutS: 600, cached: false }, egress: [], limits: {}, budgets: {}, policy: 'default', approvals: true, model: 'm', patch: { gitignore: true, exclude: [] } };
+  expect(planText({ ...base, workspace: { files: 0, tarBytes: 0, upload: { id: 'ws_ab', files: 120, bytes: 61 * 1024 * 1024 } } })).toContain('  workspace   upload ws_ab: 120 file(s), 61.0 MiB (kept on the server)\n');
+  expect(planText({ ...base, workspace: { files: 0, tarBytes: 0, git: { url: 'https://git.example.com/a.git', ref: 'main', depth: 1, bundle: true } } }))
+    .toContain("  workspace   git https://git.example.com/a.git at main (depth 1; the agent's commits come back as agent.bundle), cloned by the worker\n");
+  expect(planText({ ...base, workspace: { files: 0, tarBytes: 0 } })).toContain('  done checks none\n  environment default (corral/sandbox:latest)\n  setup       none\n');
 });
