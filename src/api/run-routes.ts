@@ -22,7 +22,7 @@ import {
   ListQuery, RunCreated, SubmitQuery, RunDetail, RunPageDoc, RunParams,
 } from './schemas';
 import { planRun, RunPlan } from './run-plan';
-import { admission, checkReplaySource, admitBody, checkSpec, createRun, submitRun } from './submit-run';
+import { admission, admitBody, checkReplaySource, createRun, submitRun } from './submit-run';
 
 const LIST_TASK_CHARS = 500;
 
