@@ -44,7 +44,7 @@ export default tseslint.config(
     files: ['src/console/assets/**/*.js'],
     languageOptions: {
       sourceType: 'script',
-      globals: Object.fromEntries(['window', 'document', 'location', 'sessionStorage', 'fetch', 'setTimeout', 'setInterval', 'clearInterval', 'AbortController', 'TextDecoderStream', 'URL'].map((g) => [g, 'readonly'])),
+      globals: Object.fromEntries(['window', 'document', 'location', 'sessionStorage', 'fetch', 'setTimeout', 'setInterval', 'clearInterval', 'AbortController', 'TextDecoderStream', 'TextEncoder', 'Blob', 'performance', 'URL'].map((g) => [g, 'readonly'])),
     },
     rules: {
       'no-restricted-properties': ['error',

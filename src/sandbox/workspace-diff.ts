@@ -93,9 +93,16 @@ export function diffFile(path: string, before: FileSide | null, after: FileSide 
   const b = after ? gitName('b/', path) : '/dev/null';
   const oldText = before ? textOf(before) : '';
   const newText = after ? textOf(after) : '';
-  const patch = oldText !== null && newText !== null
-    ? structuredPatch(a, b, oldText, newText, undefined, undefined, { context: 3, timeout: DIFF_TIMEOUT_MS })
-    : undefined;
+  const bothText = oldText !== null && newText !== null;
+  const patch = bothText ? structuredPatch(a, b, oldText, newText, undefined, undefined, { context: 3, timeout: DIFF_TIMEOUT_MS }) : undefined;
+  if (!patch && bothText) {
+    // Too costly to diff line by line (every line of a large file changed): one hunk replacing the
+    // whole file — still text a reviewer reads and git applies.
+    const r = replaceAll(oldText, newText);
+    change.added = r.added;
+    change.removed = r.removed;
+    return { change, text: `${[...head, `--- ${a}`, `+++ ${b}`].join('\n')}\n${r.hunk}` };
+  }
   if (!patch) {
     change.binary = true;
     return { change, text: binarySection(change, head, before, after) };
@@ -133,4 +140,26 @@ function binarySection(change: FileChange, head: string[], before: FileSide | nu
   }
   const sameMode = before && after && gitMode(before.mode) === gitMode(after.mode) ? gitMode(after.mode) : undefined;
   return `${head.join('\n')}\n${binaryBody({ beforeId, afterId, after: after?.data ?? null, beforeData: before?.data ?? null, ...(sameMode ? { mode: sameMode } : {}) })}`;
+}
+
+/** Lines of a text as a diff sees them, and whether its last line lacks its newline. */
+function linesOf(text: string): { lines: string[]; noNewline: boolean } {
+  if (text === '') return { lines: [], noNewline: false };
+  const lines = text.split('\n');
+  const noNewline = lines.at(-1) !== '';
+  if (!noNewline) lines.pop();
+  return { lines, noNewline };
+}
+
+/** One hunk that removes every line of `before` and adds every line of `after`. */
+function replaceAll(before: string, after: string): { hunk: string; added: number; removed: number } {
+  const o = linesOf(before);
+  const n = linesOf(after);
+  const range = (start: number, count: number) => `${count === 0 ? 0 : start},${count}`;
+  const out = [`@@ -${range(1, o.lines.length)} +${range(1, n.lines.length)} @@`];
+  for (const l of o.lines) out.push(`-${l}`);
+  if (o.noNewline) out.push('\\ No newline at end of file');
+  for (const l of n.lines) out.push(`+${l}`);
+  if (n.noNewline) out.push('\\ No newline at end of file');
+  return { hunk: `${out.join('\n')}\n`, added: n.lines.length, removed: o.lines.length };
 }

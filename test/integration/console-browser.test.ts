@@ -11,7 +11,8 @@
  * Nothing leaves the machine: chromium's own background traffic is off, its proxy for anything but
  * loopback is a closed port and its resolver answers only 127.0.0.1.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { CONSOLE_CSP } from '../../src/console/console-routes';
@@ -20,6 +21,7 @@ import { decisionsAnswer, promptText } from '../support/fake-decisions-server';
 import { finalTurn, scriptedAgent, toolCallTurn } from '../support/fake-openai-chat';
 import { startHarness, type Harness } from '../support/corral-harness';
 import { eventually } from '../support/eventually';
+import { makeTar } from '../support/make-tar';
 
 jest.setTimeout(240_000);
 
@@ -38,6 +40,12 @@ const agent = scriptedAgent({
     toolCallTurn([{ name: 'bash', args: { command: 'rm -r notes.txt 2>/dev/null; echo removed > gone.txt; echo removed' } }]),
     finalTurn('removed it'),
   ],
+  // A change of every line of a 100 KB file: a patch of about 200 KB.
+  'CONSOLE-FILES': [
+    toolCallTurn([{ name: 'bash', args: { command: "sed -i 's/^/changed /' big.txt && printf '\\000\\001\\002' > logo.bin" } }]),
+    finalTurn('changed every line'),
+  ],
+  'CONSOLE-DIR': [toolCallTurn([{ name: 'bash', args: { command: 'cat sub/hello.txt' } }]), finalTurn('read the directory')],
   'CONSOLE-XSS': [
     toolCallTurn([{ name: 'bash', args: { command: `printf '%s\\n' '${XSS.script}' '${XSS.img.replace(/'/g, '')}' '${XSS.raw.replace(/'/g, '')}' && printf x > '<img src=x onerror=alert(1)>.txt'` } }]),
     finalTurn(`Done. ${XSS.script} ${XSS.img} ${XSS.link} ${XSS.raw}`),
@@ -209,5 +217,102 @@ test('markup from the task, the model, tool output and file names renders inert,
     expect(found).toEqual({ pwned: null, scripts: ['/ui/console.js'], imgs: 0, jsLinks: 0, overflow: false });
     expect(errors).toEqual([]);
     await page.close();
+  }
+});
+
+test('the new-run form takes a tar file, a directory, a git remote, budgets and an environment; the run page downloads every file; a 200 KB patch renders', async () => {
+  const work = mkdtempSync(join(tmpdir(), 'corral-console-files-'));
+  try {
+    const { page, errors } = await newPage(1280);
+    await signIn(page);
+    // A tar file, budgets and the environment from the form.
+    const lines = Array.from({ length: 4000 }, (_, i) => `line ${String(i).padStart(5, '0')} of the big file`).join('\n');
+    writeFileSync(join(work, 'ws.tar'), await makeTar([{ name: 'big.txt', body: `${lines}\n` }, { name: 'README.md', body: '# hi\n' }]));
+    await page.goto(`${h.url}/ui#/new`);
+    await page.waitForSelector('#task');
+    await page.type('#task', '# Task\nCONSOLE-FILES: change every line\n');
+    await page.select('#ws-kind', 'tar');
+    await (await page.$('#ws-tar'))!.uploadFile(join(work, 'ws.tar'));
+    await page.type('#budget-llmCalls', '7');
+    await page.type('#budget-wallTimeS', '300');
+    await page.select('#environment', 'default');
+    await shot(page, '10-new-run-tar');
+    await page.click('#submit-run');
+    await page.waitForFunction('/^#\\/runs\\/run_/.test(location.hash)');
+    const id = (await page.evaluate('location.hash') as string).slice('#/runs/'.length);
+    const run = await waitRun(id, (r) => !!r.finishedAt);
+    expect(run).toMatchObject({ status: 'succeeded', budgets: { llmCalls: { limit: 7 }, wallTimeS: { limit: 300 } } });
+
+    // Every file of the run downloads from its page (the bearer header, never the token in a URL).
+    const downloads = join(work, 'downloads');
+    mkdirSync(downloads);
+    const cdp = await page.createCDPSession();
+    await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
+    await page.waitForSelector('#downloads button[data-download=report]', { timeout: 30_000 });
+    const buttons = await page.$$eval('#downloads button', (b) => b.map((x) => x.getAttribute('data-download')));
+    expect(buttons).toEqual(['patch', 'tar', 'log', 'report']);
+    for (const b of buttons) await page.click(`#downloads button[data-download=${b}]`);
+    const names = [`${id}-workspace.patch`, `${id}-workspace.tar`, `${id}-events.jsonl`, `${id}-report.md`];
+    await eventually(() => readdirSync(downloads).sort().join(), { what: 'the four downloads', until: (v) => v === [...names].sort().join() });
+    const patch = (await api<string>('GET', `/v1/runs/${id}/artifacts/patch`)).body;
+    expect(readFileSync(join(downloads, `${id}-workspace.patch`), 'utf8')).toBe(patch);
+    expect(readFileSync(join(downloads, `${id}-report.md`), 'utf8')).toContain('succeeded');
+
+    // The patch tab: about 200 KB rendered; its time goes to test-output (measured, not asserted).
+    expect(patch.length).toBeGreaterThan(190_000);
+    // From the click to the patch laid out and painted (its fetch included), in the page's own clock.
+    const clickToPaint = await page.evaluate(`(async () => {
+      const t0 = performance.now();
+      document.querySelector('#tab-patch').click();
+      while (!document.querySelector('#patch .add')) await new Promise((r) => setTimeout(r, 5));
+      document.querySelector('#patch').getBoundingClientRect();
+      await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      return performance.now() - t0;
+    })()`) as number;
+    const ms = await page.evaluate('window.__corralPatchMs') as number;
+    expect(await page.$eval('#patch', (n) => n.textContent)).toContain('GIT binary patch (');
+    const measured = { patchBytes: patch.length, lines: patch.split('\n').length, buildMs: Math.round(ms), clickToPaintMs: Math.round(clickToPaint) };
+    writeFileSync(join(OUT, 'patch-render.json'), `${JSON.stringify(measured)}\n`);
+    console.log(`console: a ${measured.patchBytes}-byte patch (${measured.lines} lines): built in ${measured.buildMs} ms, click to paint ${measured.clickToPaintMs} ms`);
+    await page.screenshot({ path: join(OUT, '11-big-patch.png') });
+
+    // A directory: packed in the page, uploaded, named by its id.
+    mkdirSync(join(work, 'proj', 'sub'), { recursive: true });
+    writeFileSync(join(work, 'proj', 'sub', 'hello.txt'), 'hello from a directory\n');
+    writeFileSync(join(work, 'proj', `${'long-name-'.repeat(12)}.txt`), 'a name past 100 bytes\n');
+    mkdirSync(join(work, 'proj', 'node_modules'));
+    writeFileSync(join(work, 'proj', 'node_modules', 'left-out.js'), 'x');
+    await page.goto(`${h.url}/ui#/new`);
+    await page.waitForSelector('#task');
+    await page.type('#task', '# Task\nCONSOLE-DIR: read it\n');
+    await page.select('#ws-kind', 'dir');
+    await (await page.$('#ws-dir'))!.uploadFile(join(work, 'proj'));
+    await page.type('#ws-exclude', 'node_modules');
+    await page.click('#submit-run');
+    await page.waitForFunction('/^#\\/runs\\/run_/.test(location.hash)');
+    const dirRun = (await page.evaluate('location.hash') as string).slice('#/runs/'.length);
+    expect(await waitRun(dirRun, (r) => !!r.finishedAt)).toMatchObject({ status: 'succeeded' });
+    const tar = (await fetch(`${h.url}/v1/runs/${dirRun}/artifacts/workspace.tar`, { headers: { authorization: `Bearer ${TOKEN}` } }));
+    const tarText = Buffer.from(await tar.arrayBuffer()).toString('latin1');
+    expect(tarText).toContain('hello from a directory');
+    expect(tarText).toContain('a name past 100 bytes');
+    expect(tarText).not.toContain('left-out.js');
+
+    // A git remote: sent as workspace.git (this server allows none, so its refusal names the field).
+    await page.goto(`${h.url}/ui#/new`);
+    await page.waitForSelector('#task');
+    await page.type('#task', 'CONSOLE-GIT: clone it');
+    await page.select('#ws-kind', 'git');
+    await page.type('#git-url', 'https://git.example.com/acme/app.git');
+    await page.type('#git-ref', 'main');
+    await page.click('#git-bundle');
+    await page.click('#submit-run');
+    await page.waitForFunction('/workspace\\.git\\.url/.test(document.querySelector("[role=alert]")?.textContent ?? "")');
+    await shot(page, '12-new-run-git-refused');
+    errors.length = 0; // the refused submission's 400 is logged by the browser
+    expect(errors).toEqual([]);
+    await page.close();
+  } finally {
+    rmSync(work, { recursive: true, force: true });
   }
 });

@@ -134,3 +134,14 @@ test('a large old side with only its id at hand still gives an applying patch (f
   expect(readdirSync(dir)).toEqual(['blob.bin']);
   expect(readFileSync(join(dir, 'blob.bin'))).toEqual(small);
 });
+
+test('a text change too costly to diff line by line is one hunk replacing the file: text, counted, and it applies', () => {
+  const before = Array.from({ length: 20_000 }, (_, i) => `line ${i} of the old file`).join('\n');
+  const after = `${Array.from({ length: 20_000 }, (_, i) => `LINE ${i} OF THE NEW FILE`).join('\n')}\n`;
+  const d = diffFile('big.txt', sideOf(Buffer.from(before), 0o644), sideOf(Buffer.from(after), 0o644))!;
+  expect(d.change).toMatchObject({ added: 20_000, removed: 20_000 });
+  expect(d.change.binary).toBeUndefined();
+  expect(d.text).toMatch(/^diff --git a\/big\.txt b\/big\.txt\n--- a\/big\.txt\n\+\+\+ b\/big\.txt\n@@ -1,20000 \+1,20000 @@\n-line 0 of the old file\n/);
+  expect(d.text).toContain('-line 19999 of the old file\n\\ No newline at end of file\n+LINE 0 OF THE NEW FILE\n');
+  expectApplies({ 'big.txt': f(before) }, { 'big.txt': f(after) });
+});

@@ -20,7 +20,8 @@
       else if (k === 'text') n.textContent = String(v);
       else if (k === 'href') n.setAttribute('href', String(v).startsWith('#/') ? v : '#/runs');
       else if (k === 'on') for (const [ev, fn] of Object.entries(v)) n.addEventListener(ev, fn);
-      else if (k.startsWith('data-') || k.startsWith('aria-') || ['type', 'name', 'id', 'value', 'placeholder', 'for', 'role', 'autocomplete'].includes(k)) n.setAttribute(k, String(v));
+      else if (k.startsWith('data-') || k.startsWith('aria-') || ['type', 'name', 'id', 'value', 'placeholder', 'for', 'role', 'autocomplete', 'accept', 'min', 'max', 'step', 'inputmode'].includes(k)) n.setAttribute(k, String(v));
+      else if (k === 'multiple' || k === 'webkitdirectory') n.setAttribute(k, '');
       else if (k === 'checked' || k === 'disabled' || k === 'hidden') n[k] = Boolean(v);
       else if (k === 'style-width') n.style.width = v;
     }
@@ -107,23 +108,117 @@
   }
 
   // ---- new run ---------------------------------------------------------------------------------------
+  // A workspace from the browser: a directory (packed into a tar here, from the File objects as they
+  // are: the browser reads them while the upload streams) or a tar file, sent with PUT /v1/workspaces
+  // and named by the id it answers; or a git remote the worker clones.
+  const enc = new TextEncoder();
+  function tarHeader(name, size, type) {
+    const h = new Uint8Array(512);
+    const put = (s, at, len) => h.set(enc.encode(s).subarray(0, len), at);
+    const octal = (n, len) => `${n.toString(8).padStart(len - 1, '0')}\0`;
+    put(name, 0, 100);
+    put(octal(0o644, 8), 100, 8); put(octal(0, 8), 108, 8); put(octal(0, 8), 116, 8);
+    put(octal(size, 12), 124, 12); put(octal(0, 12), 136, 12);
+    h.fill(32, 148, 156);
+    put(type, 156, 1); put('ustar\0', 257, 6); put('00', 263, 2);
+    const sum = h.reduce((a, b) => a + b, 0);
+    put(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 8);
+    return h;
+  }
+  const padding = (size) => new Uint8Array((512 - (size % 512)) % 512);
+  /** A PAX record "LEN path=NAME\n" (LEN counts itself) for names a ustar header cannot hold. */
+  function paxPath(name) {
+    const body = ` path=${name}\n`;
+    let len = enc.encode(body).length + 1;
+    while (String(len).length + enc.encode(body).length !== len) len = String(len).length + enc.encode(body).length;
+    return enc.encode(`${len}${body}`);
+  }
+  /** The files of a picked directory (paths below it) as one uncompressed tar Blob; nothing is read yet. */
+  function tarOf(entries) {
+    const parts = [];
+    for (const { path, file } of entries) {
+      if (enc.encode(path).length > 99) {
+        const pax = paxPath(path);
+        parts.push(tarHeader('././@PaxHeader', pax.length, 'x'), pax, padding(pax.length));
+      }
+      parts.push(tarHeader(path, file.size, '0'), file, padding(file.size));
+    }
+    parts.push(new Uint8Array(1024));
+    return new Blob(parts, { type: 'application/x-tar' });
+  }
+  async function upload(blob, type) {
+    const res = await fetch('/v1/workspaces', { method: 'PUT', headers: headers({ 'content-type': type }), body: blob });
+    const data = await res.json().catch(() => ({}));
+    if (!res.ok) throw new Error(data.error ? `${data.error.code}: ${data.error.message}` : `upload: HTTP ${res.status}`);
+    return data;
+  }
+  const BUDGETS = [['llmCalls', 'LLM calls'], ['toolCalls', 'tool calls'], ['tokens', 'tokens'], ['wallTimeS', 'wall time (s)'], ['costUsd', 'cost (USD)']];
+
   function newRunView() {
     const task = el('textarea', { id: 'task', name: 'task', placeholder: '# Task\n…\n\n# Done means\n- check: python3 -m pytest -q' });
     const approvals = el('input', { type: 'checkbox', id: 'approvals', checked: true });
     const environment = el('select', { id: 'environment', 'aria-label': 'environment' }, el('option', { value: 'default', text: 'default' }));
+    const kind = el('select', { id: 'ws-kind', 'aria-label': 'workspace' }, [['none', 'no files'], ['dir', 'a directory'], ['tar', 'a tar file (.tar, .tar.gz)'], ['git', 'a git remote']].map(([v, t]) => el('option', { value: v, text: t })));
+    const dir = el('input', { type: 'file', id: 'ws-dir', webkitdirectory: true, multiple: true, 'aria-label': 'directory' });
+    const exclude = el('input', { type: 'text', id: 'ws-exclude', placeholder: 'leave out (names, comma-separated): node_modules, .venv' });
+    const tarFile = el('input', { type: 'file', id: 'ws-tar', accept: '.tar,.tar.gz,.tgz,application/x-tar,application/gzip', 'aria-label': 'tar file' });
+    const gitUrl = el('input', { type: 'text', id: 'git-url', placeholder: 'git remote URL (one of the server\'s CORRAL_GIT_REMOTES)' });
+    const gitRef = el('input', { type: 'text', id: 'git-ref', placeholder: 'branch, tag or commit (default: the remote\'s HEAD)' });
+    const gitBundle = el('input', { type: 'checkbox', id: 'git-bundle' });
+    const parts = {
+      dir: el('div', { class: 'stack', hidden: true }, dir, exclude),
+      tar: el('div', { class: 'stack', hidden: true }, tarFile),
+      git: el('div', { class: 'stack', hidden: true }, gitUrl, gitRef, el('label', {}, gitBundle, ' return my commits as a git bundle')),
+    };
+    kind.addEventListener('change', () => { for (const [k, n] of Object.entries(parts)) n.hidden = k !== kind.value; });
+    const budgets = Object.fromEntries(BUDGETS.map(([k]) => [k, el('input', { type: 'number', id: `budget-${k}`, min: '0', step: 'any', inputmode: 'decimal', placeholder: 'default' })]));
+    const progress = el('p', { class: 'muted', id: 'submit-progress' });
     const err = el('p', { class: 'error', role: 'alert' });
     api('GET', '/v1/environments').then((r) => environment.replaceChildren(...r.environments.map((e) => el('option', { value: e.name, text: `${e.name} — ${clip(e.description, 60)}` }))), () => undefined);
+    const workspace = async () => {
+      if (kind.value === 'git') {
+        return { git: { url: gitUrl.value.trim(), ...(gitRef.value.trim() ? { ref: gitRef.value.trim() } : {}), bundle: gitBundle.checked } };
+      }
+      if (kind.value === 'tar') {
+        const f = tarFile.files && tarFile.files[0];
+        if (!f) throw new Error('pick a tar file, or another kind of workspace');
+        const head = new Uint8Array(await f.slice(0, 2).arrayBuffer());
+        progress.textContent = `uploading ${f.name} (${f.size} bytes)…`;
+        return { id: (await upload(f, head[0] === 0x1f && head[1] === 0x8b ? 'application/gzip' : 'application/x-tar')).id };
+      }
+      if (kind.value === 'dir') {
+        const leave = exclude.value.split(',').map((s) => s.trim()).filter(Boolean);
+        const entries = [...(dir.files || [])]
+          .map((file) => ({ file, path: (file.webkitRelativePath || file.name).split('/').slice(1).join('/') }))
+          .filter((e) => e.path && !e.path.split('/').some((seg) => leave.includes(seg)));
+        if (!entries.length) throw new Error('pick a directory with files in it');
+        const bytes = entries.reduce((n, e) => n + e.file.size, 0);
+        progress.textContent = `uploading ${entries.length} file(s), ${bytes} bytes…`;
+        return { id: (await upload(tarOf(entries), 'application/x-tar')).id };
+      }
+      return undefined;
+    };
     show(el('h1', { text: 'New run' }), el('form', { class: 'stack', on: { submit: async (e) => {
       e.preventDefault();
+      err.textContent = '';
       try {
-        const r = await api('POST', '/v1/runs', { task: task.value, approvals: approvals.checked, environment: environment.value });
+        const spec = { task: task.value, approvals: approvals.checked, environment: environment.value };
+        const b = Object.fromEntries(Object.entries(budgets).filter(([, i]) => i.value.trim() !== '').map(([k, i]) => [k, Number(i.value)]));
+        if (Object.keys(b).length) spec.budgets = b;
+        const ws = await workspace();
+        if (ws) spec.workspace = ws;
+        progress.textContent = 'submitting…';
+        const r = await api('POST', '/v1/runs', spec);
         location.hash = `#/runs/${r.id}`;
-      } catch (x) { err.textContent = x.message; }
+      } catch (x) { err.textContent = x.message; progress.textContent = ''; }
     } } },
     el('label', { for: 'task', text: 'Task (markdown: # Task, # Cannot do, # Done means)' }), task,
-    el('label', {}, approvals, ' Ask me about calls the policy cannot settle (otherwise they are refused)'),
+    el('label', { for: 'ws-kind', text: 'Workspace' }), kind, parts.dir, parts.tar, parts.git,
     el('label', { for: 'environment', text: 'Environment' }), environment,
-    el('button', { class: 'primary', type: 'submit', id: 'submit-run', text: 'Submit' }), err));
+    el('fieldset', { class: 'budget-fields' }, el('legend', { text: 'Budgets (empty: the server\'s defaults)' }),
+      BUDGETS.map(([k, label]) => el('label', { for: `budget-${k}` }, `${label} `, budgets[k]))),
+    el('label', {}, approvals, ' Ask me about calls the policy cannot settle (otherwise they are refused)'),
+    el('button', { class: 'primary', type: 'submit', id: 'submit-run', text: 'Submit' }), progress, err));
     task.focus();
     return () => {};
   }
@@ -175,9 +270,32 @@
     }
   }
 
+  /** Fetches one of a run's files with the bearer header and hands it to the browser as a download. */
+  async function download(path, filename) {
+    const res = await fetch(path, { headers: headers() });
+    if (!res.ok) {
+      const data = await res.json().catch(() => ({}));
+      throw new Error(data.error ? `${data.error.code}: ${data.error.message}` : `HTTP ${res.status}`);
+    }
+    const url = URL.createObjectURL(await res.blob());
+    const a = document.createElement('a');
+    a.href = url; // a blob: URL of this page's own making (el() keeps hrefs to the console's routes)
+    a.download = filename;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  }
+  // Every file a run has: the artifacts it recorded, its log while it goes, its report once it ended.
+  const FILES = [
+    ['patch', 'workspace.patch', 'artifacts/patch', 'Patch'], ['tar', 'workspace.tar', 'artifacts/workspace.tar', 'Workspace (tar)'],
+    ['bundle', 'agent.bundle', 'artifacts/agent.bundle', 'Git bundle'], ['log', 'events.jsonl', 'logs', 'Log (JSONL)'], ['report', 'report.md', 'report', 'Report'],
+  ];
+
   function runView(id) {
     let alive = true;
     const head = el('div');
+    const files = el('div', { class: 'toolbar', id: 'downloads' });
     const review = el('div');
     const approvals = el('div', { id: 'approvals' });
     const budgets = el('div', { class: 'budgets' });
@@ -225,6 +343,12 @@
       budgets.replaceChildren(...Object.entries(b).map(([k, u]) => el('div', {},
         el('div', { class: 'muted', text: `${k}: ${Math.round(u.used * 1000) / 1000} / ${u.limit}` }),
         el('div', { class: `bar${u.percent >= 90 ? ' hot' : ''}`, role: 'meter', 'aria-label': k, 'aria-valuenow': u.percent }, el('span', { 'style-width': `${Math.min(100, u.percent)}%` })))));
+      const recorded = new Set((run.artifacts || []).map((a) => a.name));
+      files.replaceChildren(...FILES
+        .filter(([, name]) => recorded.has(name) || name === 'events.jsonl' || (name === 'report.md' && run.finishedAt))
+        .map(([key, name, path, label]) => el('button', { type: 'button', 'data-download': key, text: `⬇ ${label}`, on: { click: async () => {
+          try { await download(`${runPath(id)}/${path}`, `${id}-${name}`); } catch (x) { err.textContent = x.message; }
+        } } })));
       const flags = run.workspace?.needsReview || [];
       review.replaceChildren(...(flags.length ? [el('div', { class: 'review', id: 'needs-review' }, el('strong', { text: `Needs review (${run.workspace.needsReviewTotal})` }),
         el('ul', {}, flags.map((f) => el('li', { text: `${f.path} — ${f.rule}${f.detail ? `: ${f.detail}` : ''}` }))))] : []));
@@ -299,7 +423,7 @@
         await new Promise((r) => setTimeout(r, 1000));
       }
     }
-    show(head, review, approvals, el('h2', { text: 'Budgets' }), budgets, el('div', { class: 'tabs', role: 'tablist' }, Object.values(tabs)), err, pane);
+    show(head, review, approvals, el('h2', { text: 'Budgets' }), budgets, el('h2', { text: 'Files' }), files, el('div', { class: 'tabs', role: 'tablist' }, Object.values(tabs)), err, pane);
     select('timeline');
     void refresh().then(follow);
     const poll = setInterval(() => { if (run && !run.finishedAt) void refresh(); }, 3000);
@@ -344,13 +468,31 @@
     }
     return out;
   }
+  // One element per line, built off the page and added once; a git binary patch's body (base85) is
+  // one line saying how long it is. window.__corralPatchMs is how long the last rendering took.
   function renderPatch(text) {
-    const out = el('div', { class: 'diff', id: 'patch' });
+    const t0 = performance.now();
     if (!text.trim()) return el('p', { class: 'muted', text: 'The run changed no files.' });
-    for (const line of text.split('\n')) {
+    const out = el('div', { class: 'diff', id: 'patch' });
+    const frag = document.createDocumentFragment();
+    const lines = text.split('\n');
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i];
+      if (line === 'GIT binary patch') {
+        let j = i + 1;
+        while (j < lines.length && !lines[j].startsWith('diff --git ')) j++;
+        frag.append(el('div', { class: 'hunk', text: `GIT binary patch (${j - i - 1} lines of base85: apply it with git apply)` }));
+        i = j - 1;
+        continue;
+      }
       const cls = line.startsWith('diff ') || line.startsWith('--- ') || line.startsWith('+++ ') ? 'file' : line.startsWith('@@') ? 'hunk' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : '';
-      out.append(el('div', { class: cls, text: line || ' ' }));
+      const d = document.createElement('div');
+      if (cls) d.className = cls;
+      d.textContent = line || ' ';
+      frag.append(d);
     }
+    out.append(frag);
+    window.__corralPatchMs = performance.now() - t0;
     return out;
   }
 
