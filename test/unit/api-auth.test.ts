@@ -1,4 +1,5 @@
 /** Tokens → tenants: parsing both sources, refusing weak or shared tokens, and resolving headers. */
+import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,20 +12,28 @@ const G = 'globex-token-0123456789';
 test('auth is off without tokens: every request is the default tenant, header or not', () => {
   const off = loadTenantAuth({});
   expect(off.enabled).toBe(false);
-  expect(off.authenticate(undefined)).toEqual({ ok: true, tenant: 'default' });
-  expect(off.authenticate('Bearer anything-at-all')).toEqual({ ok: true, tenant: 'default' });
+  expect(off.authenticate(undefined)).toEqual({ ok: true, tenant: 'default', principal: { kind: 'operator', name: 'auth off' } });
+  expect(off.authenticate('Bearer anything-at-all')).toEqual({ ok: true, tenant: 'default', principal: { kind: 'operator', name: 'auth off' } });
 });
 
 test('CORRAL_API_TOKENS and the file are merged; a tenant may hold several tokens', () => {
   const dir = mkdtempSync(join(tmpdir(), 'corral-tokens-'));
   const file = join(dir, 'tokens');
-  writeFileSync(file, `# tenants\n\nglobex=${G}\n  acme = ${A2}  \n`);
+  writeFileSync(file, `# tenants\n\nglobex=${G}\n  acme:rotated = ${A2}  \n`);
   const auth = loadTenantAuth({ CORRAL_API_TOKENS: ` acme=${A} `, CORRAL_API_TOKENS_FILE: file });
   expect(auth.enabled).toBe(true);
   expect(auth.tenants()).toEqual(['acme', 'globex']);
-  expect(auth.authenticate(`Bearer ${A}`)).toEqual({ ok: true, tenant: 'acme' });
-  expect(auth.authenticate(`Bearer ${A2}`)).toEqual({ ok: true, tenant: 'acme' });
-  expect(auth.authenticate(`bearer   ${G}`)).toEqual({ ok: true, tenant: 'globex' });
+  // An unnamed token is named by the first 8 hex digits of its SHA-256; a named one by its name.
+  const key = (t: string) => `key-${createHash('sha256').update(t).digest('hex').slice(0, 8)}`;
+  expect(auth.authenticate(`Bearer ${A}`)).toEqual({ ok: true, tenant: 'acme', principal: { kind: 'token', tenant: 'acme', token: key(A) } });
+  expect(auth.authenticate(`Bearer ${A2}`)).toEqual({ ok: true, tenant: 'acme', principal: { kind: 'token', tenant: 'acme', token: 'rotated' } });
+  expect(auth.authenticate(`bearer   ${G}`)).toEqual({ ok: true, tenant: 'globex', principal: { kind: 'token', tenant: 'globex', token: key(G) } });
+});
+
+test('token names: one name per token of a tenant, names like tenants', () => {
+  expect(() => TenantAuth.fromSources({ tokens: `acme:ci=${A},acme:ci=${A2}` })).toThrow(/tenant "acme" has two tokens named "ci"/);
+  expect(() => TenantAuth.fromSources({ tokens: `acme:bad name=${A}` })).toThrow(/the token name "bad name" of tenant "acme"/);
+  expect(TenantAuth.fromSources({ tokens: `acme:ci=${A},globex:ci=${G}` }).authenticate(`Bearer ${G}`)).toMatchObject({ principal: { tenant: 'globex', token: 'ci' } });
 });
 
 test.each([

@@ -41,7 +41,7 @@ const concrete = (url: string) => url.replace(':id', 'run_abcdef123').replace(':
 describe('auth', () => {
   test('every route but /healthz, /readyz, /openapi.json and /docs answers 401 JSON without a valid token', async () => {
     const guarded = app.routeDocs.filter((d) => !d.public);
-    expect(guarded.length).toBe(18);
+    expect(guarded.length).toBe(20);
     expect(app.routeDocs.filter((d) => d.public).map((d) => d.url).sort()).toEqual(['/docs', '/healthz', '/openapi.json', '/readyz', '/ui', '/ui/console.css', '/ui/console.js', '/ui/icon.svg']);
     for (const d of guarded) {
       for (const [how, o] of [
@@ -204,7 +204,8 @@ describe('uploaded workspace tars are checked at submit', () => {
   const post = (tarBase64: string) => call('POST', '/v1/runs', { body: { task: 'x', workspace: { tarBase64 } } });
 
   test.each([
-    ['a symlink', [{ name: 'link', type: 'symlink' as const, linkname: '/etc' }], /symlink/],
+    ['a symlink out of the workspace', [{ name: 'link', type: 'symlink' as const, linkname: '/etc' }], /symbolic link "link" is not kept: it points to the absolute path \/etc/],
+    ['a symlink above the workspace', [{ name: 'a/link', type: 'symlink' as const, linkname: '../..' }], /symbolic link "a\/link" is not kept/],
     ['a hard link', [{ name: 'h', type: 'link' as const, linkname: '/etc/shadow' }], /link/],
     ['an absolute name', [{ name: '/etc/cron.d/x', body: 'x' }], /absolute/],
     ['a ".." name', [{ name: 'a/../../x', body: 'x' }], /"\.\."/],
