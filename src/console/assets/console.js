@@ -254,7 +254,9 @@
         const files = e.files || [];
         const count = (c) => files.filter((f) => f.change === c).length;
         const flags = (e.needsReview || []).length;
-        return ['Workspace changes', `${count('added')} added · ${count('modified')} modified · ${count('deleted')} deleted${flags ? ` · ${flags} need review` : ''}`, files.slice(0, 50).map((f) => `${f.change} ${f.path}`).join('\n') || null, flags ? 'ask' : undefined];
+        const ignored = e.ignored ? ` · ${e.ignored.count} ignored by .gitignore (in the tar only)` : '';
+        const outside = (e.notInPatch || []).length ? ` · ${e.notInPatch.length} too large for the patch` : '';
+        return ['Workspace changes', `${count('added')} added · ${count('modified')} modified · ${count('deleted')} deleted${ignored}${outside}${flags ? ` · ${flags} need review` : ''}`, files.slice(0, 50).map((f) => `${f.change} ${f.path}`).join('\n') || null, flags ? 'ask' : undefined];
       }
       case 'sandbox.removed': return ['Sandbox removed', null];
       case 'effect.decision': return [`Effect ${e.decision === 'allow' ? 'accepted' : 'refused'}: ${e.effect === 'file' ? `${e.path} (${e.change})` : `connection to ${e.host}:${e.port}`}`, `${e.by}: ${e.reason}`, e.diff || null, e.decision];
