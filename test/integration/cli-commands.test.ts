@@ -149,7 +149,8 @@ test('submit --workspace DIR of a large directory streams it to PUT /v1/workspac
 
   const again = await corral([...args, '--dry-run']);
   expect(again.code).toBe(0);
-  expect(again.stderr).toMatch(/as ws_[0-9a-f]{64} \(already there\)/);
+  // Hashed first: the server keeps it, so nothing is sent (and a dry run would send nothing anyway).
+  expect(again.stderr).toMatch(/the server keeps it already as ws_[0-9a-f]{64} \(nothing sent/);
 
   // 3500 entries against this server's CORRAL_WORKSPACE_MAX_ENTRIES=3000: refused while streaming.
   const many = join(work, 'many');
@@ -189,14 +190,15 @@ test('submit --approvals --watch prints the exact `corral approve` command; runn
   });
   expect(approved).toBeDefined();
   const a = await approved!;
-  expect(a).toMatchObject({ code: 0, stdout: expect.stringMatching(/^approved call_rm of run_\S+\n$/) });
+  expect(a).toMatchObject({ code: 0, stdout: expect.stringMatching(/^approved call_rm of run_\S+ as operator \(auth off\)\n$/) });
 
   expect(r.code).toBe(0);
   const id = /^submitted (run_\S+) /m.exec(r.stdout)![1];
   expect(r.stdout).toContain('  step 1  bash  rm -r notes.txt && echo removed');
   expect(r.stdout).toContain('         ⏸ waiting for a human: rm deletes files; deleting files needs approval');
   expect(r.stdout).toContain(`           approve: corral approve ${id} call_rm --api ${h.url}\n           deny:    corral approve ${id} call_rm --api ${h.url} --deny\n`);
-  expect(r.stdout).toContain('         ✓ allowed: approved by dana.');
+  // Who approved is who authenticated (auth is off here: the operator); `--by dana` is only a note.
+  expect(r.stdout).toContain('         ✓ allowed: approved by operator (auth off).');
   expect(r.stdout).toMatch(/ {9}← ok: exit 0 in \d+ ms · removed\n/);
   expect(r.stdout).toContain('the tool said: exit code: 0');
 });
