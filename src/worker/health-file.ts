@@ -32,8 +32,12 @@ async function timed(check: () => Promise<unknown>, ms: number): Promise<{ ok: b
   }
 }
 
-/** Writes the file now and every interval; stop() ends it (the file stays, and ages). */
-export function startHealthFile(o: HealthFileOptions): { stop(): void; written: Promise<void> } {
+/**
+ * Writes the file now and every interval (never two writes at once: a tick while one is in flight is
+ * skipped); stop() ends it and resolves once a write in flight has landed, so nothing is written after
+ * (the file stays, and ages).
+ */
+export function startHealthFile(o: HealthFileOptions): { stop(): Promise<void>; written: Promise<void> } {
   let stopped = false;
   let failing = false;
   const tmp = `${o.path}.${process.pid}.tmp`;
@@ -53,8 +57,13 @@ export function startHealthFile(o: HealthFileOptions): { stop(): void; written: 
       failing = true;
     }
   };
-  const written = write();
-  const timer = setInterval(() => void write(), o.intervalMs);
+  let inFlight: Promise<void> | undefined;
+  const tick = (): Promise<void> => {
+    if (!inFlight) inFlight = write().finally(() => { inFlight = undefined; });
+    return inFlight;
+  };
+  const written = tick();
+  const timer = setInterval(() => void tick(), o.intervalMs);
   timer.unref();
-  return { stop: () => { stopped = true; clearInterval(timer); }, written };
+  return { stop: async () => { stopped = true; clearInterval(timer); await inFlight; }, written };
 }

@@ -33,11 +33,11 @@ test('ok while every check answers; a failing or hanging check makes it not ok, 
     expect(down.checks.redis).toMatchObject({ ok: false, error: 'ECONNREFUSED' });
     expect(readdirSync(dir)).toEqual(['health.json']); // written by rename: no temporary file stays
   } finally {
-    h.stop();
+    await h.stop();
   }
   const hanging = startHealthFile({ path: join(dir, 'hang.json'), intervalMs: 1000, workerId: 'w2', active: () => 0, log: () => undefined, checkTimeoutMs: 30, checks: { docker: () => new Promise(() => undefined) } });
   await hanging.written;
-  hanging.stop();
+  await hanging.stop();
   expect(read(join(dir, 'hang.json')).checks.docker).toMatchObject({ ok: false, error: 'no answer in 30 ms' });
 });
 
@@ -45,7 +45,7 @@ test('after stop() the file is not rewritten', async () => {
   const path = join(dir, 'health.json');
   const h = startHealthFile({ path, intervalMs: 10, workerId: 'w', active: () => 0, log: () => undefined, checks: {} });
   await h.written;
-  h.stop();
+  await h.stop();
   const ts = read(path).ts;
   // A window in which a running writer would have written several times.
   await consistently(() => read(path).ts, { what: 'the health file to stay as it was', holds: (v) => v === ts, forMs: 60, intervalMs: 10 });
