@@ -308,7 +308,7 @@ describe('files', () => {
     expect(pending.args.changes[0]).toMatchObject({ path: '.vscode/tasks.json', diff: expect.stringContaining('.vscode/tasks.json') });
     expect((await h.api('POST', `/v1/runs/${id}/approvals/${encodeURIComponent(pending.callId)}`, { decision: 'approve', by: 'alice' })).status).toBe(200);
     const r = await h.waitFor(id, undefined, 120_000);
-    expect(decisions(r, 'file')[0]).toMatchObject({ path: '.vscode/tasks.json', decision: 'allow', by: 'approval', approvedBy: 'alice' });
+    expect(decisions(r, 'file')[0]).toMatchObject({ path: '.vscode/tasks.json', decision: 'allow', by: 'approval', approvedBy: 'operator (auth off)' });
     const files = await noUnflaggedProtectedChange(r);
     expect(files.has('.vscode/tasks.json')).toBe(true);
   });
@@ -368,7 +368,7 @@ describe('network', () => {
     await h.api('POST', `/v1/runs/${id}/approvals/${encodeURIComponent(p.callId)}`, { decision: 'approve', by: 'alice' });
     await eventually(() => reached.find((x) => x.url === '/asked-approved'), { what: 'the approved request at the attacker' });
     const r = await h.waitFor(id, undefined, 120_000);
-    expect(decisions(r, 'network')[0]).toMatchObject({ decision: 'allow', by: 'approval', approvedBy: 'alice' });
+    expect(decisions(r, 'network')[0]).toMatchObject({ decision: 'allow', by: 'approval', approvedBy: 'operator (auth off)' });
   });
 
   test('a call predicted to use the network (fetch_url) goes through under the allowlist', async () => {
