@@ -11,17 +11,24 @@
 const BAD = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]/u;
 const BAD_ALL = new RegExp(BAD.source, 'gu');
 
+/** A UTF-16 surrogate without its partner: a string no UTF-8 file name can hold. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const LONE_SURROGATE_ALL = new RegExp(LONE_SURROGATE.source, 'g');
+
 /** Why `path` cannot be exported, or null. U+FFFD stands for bytes that were not valid UTF-8. */
 export function nameProblem(path: string): string | null {
   const m = BAD.exec(path);
   if (m) return `its name contains the control or bidi character U+${m[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
   if (path.includes('\ufffd')) return 'its name is not valid UTF-8';
+  const s = LONE_SURROGATE.exec(path);
+  if (s) return `its name contains a lone surrogate (U+${s[0].charCodeAt(0).toString(16).toUpperCase()}), which no UTF-8 name can hold`;
   return null;
 }
 
-/** A name safe to print on one line: every refused character as a \\uXXXX escape. */
+/** A name safe to print on one line: every refused character (and a lone surrogate) as a \\uXXXX escape. */
 export function showName(path: string): string {
-  return path.replace(BAD_ALL, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, '0')}`);
+  const esc = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+  return path.replace(BAD_ALL, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, '0')}`).replace(LONE_SURROGATE_ALL, esc);
 }
 
 /** Byte order of the UTF-8 encodings (the order the sandbox helper sorts the export in). */

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { MAX_NAME_LENGTH, parseEgressEntry } from './egress-rules';
+import { nameProblem } from './export-names';
 import { TENANT_NAME } from './principal';
 import { RunId } from './run-id';
 import { ParentLink } from './subrun';
@@ -30,7 +31,14 @@ export const WorkspacePath = z
   // C1 controls (U+0085 is a line break to some terminals) and bidi overrides/isolates (which make a
   // name read differently from what it is).
   .refine((p) => !/[\u0080-\u009f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/.test(p), 'must not contain C1 control characters or bidirectional overrides')
-  .refine((p) => p.split('/').every((s) => Buffer.byteLength(s) <= 255), 'each path segment may be at most 255 bytes');
+  .refine((p) => p.split('/').every((s) => Buffer.byteLength(s) <= 255), 'each path segment may be at most 255 bytes')
+  // Whatever else the workspace export refuses (export-names.ts: line and paragraph separators,
+  // U+FFFD for bytes that were not UTF-8, lone surrogates), so a name accepted here can leave the
+  // sandbox again; the characters named above are not reported twice.
+  // eslint-disable-next-line no-control-regex -- the characters the refinements above already name
+  .refine((p) => /[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/.test(p) || nameProblem(p) === null, {
+    error: (iss) => `must be a name the workspace export keeps: ${(nameProblem(String(iss.input)) ?? '').replace(/^its name /, 'it ')}`,
+  });
 
 /**
  * Public suffixes a wildcard may never cover (`*.com` would allow the whole internet under it).

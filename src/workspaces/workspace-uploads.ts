@@ -27,6 +27,7 @@ import * as tar from 'tar-stream';
 import { z } from 'zod';
 import { readStored, type ArtifactStore } from '../artifacts/artifact-store';
 import { InvalidInputError, SandboxError } from '../domain/errors';
+import { showName } from '../domain/export-names';
 import { WORKSPACE_ID, WorkspacePath } from '../domain/run-spec';
 import { checkSeedEntry, SeedLinks } from '../sandbox/archive';
 
@@ -234,7 +235,7 @@ export class WorkspaceUploads {
     const reading = (async () => {
       for await (const entry of extract) {
         const h = entry.header;
-        current = h.name.slice(0, 200);
+        current = showName(h.name.slice(0, 200));
         if (files + dirs + symlinks >= caps.maxEntries) throw refuse(`more than ${caps.maxEntries} entries (at "${current}")`);
         let path: string;
         try {
@@ -246,9 +247,11 @@ export class WorkspaceUploads {
           entry.resume();
           continue;
         }
-        // The names inline files may have (no control, C1 or bidi characters): they reach reports and terminals.
+        // The names inline files may have, which are the names the workspace export keeps (no control,
+        // C1, bidi or separator characters, nothing that was not UTF-8): a run never starts from a file
+        // its artifacts would have to leave out.
         const named = WorkspacePath.safeParse(path);
-        if (!named.success) throw refuse(`entry ${JSON.stringify(path.slice(0, 200))}: ${named.error.issues.map((i) => i.message).join('; ')}`);
+        if (!named.success) throw refuse(`entry "${showName(path.slice(0, 200))}": ${named.error.issues.map((i) => i.message).join('; ')}`);
         try {
           links.check(path, h.type === 'directory' ? 'dir' : h.type === 'symlink' ? 'symlink' : 'file');
         } catch (err) {
@@ -274,6 +277,8 @@ export class WorkspaceUploads {
         const sink = pack.entry({ name: path, type: 'file', mode: (h.mode ?? 0o644) & 0o100 ? 0o755 : 0o644, mtime, size });
         await pipeline(entry, sink);
       }
+      // An empty body is a tar of no entries too: nothing to run from, so a mistake rather than a workspace.
+      if (files + dirs === 0) throw refuse('the tar holds no files or directories (an empty body is not a workspace; a run without one needs no upload)');
       pack.finalize();
     })();
     try {

@@ -259,6 +259,14 @@ describe('workspace file names (issue 14, defect 8)', () => {
     expect(r.body.error.field).toBe(`workspace.files.${name}`);
     expect(r.body.error.message).toMatch(/C1 control characters or bidirectional overrides/);
   });
+
+  // The names the workspace export would leave out (issue 38, break 8): refused at submit too.
+  test.each([['a\u2028b.txt', /U\+2028/], ['a\u2029b.txt', /U\+2029/], ['x\ud800.txt', /lone surrogate \(U\+D800\)/], ['x\udfff/y.txt', /lone surrogate \(U\+DFFF\)/], ['caf\ufffd.txt', /not valid UTF-8/]])('a name the export refuses (%j) is a 400 naming the file', async (name, why) => {
+    const r = await call('POST', '/v1/runs', { body: { task: 't', workspace: { files: { [name]: 'x' } } } });
+    expect(r.status).toBe(400);
+    expect(r.body.error.field).toBe(`workspace.files.${name}`);
+    expect(r.body.error.message).toMatch(why);
+  });
 });
 
 describe('labels (issue 14, defect 8)', () => {

@@ -13,7 +13,8 @@ import { readFile } from 'node:fs/promises';
 import { readCheckedTar } from '../../src/sandbox/archive';
 import { loadConfig } from '../../src/config';
 import { admitSpec } from '../../src/domain/admit-spec';
-import { RunSpec, WORKSPACE_ID } from '../../src/domain/run-spec';
+import { nameProblem } from '../../src/domain/export-names';
+import { RunSpec, WORKSPACE_ID, WorkspacePath } from '../../src/domain/run-spec';
 import { WorkspaceUploads, type UploadCaps } from '../../src/workspaces/workspace-uploads';
 import { makeTar, type TarEntry } from '../support/make-tar';
 
@@ -103,12 +104,62 @@ describe('refused with the entry named, nothing kept', () => {
     ['a character device', [{ name: 'null', type: 'character-device', devmajor: 1, devminor: 3 }], /"null" is a character-device/],
     ['a FIFO', [{ name: 'pipe', type: 'fifo' }], /"pipe" is a fifo/],
     // Names that would garble a report or a terminal, or read as something else: the rules of inline files.
-    ['a newline in a name', [{ name: 'ok.txt', body: 'x' }, { name: 'a\nb.txt', body: 'x' }], /entry "a\\nb\.txt": must not contain control characters/],
+    ['a newline in a name', [{ name: 'ok.txt', body: 'x' }, { name: 'a\nb.txt', body: 'x' }], /entry "a\\u000ab\.txt": must not contain control characters/],
     ['an escape sequence in a name', [{ name: 'x\u001b[31m.txt', body: 'x' }], /must not contain control characters/],
     ['a bidi override in a name', [{ name: 'invoice\u202etxt.exe', body: 'x' }], /must not contain C1 control characters or bidirectional overrides/],
     ['a C1 control in a directory name', [{ name: 'd\u0085/f.txt', body: 'x' }], /must not contain C1 control characters/],
   ] as Array<[string, TarEntry[], RegExp]>)('%s', async (_what, entries, message) => {
     await expect(put(await makeTar(entries))).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(message) });
+    expect(left()).toEqual([]);
+  });
+
+  // Every name the workspace export would later leave out (export-names.ts) is refused at upload, in
+  // every spelling a tar can carry it: the ustar name field, a pax path record, raw bytes.
+  test.each([
+    ['a line separator', 'a\u2028b.txt', /entry "a\\u2028b\.txt": must be a name the workspace export keeps: it contains the control or bidi character U\+2028/],
+    ['a paragraph separator in a directory', 'd\u2029/x.txt', /U\+2029/],
+    ['a lone surrogate (written as UTF-8, it becomes U+FFFD)', 'x\ud800.txt', /entry "x\ufffd\.txt": must be a name the workspace export keeps: it is not valid UTF-8/],
+    ['U+FFFD itself', 'caf\ufffd.txt', /not valid UTF-8/],
+    ['a left-to-right mark', 'a\u200eb', /bidirectional/],
+    ['an Arabic letter mark', 'a\u061cb', /bidirectional/],
+    ['a separator in a long (pax) name', `${'p/'.repeat(60)}\u2028`, /U\+2028/],
+  ])('%s', async (_what, name, message) => {
+    await expect(put(await makeTar([{ name: 'fine.txt', body: 'x' }, { name, body: 'x' }]))).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(message) });
+    expect(left()).toEqual([]);
+  });
+
+  test.each([
+    ['a CESU-8 surrogate (ED A0 80)', Buffer.from([0x61, 0xed, 0xa0, 0x80])],
+    ['a Latin-1 byte (E9)', Buffer.from([0x63, 0x61, 0x66, 0xe9])],
+    ['an overlong slash (C0 AF)', Buffer.from([0x61, 0xc0, 0xaf, 0x62])],
+  ])('raw name bytes that are not UTF-8: %s', async (_what, bytes) => {
+    const buf = await makeTar([{ name: 'placeholder.txt', body: 'x' }]);
+    buf.fill(0, 0, 100);
+    bytes.copy(buf, 0);
+    buf.fill(' ', 148, 156);
+    let sum = 0;
+    for (let i = 0; i < 512; i++) sum += buf[i]!;
+    buf.write(sum.toString(8).padStart(6, '0') + '\0 ', 148, 8, 'ascii');
+    await expect(put(buf)).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(/must be a name the workspace export keeps: it is not valid UTF-8/) });
+    expect(left()).toEqual([]);
+  });
+
+  test('the class, not the cases: every UTF-16 code unit and every code point the export refuses is refused by the upload rules', () => {
+    const missed: string[] = [];
+    const probe = (c: string) => {
+      const name = `dir/a${c}b.txt`;
+      if (nameProblem(name) !== null && WorkspacePath.safeParse(name).success) missed.push(c.codePointAt(0)!.toString(16));
+    };
+    for (let u = 0; u <= 0xffff; u++) probe(String.fromCharCode(u)); // lone surrogates included
+    for (let cp = 0x10000; cp <= 0x10ffff; cp += 97) probe(String.fromCodePoint(cp));
+    expect(missed).toEqual([]);
+  });
+
+  test('an empty body, a tar of end blocks only, and a tar of only "./" are refused: no entries', async () => {
+    for (const buf of [Buffer.alloc(0), Buffer.alloc(1024), await makeTar([{ name: './', type: 'directory' }])]) {
+      await expect(put(buf)).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(/the tar holds no files or directories/) });
+    }
+    await expect(put(gzipSync(Buffer.alloc(0)), { gzip: true })).rejects.toMatchObject({ message: expect.stringMatching(/no files or directories/) });
     expect(left()).toEqual([]);
   });
 
