@@ -49,6 +49,42 @@ export const ConfigSchema = z.object({
   CORRAL_API_MAX_BODY_BYTES: int(16 * 1024 * 1024),
   /** The longest a client may take to send a whole request, body included (a workspace upload trickled byte by byte holds a connection and a temporary file until then): past it the API answers 408 and closes the connection. */
   CORRAL_API_REQUEST_TIMEOUT_S: int(600),
+  /** The longest a client may take to send a request's headers (a connection that never finishes them is closed with 408). */
+  CORRAL_API_HEADERS_TIMEOUT_S: int(10),
+  /**
+   * A request body must keep arriving at this rate at least (bytes per second, measured over each
+   * 10 s after the headers): a client that trickles is answered 408 and disconnected, whatever
+   * CORRAL_API_REQUEST_TIMEOUT_S says.
+   */
+  CORRAL_API_MIN_BODY_BYTES_PER_S: int(16 * 1024),
+  /** Live event streams (SSE) one tenant may hold open at once, over every API process; more is a 429. */
+  CORRAL_TENANT_MAX_STREAMS: int(20),
+  /** Live event streams the whole service holds at once (every tenant, every API process); more is a 429. */
+  CORRAL_API_MAX_STREAMS: int(500),
+  /** Workspace uploads (PUT /v1/workspaces) one tenant may have in flight at once; more is a 429. */
+  CORRAL_TENANT_MAX_UPLOADS: int(4),
+  /** Workspace uploads in flight on the whole service at once; more is a 429. */
+  CORRAL_API_MAX_UPLOADS: int(32),
+  /** Per tenant: upload bytes received in any hour (a leaky bucket; each upload counts at least 1 MiB); more is a 429 with retry-after. */
+  CORRAL_TENANT_UPLOAD_MB_PER_HOUR: int(2048),
+  /** Per tenant: bytes of uploaded workspaces kept at once (each counts at least 1 MiB, until it expires or is deleted); more is a 429 (413 when one upload alone is larger). */
+  CORRAL_TENANT_UPLOAD_STORED_MB: int(2048),
+  /** The whole service: bytes of uploaded workspaces kept at once, every tenant together. */
+  CORRAL_API_UPLOAD_STORED_MB: int(20 * 1024),
+  /**
+   * Host names (comma-separated) the API answers to besides localhost, 127.0.0.1 and [::1]: any
+   * other Host header is a 421 when auth is off (DNS rebinding), or whenever this list is set.
+   */
+  CORRAL_API_ALLOWED_HOSTS: z.string().default('').transform((s, ctx) => {
+    const names = [...new Set(s.split(',').map((x) => x.trim().toLowerCase()).filter(Boolean))];
+    const bad = names.find((n) => !/^(\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*)$/.test(n));
+    if (bad !== undefined) ctx.addIssue({ code: 'custom', message: `"${bad}" is not a host name (no port, no scheme)` });
+    return names;
+  }),
+  /** With auth off the API listens on a loopback address only; true lets it listen elsewhere (anyone who reaches it can run tasks). */
+  CORRAL_API_AUTH_OFF_ALLOW_REMOTE: bool(false),
+  /** The API refuses new requests (503) while its V8 heap is above this share of its limit (percent), instead of dying. */
+  CORRAL_API_HEAP_REFUSE_PERCENT: z.coerce.number().int().min(10).max(100).default(85),
   /** Per tenant: runs queued, running or awaiting approval at once; more is a 429. */
   CORRAL_TENANT_MAX_ACTIVE_RUNS: int(10),
   /** Per tenant: runs submitted in any 60 s; more is a 429 with retry-after. */

@@ -39,6 +39,8 @@ import { IdempotencyStore } from './queue/idempotency';
 import { RunMetrics } from './queue/run-metrics';
 import { RedisRunStore } from './queue/redis-run-store';
 import { startHealthFile } from './worker/health-file';
+import { HeldSlots } from './queue/held-slots';
+import { RedisUploadQuota, uploadCaps } from './queue/upload-quota';
 import { WorkspaceUploads } from './workspaces/workspace-uploads';
 import { artifactStoreFor, type ArtifactStore } from './artifacts';
 import { readStored } from './artifacts/artifact-store';
@@ -269,7 +271,8 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       onClose('flow redis', () => quitRedis(flowConn));
       const flow = new FlowProducer({ connection: flowConn });
       onClose('flow producer', () => flow.close());
-      const workerUploads = new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S, Date.now, artifacts);
+      // Its ledger keeps an upload's quota entry alive as long as its runs use it (admission touches both).
+      const workerUploads = new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S, Date.now, artifacts, new RedisUploadQuota(redis, uploadCaps(config)));
       if (artifacts.kind !== 'local') {
         // This host's copies of uploads are a cache of the store's: expired ones go like the API's.
         const sweep = () => void workerUploads.sweep().catch((err: Error) => log('workspace cache sweep failed', { error: err.message }));
@@ -364,6 +367,8 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       onClose('api redis', () => quitRedis(apiRedis));
       await apiRedis.connect().catch(() => undefined);
       const apiStore = new RedisRunStore(apiRedis);
+      const held = new HeldSlots(apiRedis);
+      onClose('held slots', async () => held.close());
       const queueConn = redis.duplicate({ maxRetriesPerRequest: 1, enableOfflineQueue: false });
       queueConn.on('error', () => undefined);
       onClose('queue redis', () => quitRedis(queueConn));
@@ -374,14 +379,15 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const schedules = new ScheduleStore(apiRedis, config.CORRAL_QUEUE, queueConn);
       onClose('schedules', () => schedules.close());
       // Uploaded workspaces (PUT /v1/workspaces) live under the data dir; expired ones are swept hourly.
-      const uploads = new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S, Date.now, artifacts);
+      const uploadQuota = new RedisUploadQuota(apiRedis, uploadCaps(config));
+      const uploads = new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S, Date.now, artifacts, uploadQuota);
       const sweepUploads = () => void uploads.sweep().then((n) => n && log('expired workspace uploads removed', { count: n }), (err: Error) => log('workspace upload sweep failed', { error: err.message }));
       const uploadSweeper = setInterval(sweepUploads, 3600_000).unref();
       sweepUploads();
       onClose('upload sweeper', async () => clearInterval(uploadSweeper));
       const apiDeps: ApiDeps = {
         config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], environments, templates, schedules,
-        quota: new TenantQuota(apiRedis, queue), idempotency: new IdempotencyStore(apiRedis), uploads, artifacts,
+        quota: new TenantQuota(apiRedis, queue), held, idempotency: new IdempotencyStore(apiRedis), uploads, uploadQuota, artifacts,
         log: (msg, fields) => log(msg, fields), operatorTenants: config.CORRAL_OPERATOR_TENANTS,
         readyChecks: {
           ...(dockerPing ? { docker: dockerPing, ...gateReadyCheck(config.DOCKER_HOST) } : {}),
@@ -390,6 +396,9 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       };
       const app = buildApp(apiDeps);
       onClose('http server', () => app.close());
+      // Every SSE subscriber of this process shares one blocking reader (its own connection); closed
+      // first, it ends the open streams, so the server's close does not wait for them.
+      onClose('live event feed', () => apiStore.closeLive());
       // Every API process fires schedules (BullMQ gives each firing to one of them).
       // BullMQ does not close a connection it was given: this one is quit after the runner has closed.
       const runnerConn = redis.duplicate();

@@ -7,7 +7,9 @@ import type { IdempotencyStore } from '../queue/idempotency';
 import type { RunMetrics } from '../queue/run-metrics';
 import type { HttpCounts } from './http-counts';
 import type { RunStore } from '../queue/run-store';
+import type { HeldSlots } from '../queue/held-slots';
 import type { RunTree } from '../queue/run-tree';
+import type { RedisUploadQuota } from '../queue/upload-quota';
 import type { TenantQuota } from '../queue/tenant-quota';
 import type { RunTemplate } from '../domain/run-template';
 import type { ScheduleStore } from '../queue/schedule-store';
@@ -19,6 +21,8 @@ export interface ApiDeps {
   store: RunStore;
   queue: Queue;
   quota: TenantQuota;
+  /** Resources held a while (live streams, uploads in flight): per-tenant and service-wide caps, counted in Redis. */
+  held: Pick<HeldSlots, 'take' | 'held' | 'refusals' | 'countRefusal'>;
   idempotency: IdempotencyStore;
   metrics: RunMetrics;
   /** Sub-runs: GET shows a run's children, cancel reaches the runs below it. */
@@ -33,6 +37,8 @@ export interface ApiDeps {
   templates?: readonly RunTemplate[];
   /** Where run files are read from (the worker's store); absent: the data dir (config.CORRAL_DATA_DIR). */
   artifacts?: ArtifactStore;
+  /** The upload quotas' state, for /metrics (the quotas themselves are charged by `uploads`). */
+  uploadQuota?: Pick<RedisUploadQuota, 'state'>;
   /** Uploaded workspaces (PUT /v1/workspaces); absent: that route is not served. */
   uploads?: WorkspaceUploads;
   /** Schedules (POST /v1/schedules …); absent: those routes are not served. */
@@ -49,6 +55,12 @@ export interface ApiDeps {
   ssePollMs?: number;
   /** Milliseconds between SSE heartbeat comments (default 15 000). */
   sseHeartbeatMs?: number;
+  /** Bytes an SSE client may leave unread in its socket's buffer before the stream waits for it (default 64 KiB) … */
+  sseMaxBufferedBytes?: number;
+  /** … and how long it may take to drain them before it is disconnected to resume later (default 30 000). */
+  sseSlowReaderMs?: number;
+  /** The window over which a request body's minimum rate is checked (default 10 000; tests shorten it). */
+  bodyWindowMs?: number;
   /** Where the API logs (every 5xx with its cause); default: JSON lines on stderr. */
   log?: (msg: string, fields?: Record<string, unknown>) => void;
   /** Shown in the OpenAPI document. */

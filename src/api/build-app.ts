@@ -35,6 +35,7 @@ import { registerEnvironmentRoutes } from './environment-routes';
 import { registerConsoleRoutes } from '../console/console-routes';
 import { registerWorkspaceRoutes, TAR_TYPES } from './workspace-routes';
 import { checkTemplateExamples } from './load-templates';
+import { registerRequestGuards } from './request-guards';
 
 export type { ApiDeps } from './api-deps';
 
@@ -78,10 +79,12 @@ export function buildApp(given: ApiDeps): CorralApp {
   // the parameter) instead of Fastify's own 414.
   // Node checks request timeouts every connectionsCheckingInterval (30 s by default): a second here, so
   // a request that takes too long is ended close to its bound.
+  // Headers: at most 16 KiB (Node's bound, stated here) within CORRAL_API_HEADERS_TIMEOUT_S.
   const requestTimeout = deps.config.CORRAL_API_REQUEST_TIMEOUT_S * 1000;
+  const headersTimeout = Math.min(requestTimeout, deps.config.CORRAL_API_HEADERS_TIMEOUT_S * 1000);
   const app = Fastify({
     logger: false, bodyLimit: deps.config.CORRAL_API_MAX_BODY_BYTES, routerOptions: { maxParamLength: 2048 },
-    serverFactory: (handler) => createServer({ requestTimeout, connectionsCheckingInterval: Math.min(1000, requestTimeout) }, handler),
+    serverFactory: (handler) => createServer({ requestTimeout, headersTimeout, maxHeaderSize: 16 * 1024, connectionsCheckingInterval: Math.min(1000, headersTimeout) }, handler),
   });
   const auth = deps.auth ?? TenantAuth.off();
   const http = deps.httpCounts!;
@@ -90,6 +93,11 @@ export function buildApp(given: ApiDeps): CorralApp {
     http.record(req.method, req.routeOptions.url, reply.statusCode);
   });
   const log = deps.log ?? ((msg: string, fields?: Record<string, unknown>) => process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), msg, ...fields })}\n`));
+  // Refuse before dying (heap), and bodies that trickle (request-guards.ts).
+  registerRequestGuards(app, {
+    minBodyBytesPerS: deps.config.CORRAL_API_MIN_BODY_BYTES_PER_S, heapRefusePercent: deps.config.CORRAL_API_HEAP_REFUSE_PERCENT,
+    ...(deps.bodyWindowMs !== undefined ? { bodyWindowMs: deps.bodyWindowMs } : {}),
+  }, log);
 
   // Every 5xx is logged with its cause (the answer itself names only a reference).
   app.setErrorHandler((err, req, reply) => {

@@ -23,6 +23,15 @@ export class HttpError extends Error {
   }
 }
 
+/**
+ * A cap that is full: 429 (or 413 for one request larger than the cap itself) with retry-after, the
+ * cap's name in `limit` and its size in `max`; the message names the configuration variable.
+ */
+export function limitReached(v: { limit: string; max: number; retryAfterS: number; message: string; status?: 413 | 429 }): HttpError {
+  const status = v.status ?? 429;
+  return new HttpError(status, status === 413 ? 'payload_too_large' : 'rate_limited', v.message, { 'retry-after': String(v.retryAfterS) }, { limit: v.limit, max: v.max, retryAfterS: v.retryAfterS });
+}
+
 const STATUS: Record<string, number> = { invalid_input: 400, not_found: 404, conflict: 409, limit_exceeded: 400, cancelled: 409, path_refused: 400 };
 
 export function dotted(path: ReadonlyArray<string | number>): string {

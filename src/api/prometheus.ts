@@ -24,6 +24,17 @@ export interface MetricsInput {
   aggregates: Record<string, number>;
   /** This API process's answers by route and status class (operators' view only). */
   http?: HttpCount[];
+  /** What tenants hold now through the API and its caps (the caller's tenant only, or every tenant's). */
+  caps?: CapsInput;
+}
+
+export interface CapsInput {
+  /** Live streams and uploads in flight: per tenant, the service's total (operators only), the caps. */
+  held: Array<{ resource: 'streams' | 'uploads'; byTenant: Record<string, number>; total?: number; perTenantMax: number; globalMax: number }>;
+  /** Refusals by cap name (streams_per_tenant, upload_bytes_per_hour …) since the counts began. */
+  refusals: Record<string, number>;
+  /** Upload bytes kept per tenant (and the service's, operators only), bytes in the hourly bucket per tenant, and the caps. */
+  uploads?: { stored: Record<string, number>; storedTotal?: number; window: Record<string, number>; storedPerTenantMax: number; storedGlobalMax: number; windowPerTenantMax: number };
 }
 
 /** A float sum in Redis (1.9000000000000001) as the number it stands for; absent or NaN → 0. */
@@ -69,6 +80,7 @@ export async function renderMetrics(m: MetricsInput): Promise<string> {
     const http = new Counter({ name: 'corral_http_responses_total', help: 'HTTP answers of this API process, by method, route template and status class.', labelNames: ['method', 'route', 'status_class'], registers });
     for (const c of m.http) http.inc({ method: c.method, route: c.route, status_class: c.statusClass }, c.count);
   }
+  if (m.caps) capsMetrics(m.caps, registers);
 
   const text = await reg.metrics();
   return m.tenant ? `# corral metrics of tenant ${m.tenant.replace(/[^A-Za-z0-9_.-]/g, '?')} only\n${text}` : text;
@@ -83,4 +95,31 @@ function histogram(reg: Registry, name: string, help: string, bounds: readonly n
     values.push({ labels, value: num(a[`${field}:count`]), metricName: `${name}_count` });
   }
   reg.registerMetric({ name, help, type: 'histogram', get: () => Promise.resolve({ name, help, type: 'histogram', values, aggregator: 'sum' }) } as unknown as Metric);
+}
+
+/** The per-tenant and service-wide caps of issue 38: what is held, the caps, the refusals, the upload quotas. */
+function capsMetrics(c: CapsInput, registers: Registry[]): void {
+  const held = new Gauge({ name: 'corral_held', help: 'Live event streams and uploads in flight held now, by tenant.', labelNames: ['resource', 'tenant'], registers });
+  // The service's totals are the operators' view only (a tenant's shows nothing of the others).
+  const service = c.held.some((h) => h.total !== undefined) ? new Gauge({ name: 'corral_held_service', help: 'Live event streams and uploads in flight held now on the whole service (every tenant).', labelNames: ['resource'], registers }) : undefined;
+  const max = new Gauge({ name: 'corral_held_max', help: 'The caps: per tenant (CORRAL_TENANT_MAX_STREAMS, CORRAL_TENANT_MAX_UPLOADS) and service-wide (CORRAL_API_MAX_STREAMS, CORRAL_API_MAX_UPLOADS).', labelNames: ['resource', 'scope'], registers });
+  for (const h of c.held) {
+    for (const [t, n] of Object.entries(h.byTenant).sort()) held.set({ resource: h.resource, tenant: t }, n);
+    if (h.total !== undefined) service?.set({ resource: h.resource }, h.total);
+    max.set({ resource: h.resource, scope: 'tenant' }, h.perTenantMax);
+    max.set({ resource: h.resource, scope: 'service' }, h.globalMax);
+  }
+  const refused = new Counter({ name: 'corral_cap_refusals_total', help: 'Requests refused because a cap was full (429/413), by cap.', labelNames: ['cap'], registers });
+  for (const cap of ['streams_per_tenant', 'streams_global', 'uploads_per_tenant', 'uploads_global', 'upload_bytes_per_hour', 'upload_stored_per_tenant', 'upload_stored_global']) refused.inc({ cap }, num(c.refusals[cap] ?? 0));
+  const u = c.uploads;
+  if (!u) return;
+  const stored = new Gauge({ name: 'corral_upload_stored_bytes', help: 'Bytes of uploaded workspaces kept, by tenant (each upload counts at least 1 MiB).', labelNames: ['tenant'], registers });
+  for (const [t, n] of Object.entries(u.stored).sort()) stored.set({ tenant: t }, n);
+  if (u.storedTotal !== undefined) new Gauge({ name: 'corral_upload_stored_bytes_service', help: 'Bytes of uploaded workspaces kept, every tenant together.', registers }).set(u.storedTotal);
+  const storedMax = new Gauge({ name: 'corral_upload_stored_bytes_max', help: 'Caps on kept upload bytes: per tenant (CORRAL_TENANT_UPLOAD_STORED_MB) and service-wide (CORRAL_API_UPLOAD_STORED_MB).', labelNames: ['scope'], registers });
+  storedMax.set({ scope: 'tenant' }, u.storedPerTenantMax);
+  storedMax.set({ scope: 'service' }, u.storedGlobalMax);
+  const window = new Gauge({ name: 'corral_upload_hour_bytes', help: 'Upload bytes in the tenant\'s hourly bucket now (it drains at the cap per hour).', labelNames: ['tenant'], registers });
+  for (const [t, n] of Object.entries(u.window).sort()) window.set({ tenant: t }, n);
+  new Gauge({ name: 'corral_upload_hour_bytes_max', help: 'Upload bytes a tenant may send per hour (CORRAL_TENANT_UPLOAD_MB_PER_HOUR).', registers }).set(u.windowPerTenantMax);
 }

@@ -13,7 +13,7 @@ import { RunSpec } from '../domain/run-spec';
 import type { RunView } from '../queue/run-store';
 import type { ApiDeps } from './api-deps';
 import { streamEvents } from './event-stream';
-import { parseInput } from './http-errors';
+import { limitReached, parseInput } from './http-errors';
 import { route, type RouteDoc } from './openapi';
 import { runLinks } from './run-links';
 import {
@@ -25,6 +25,8 @@ import { planRun, RunPlan } from './run-plan';
 import { admission, admitBody, checkReplaySource, createRun, submitRun } from './submit-run';
 
 const LIST_TASK_CHARS = 500;
+/** What a 429 for a full stream cap suggests: streams end when their runs do. */
+const STREAM_RETRY_S = 10;
 
 const notFound = { description: 'no such run (or it belongs to another tenant)', schema: ErrorBody };
 const badInput = { description: 'invalid input: every problem with its path', schema: ErrorBody };
@@ -105,7 +107,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
 
   route(app, docs, {
     method: 'GET', url: '/v1/runs/:id/events', tag: 'runs', summary: 'The run\'s events: JSON pages, or Server-Sent Events (history, then live) with Accept: text/event-stream',
-    description: 'SSE: each message has `id` (the stream id; resume with ?after= or Last-Event-ID), `event` (the event type) and `data` (the RunEvent JSON). The stream ends after run.finished. A `: heartbeat` comment is sent every 15 s.',
+    description: 'SSE: each message has `id` (the stream id; resume with ?after= or Last-Event-ID), `event` (the event type) and `data` (the RunEvent JSON). The stream ends after run.finished. A `: heartbeat` comment is sent every 15 s. Each open stream counts against CORRAL_TENANT_MAX_STREAMS and CORRAL_API_MAX_STREAMS (429 past either); a client that leaves 64 KiB unread for 30 s is disconnected and resumes with Last-Event-ID.',
     params: RunParams, query: EventsQuery,
     headers: [
       { name: 'Accept', schema: z.string(), description: '`text/event-stream` for Server-Sent Events; otherwise a JSON page' },
@@ -114,6 +116,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     responses: {
       200: { description: 'a page of events (JSON), or the SSE stream (text/event-stream)', schema: EventsPage, also: { 'text/event-stream': undefined } },
       400: badInput, 404: notFound,
+      429: { description: 'SSE: the tenant (CORRAL_TENANT_MAX_STREAMS) or the service (CORRAL_API_MAX_STREAMS) holds as many live streams as allowed; error.limit says which', schema: ErrorBody, headers: { 'retry-after': 'seconds to wait' } },
     },
   }, async (req, reply) => {
     const { id } = parseInput(RunParams, req.params, 'path');
@@ -125,8 +128,22 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
         if (!isStreamId(last)) throw new InvalidInputError(`header: last-event-id: must be an event id this stream sent (MS-SEQ), got "${last.slice(0, 60)}"`, 'last-event-id');
         after = last;
       }
+      // A stream holds a slot (per tenant and service-wide) for as long as it is open.
+      const slot = await deps.held.take('streams', req.tenant, {
+        perTenant: deps.config.CORRAL_TENANT_MAX_STREAMS, perTenantVar: 'CORRAL_TENANT_MAX_STREAMS',
+        global: deps.config.CORRAL_API_MAX_STREAMS, globalVar: 'CORRAL_API_MAX_STREAMS', retryAfterS: STREAM_RETRY_S,
+      });
+      if (!slot.ok) throw limitReached(slot);
       reply.hijack();
-      await streamEvents(reply.raw, deps.store, id, after, { pollMs: deps.ssePollMs ?? 5000, heartbeatMs: deps.sseHeartbeatMs ?? 15_000 });
+      try {
+        await streamEvents(reply.raw, deps.store, deps.store.liveFeed(), id, after, {
+          pollMs: deps.ssePollMs ?? 5000, heartbeatMs: deps.sseHeartbeatMs ?? 15_000,
+          ...(deps.sseMaxBufferedBytes !== undefined ? { maxBufferedBytes: deps.sseMaxBufferedBytes } : {}),
+          ...(deps.sseSlowReaderMs !== undefined ? { slowReaderMs: deps.sseSlowReaderMs } : {}),
+        });
+      } finally {
+        await slot.release().catch(() => undefined); // unreleased, the lease runs out on its own
+      }
       return;
     }
     const rows = await deps.store.readEvents(id, after);

@@ -78,7 +78,12 @@ export const ErrorBody = z.object({
     message: z.string(),
     field: z.string().optional().meta({ description: 'dotted path of the first offending input (400)' }),
     issues: z.array(z.object({ path: z.array(z.union([z.string(), z.number()])), message: z.string() })).optional().meta({ description: 'every problem found in the input, each with its path (400)' }),
-    limit: z.enum(['submits_per_minute', 'active_runs']).optional().meta({ description: 'which per-tenant limit was hit (429)' }),
+    limit: z.enum([
+      'submits_per_minute', 'active_runs',
+      'streams_per_tenant', 'streams_global', 'uploads_per_tenant', 'uploads_global', 'upload_bytes_per_hour', 'upload_stored_per_tenant', 'upload_stored_global',
+    ]).optional().meta({ description: 'which cap was hit (429, or 413 for one request larger than a cap): per tenant, or the whole service (…_global)' }),
+    max: z.number().optional().meta({ description: 'the size of that cap' }),
+    retryAfterS: z.number().optional().meta({ description: 'the same as the retry-after header' }),
   }),
 });
 

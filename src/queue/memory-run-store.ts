@@ -12,7 +12,7 @@ import type { LiveDelta, RunEvent, RunOutcome, RunStatus } from '../domain/event
 import type { RunSpec } from '../domain/run-spec';
 import {
   DEFAULT_TENANT, EVENTS_MAXLEN, FINISHED_TTL_S, LIST_SCAN_MAX, decodeCursor, encodeCursor, fieldsOfUpdate, recordOfSpec, specOfRecord, viewOfRecord,
-  type ApprovalAnswer, type ListQuery, type PendingApproval, type RunPage, type RunStore, type RunUpdate, type RunView,
+  type ApprovalAnswer, type ListQuery, type LiveFeed, type LiveRow, type PendingApproval, type RunPage, type RunStore, type RunUpdate, type RunView,
 } from './run-store';
 
 interface Entry { id: string; field: 'e' | 'd'; value: string }
@@ -232,27 +232,25 @@ export class MemoryRunStore implements RunStore {
     return log.filter((x) => x.field === 'e' && (after === '0' || later(x.id, after))).slice(0, count).map((x) => ({ id: x.id, event: JSON.parse(x.value) as RunEvent }));
   }
 
-  streamWaiter(): { wait(runId: string, after: string, blockMs: number): Promise<boolean>; close(): void } {
-    const waiting = new Set<() => void>();
+  liveFeed(): LiveFeed {
     return {
-      wait: (runId, after, blockMs) => new Promise<boolean>((resolve) => {
-        const log = this.logs.get(runId) ?? [];
-        if (log.some((x) => after === '0' || later(x.id, after))) return resolve(true);
-        const done = (grew: boolean) => {
+      next: (runId, after, timeoutMs, signal) => new Promise<LiveRow[]>((resolve) => {
+        const rows = () => (this.logs.get(runId) ?? []).filter((x) => after === '0' || later(x.id, after)).slice(0, 100)
+          .map((x) => (x.field === 'd' ? { id: x.id, delta: JSON.parse(x.value) as LiveDelta } : { id: x.id, event: JSON.parse(x.value) as RunEvent }));
+        const now = rows();
+        if (now.length || signal?.aborted) return resolve(now);
+        const done = (out: LiveRow[]) => {
           clearTimeout(timer);
           this.events.off(`log:${runId}`, onGrow);
-          waiting.delete(stop);
-          resolve(grew);
+          signal?.removeEventListener('abort', stop);
+          resolve(out);
         };
-        const onGrow = () => done(true);
-        const stop = () => done(false);
-        const timer = setTimeout(stop, Math.max(1, blockMs));
+        const onGrow = () => done(rows());
+        const stop = () => done([]);
+        const timer = setTimeout(stop, Math.max(1, timeoutMs));
         this.events.on(`log:${runId}`, onGrow);
-        waiting.add(stop);
+        signal?.addEventListener('abort', stop, { once: true });
       }),
-      close: () => {
-        for (const stop of [...waiting]) stop();
-      },
     };
   }
 

@@ -17,8 +17,9 @@ import type { LiveDelta, RunEvent, RunOutcome } from '../domain/events';
 import type { RunSpec } from '../domain/run-spec';
 import {
   ANSWER_TTL_S, Answer, DEFAULT_TENANT, EVENTS_MAXLEN, FINISHED_TTL_S, LIST_SCAN_MAX, decodeCursor, encodeCursor, fieldsOfUpdate, recordOfSpec, specOfRecord, viewOfRecord,
-  type ApprovalAnswer, type ListQuery, type PendingApproval, type RunPage, type RunStore, type RunUpdate, type RunView,
+  type ApprovalAnswer, type ListQuery, type LiveFeed, type PendingApproval, type RunPage, type RunStore, type RunUpdate, type RunView,
 } from './run-store';
+import { RedisStreamHub } from './stream-hub';
 
 /**
  * Every status change goes through this (inside the script that makes it): the run's new status,
@@ -109,6 +110,8 @@ const MAX_SCANS = 50;
 
 export class RedisRunStore implements RunStore {
   readonly cancelChannel: string;
+  private hub: RedisStreamHub | undefined;
+  private hubConn: Redis | undefined;
 
   /** `eventsMaxLen`: the stream's length cap (the recorder's CORRAL_LOG_MAX_EVENTS bounds it first). */
   constructor(
@@ -382,21 +385,29 @@ export class RedisRunStore implements RunStore {
   }
 
   /**
-   * A reader that waits for a run's stream to grow (XREAD BLOCK) on its own connection — a blocked
-   * connection serves nothing else — so a live view is told of new events at once instead of polling.
-   * Close it when done.
+   * The process's one shared reader of live rows (stream-hub.ts): a blocking connection of its own,
+   * made on first use, for every SSE subscriber of this store. closeLive() ends it.
    */
-  streamWaiter(): { wait(runId: string, after: string, blockMs: number): Promise<boolean>; close(): void } {
-    const conn = this.redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: 1 });
-    conn.on('error', () => undefined); // the caller sees the failed wait
-    return {
-      wait: async (runId, after, blockMs) => {
-        const from = after === '0' ? '0-0' : after;
-        const r = await conn.xread('COUNT', 1, 'BLOCK', Math.max(1, Math.round(blockMs)), 'STREAMS', this.eventsKey(runId), from);
-        return r !== null && r.length > 0;
-      },
-      close: () => conn.disconnect(),
-    };
+  liveFeed(): LiveFeed {
+    if (!this.hub) {
+      this.hubConn = this.redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: 1, connectionName: `${this.prefix}:live-feed` });
+      this.hubConn.on('error', () => undefined); // the subscribers see the failed read
+      this.hub = new RedisStreamHub(this.hubConn, this.redis, (runId) => this.eventsKey(runId), this.prefix);
+    }
+    return this.hub;
+  }
+
+  /** Subscribers waiting on the live feed now, and on how many runs. */
+  liveStats(): { subscribers: number; runs: number } {
+    return this.hub?.stats() ?? { subscribers: 0, runs: 0 };
+  }
+
+  /** Ends the live feed (every wait returns empty) and its connection. */
+  async closeLive(): Promise<void> {
+    await this.hub?.close();
+    this.hubConn?.disconnect();
+    this.hub = undefined;
+    this.hubConn = undefined;
   }
 
   /** Counts one more time a worker found the Docker engine down for this run; returns the count. */

@@ -158,8 +158,24 @@ export interface RunEventLog {
   readEvents(runId: string, after?: string, count?: number): Promise<Array<{ id: string; event: RunEvent }>>;
   /** Events and live deltas after the given id, in log order (for SSE). */
   readLive(runId: string, after?: string, count?: number): Promise<Array<{ id: string; event?: RunEvent; delta?: LiveDelta }>>;
-  /** Waits (up to blockMs) for the run's log to grow past `after`; true when it did. Close when done. */
-  streamWaiter(): { wait(runId: string, after: string, blockMs: number): Promise<boolean>; close(): void };
+  /** The live rows of every run, shared by all of this process's subscribers (SSE). */
+  liveFeed(): LiveFeed;
+}
+
+/** One row of a run's log: an event, or a live delta (streamed model text, not part of the history). */
+export interface LiveRow {
+  id: string;
+  event?: RunEvent;
+  delta?: LiveDelta;
+}
+
+/**
+ * Waits for a run's log to grow: the rows after `after` (in log order, at most one read's worth)
+ * as soon as there are any; [] when `timeoutMs` passes or `signal` aborts. One feed serves every
+ * subscriber of a process.
+ */
+export interface LiveFeed {
+  next(runId: string, after: string, timeoutMs: number, signal?: AbortSignal): Promise<LiveRow[]>;
 }
 
 export interface RunApprovals {

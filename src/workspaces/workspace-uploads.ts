@@ -67,6 +67,35 @@ export interface StoredWorkspace {
   expiresAt: string;
 }
 
+/** A quota's answer: go on, or which cap is full (413: this upload alone is larger than the cap). */
+export type LedgerVerdict = { ok: true } | { ok: false; status: 413 | 429; limit: string; max: number; retryAfterS: number; message: string };
+
+/**
+ * Where uploads are counted against the tenants' quotas (queue/upload-quota.ts on Redis): bytes
+ * received per hour, and bytes kept — reserved while an upload is written, kept under its id until
+ * it expires or is removed.
+ */
+export interface UploadLedger {
+  charge(tenant: string, bytes: number): Promise<LedgerVerdict>;
+  /** Sets the pending upload `ref`'s reservation to `bytes` (it lapses after holdMs unless committed). */
+  reserve(tenant: string, ref: string, bytes: number, holdMs: number): Promise<LedgerVerdict>;
+  commit(tenant: string, ref: string, id: string, bytes: number, ttlMs: number): Promise<void>;
+  abandon(tenant: string, ref: string): Promise<void>;
+  touch(tenant: string, id: string, ttlMs: number): Promise<void>;
+  remove(tenant: string, id: string): Promise<void>;
+}
+
+/** An upload stopped by a quota (the ledger's verdict says which cap). */
+export class UploadRefusedError extends Error {
+  constructor(readonly verdict: Extract<LedgerVerdict, { ok: false }>) {
+    super(verdict.message);
+    this.name = 'UploadRefusedError';
+  }
+}
+
+/** Quotas are charged in steps of this many bytes as an upload arrives and is written. */
+const CHARGE_STEP = 1024 * 1024;
+
 /** Room for tar headers and padding on top of maxBytes of content (512 bytes per entry, plus blocks). */
 const framing = (caps: UploadCaps) => caps.maxEntries * 1024 + 1024 * 1024;
 
@@ -77,6 +106,8 @@ export class WorkspaceUploads {
     private readonly clock: () => number = Date.now,
     /** An object store every host shares (not the local store: then `root` is all there is). */
     private readonly remote?: ArtifactStore,
+    /** The tenants' upload quotas; absent: uploads are counted nowhere (tests of the tar handling). */
+    private readonly ledger?: UploadLedger,
   ) {
     if (remote?.kind === 'local') this.remote = undefined;
   }
@@ -158,11 +189,27 @@ export class WorkspaceUploads {
     const m = UploadMeta.safeParse(await readFile(meta, 'utf8').then(JSON.parse, () => null));
     if (!m.success) return null; // an upload whose description is missing or corrupt: as if it were not there
     if (o.touch) {
+      await this.ledger?.touch(tenant, id, this.ttlS * 1000);
       const now = this.clock() / 1000;
       await utimes(path, now, now).catch(() => undefined);
       await utimes(meta, now, now).catch(() => undefined);
     }
     return { path, bytes: st.size, ...m.data };
+  }
+
+  /** Removes a tenant's upload (its tar, its description, its copy in the store) and frees its quota; false when there was none. */
+  async remove(tenant: string, id: string): Promise<boolean> {
+    const path = this.pathOf(tenant, id);
+    // The quota first: when it cannot be told (Redis away), nothing is removed and the caller may ask again.
+    await this.ledger?.remove(tenant, id);
+    let existed = (await stat(path).catch(() => null)) !== null;
+    if (this.remote) {
+      existed = existed || (await this.remoteMeta(tenant, id)) !== null;
+      await this.remote.delete([this.remote.uploadKey(tenant, id, 'tar'), this.remote.uploadKey(tenant, id, 'json')]);
+    }
+    await rm(path, { force: true });
+    await rm(metaPathOf(path), { force: true });
+    return existed;
   }
 
   /** Removes expired uploads with their descriptions (and abandoned temporary files); returns how many, a description not counted apart. */
@@ -185,10 +232,36 @@ export class WorkspaceUploads {
    * Streams `body` (gzip when `gzip`, else a plain tar) into the store. InvalidInputError (400) naming
    * the entry for anything refused; nothing is kept of a refused upload.
    */
-  async ingest(tenant: string, body: Readable, o: { gzip: boolean; caps: UploadCaps }): Promise<StoredWorkspace> {
+  async ingest(tenant: string, body: Readable, o: { gzip: boolean; caps: UploadCaps; holdMs?: number }): Promise<StoredWorkspace> {
     const dir = this.dir(tenant);
     await mkdir(dir, { recursive: true, mode: 0o700 });
-    const tmp = join(dir, `.upload-${randomBytes(8).toString('hex')}.tmp`);
+    const ref = `.upload-${randomBytes(8).toString('hex')}`;
+    const tmp = join(dir, `${ref}.tmp`);
+    // Quotas (with a ledger): bytes received per hour, and bytes kept, charged a step ahead of what
+    // arrives and is written, so a flood is stopped mid-stream. A refusal is kept here and wins
+    // over the stream errors it causes.
+    let refusal: UploadRefusedError | undefined;
+    const ledger = this.ledger;
+    const holdMs = o.holdMs ?? 3600_000;
+    const meter = (what: 'received' | 'written') => {
+      let charged = 0;
+      return async (total: number): Promise<void> => {
+        if (!ledger || (total <= charged && charged > 0)) return;
+        const next = Math.max(CHARGE_STEP, Math.ceil(total / CHARGE_STEP) * CHARGE_STEP);
+        const v = what === 'received' ? await ledger.charge(tenant, next - charged) : await ledger.reserve(tenant, ref, next, holdMs);
+        if (!v.ok) throw (refusal = new UploadRefusedError(v));
+        charged = next;
+      };
+    };
+    const received = meter('received');
+    const written = meter('written');
+    try {
+      await received(0);
+      await written(0);
+    } catch (err) {
+      await ledger?.abandon(tenant, ref).catch(() => undefined);
+      throw err;
+    }
     const caps = o.caps;
     const streamCap = caps.maxBytes + framing(caps);
     const hash = createHash('sha256');
@@ -210,6 +283,7 @@ export class WorkspaceUploads {
           first = false;
           n += chunk.length;
           if (n > streamCap) cb(refuse(`the ${label} stream passes ${streamCap} bytes${current ? ` (in or after entry "${current}")` : ''}; the cap is ${caps.maxBytes} bytes of content`));
+          else if (label === 'request') received(n).then(() => cb(null, chunk), cb);
           else cb(null, chunk);
         },
       });
@@ -221,7 +295,7 @@ export class WorkspaceUploads {
       transform(chunk: Buffer, _enc, cb) {
         hash.update(chunk);
         bytes += chunk.length;
-        cb(null, chunk);
+        written(bytes).then(() => cb(null, chunk), cb);
       },
     });
     const writing = pipeline(pack, hashing, createWriteStream(tmp, { flags: 'wx', mode: 0o600 }));
@@ -294,6 +368,8 @@ export class WorkspaceUploads {
       body.resume();
       await writing.catch(() => undefined);
       await rm(tmp, { force: true });
+      await ledger?.abandon(tenant, ref).catch(() => undefined);
+      if (refusal) throw refusal;
       if (err instanceof InvalidInputError) throw err;
       const m = (err as Error).message;
       if (/unexpected end of data|premature close/i.test(m)) throw refuse(current ? `the tar ends inside entry "${current}" (its header promised more bytes than came)` : 'the tar ends before its first entry');
@@ -317,8 +393,17 @@ export class WorkspaceUploads {
         await this.putRemoteMeta(tenant, id, meta, now);
       } catch (err) {
         await rm(tmp, { force: true });
+        await ledger?.abandon(tenant, ref).catch(() => undefined);
         throw err;
       }
+    }
+    // The reservation becomes the upload's (counted once, however often the same tar comes).
+    try {
+      await ledger?.commit(tenant, ref, id, bytes, this.ttlS * 1000);
+    } catch (err) {
+      await rm(tmp, { force: true });
+      await ledger?.abandon(tenant, ref).catch(() => undefined);
+      throw err;
     }
     // The description first: a tar is never there without one (find() treats that as absent).
     await writeFile(`${tmp}.json`, JSON.stringify(meta), { mode: 0o600 });

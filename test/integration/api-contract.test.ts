@@ -23,6 +23,8 @@ import { RunMetrics } from '../../src/queue/run-metrics';
 import { RedisRunStore } from '../../src/queue/redis-run-store';
 import { ScheduleStore } from '../../src/queue/schedule-store';
 import { TenantQuota } from '../../src/queue/tenant-quota';
+import { HeldSlots } from '../../src/queue/held-slots';
+import { RedisUploadQuota, uploadCaps } from '../../src/queue/upload-quota';
 import { WorkspaceUploads } from '../../src/workspaces/workspace-uploads';
 import { TOKENS, injectJson, startApiFixture, type ApiFixture } from '../support/api-fixture';
 import { makeTar } from '../support/make-tar';
@@ -120,14 +122,14 @@ function depsFor(redis: Redis, fx: ApiFixture, queue: Queue): ApiDeps {
   return {
     config: fx.config, store: new RedisRunStore(redis, fx.prefix), queue, metrics: new RunMetrics(redis, fx.prefix), newRunId, clock: () => fx.clock.now,
     policyNames: ['default'], templates, environments: loadEnvironments(join(__dirname, '..', '..', 'environments'), fx.config), schedules: new ScheduleStore(redis, fx.config.CORRAL_QUEUE, conn, fx.prefix),
-    quota: new TenantQuota(redis, queue, fx.prefix), idempotency: new IdempotencyStore(redis, fx.prefix),
+    quota: new TenantQuota(redis, queue, fx.prefix), held: new HeldSlots(redis, fx.prefix), idempotency: new IdempotencyStore(redis, fx.prefix),
     auth: TenantAuth.fromSources({ tokens: TOKEN_LIST }), operatorTenants: ['acme'], log: () => undefined,
-    uploads: new WorkspaceUploads(join(fx.config.CORRAL_DATA_DIR, 'workspaces'), 3600),
+    uploads: new WorkspaceUploads(join(fx.config.CORRAL_DATA_DIR, 'workspaces'), 3600, Date.now, undefined, new RedisUploadQuota(redis, uploadCaps(fx.config), fx.prefix)),
   };
 }
 
 beforeAll(async () => {
-  f = await startApiFixture({ env: { CORRAL_TENANT_MAX_ACTIVE_RUNS: '5', CORRAL_TENANT_SUBMITS_PER_MIN: '1000', CORRAL_API_MAX_BODY_BYTES: '200000', CORRAL_SCHEDULE_MIN_INTERVAL_S: '60', CORRAL_TENANT_MAX_SCHEDULES: '1' } });
+  f = await startApiFixture({ env: { CORRAL_TENANT_MAX_ACTIVE_RUNS: '5', CORRAL_TENANT_SUBMITS_PER_MIN: '1000', CORRAL_API_MAX_BODY_BYTES: '200000', CORRAL_SCHEDULE_MIN_INTERVAL_S: '60', CORRAL_TENANT_MAX_SCHEDULES: '1', CORRAL_TENANT_MAX_STREAMS: '1', CORRAL_TENANT_MAX_UPLOADS: '1', CORRAL_TENANT_UPLOAD_STORED_MB: '2' } });
   await f.app.close();
   app = buildApp(depsFor(f.redis, f, f.queue));
   await app.ready();
@@ -176,6 +178,12 @@ test('every route, every documented status: each answer is documented for its ro
   await call(app, 'GET', `/v1/runs/${id}/events`);
   await call(app, 'GET', `/v1/runs/${id}/events?after=99999999999999999999999-0`);
   await call(app, 'GET', '/v1/runs/run_nosuchrun1/events');
+  // 429: acme already holds its one live stream (CORRAL_TENANT_MAX_STREAMS=1) — here a slot taken directly.
+  const elsewhere = new HeldSlots(f.redis, f.prefix);
+  const caps = (n: number) => ({ perTenant: n, global: 100, perTenantVar: 'T', globalVar: 'G', retryAfterS: 1 });
+  const acmeStream = await elsewhere.take('streams', 'acme', caps(1));
+  await call(app, 'GET', `/v1/runs/${id}/events`, { headers: { accept: 'text/event-stream' } });
+  if (acmeStream.ok) await acmeStream.release();
   await call(app, 'POST', `/v1/runs/${id}/approvals/${'c'.repeat(150)}`, { body: { decision: 'approve' } }); // 400 naming callId, not Fastify's 414
   await call(app, 'POST', `/v1/runs/${id}/approvals/call_1`, { body: { decision: 'approve' } }); // 409: nothing pending
   await call(app, 'POST', '/v1/runs/run_nosuchrun1/approvals/call_1', { body: { decision: 'approve' } });
@@ -258,6 +266,15 @@ test('every route, every documented status: each answer is documented for its ro
   await call(app, 'GET', `/v1/workspaces/${stored.id}`); // 200: kept
   await call(app, 'GET', `/v1/workspaces/ws_${'0'.repeat(64)}`); // 404
   await call(app, 'PUT', '/v1/workspaces', { body: gzipSync(wsTar), headers: { 'content-type': 'application/gzip' } }); // 200: the same tar
+  await call(app, 'PUT', '/v1/workspaces', { body: await makeTar([{ name: 'big.bin', body: Buffer.alloc(2100 * 1024) }]), headers: { 'content-type': 'application/x-tar' } }); // 413: over the kept-bytes cap alone
+  const globexUpload = await elsewhere.take('uploads', 'globex', caps(1));
+  await call(app, 'PUT', '/v1/workspaces', { body: wsTar, token: TOKENS.globex, headers: { 'content-type': 'application/x-tar' } }); // 429: globex's one upload is in flight
+  if (globexUpload.ok) await globexUpload.release();
+  elsewhere.close();
+  await call(dead, 'PUT', '/v1/workspaces', { body: wsTar, headers: { 'content-type': 'application/x-tar' } }); // 503
+  await call(dead, 'DELETE', `/v1/workspaces/${stored.id}`); // 503
+  await call(app, 'DELETE', `/v1/workspaces/${stored.id}`); // 204
+  await call(app, 'DELETE', `/v1/workspaces/${stored.id}`); // 404
   await call(app, 'PUT', '/v1/workspaces', { body: await makeTar([{ name: '../x', body: 'x' }]), headers: { 'content-type': 'application/x-tar' } }); // 400
   await call(app, 'PUT', '/v1/workspaces', { body: 'a tar', headers: { 'content-type': 'text/plain' } }); // 415
   await call(app, 'PUT', '/v1/workspaces', { body: {} }); // 415: JSON is not a tar

@@ -16,6 +16,7 @@ import { IdempotencyStore } from '../../src/queue/idempotency';
 import { newRunId } from '../../src/queue/run-queue';
 import { ScheduleStore } from '../../src/queue/schedule-store';
 import { TenantQuota } from '../../src/queue/tenant-quota';
+import { HeldSlots } from '../../src/queue/held-slots';
 import { TOKENS, startApiFixture, type ApiFixture } from '../support/api-fixture';
 import { consistently, eventually as waitFor, settled } from '../support/eventually';
 
@@ -41,7 +42,7 @@ beforeAll(async () => {
   schedules = new ScheduleStore(f.redis, f.config.CORRAL_QUEUE, conn(), f.prefix);
   deps = {
     config: f.config, store: f.store, queue: f.queue, metrics: f.metrics, newRunId, clock: Date.now, policyNames: ['default'], templates, schedules,
-    quota: new TenantQuota(f.redis, f.queue, f.prefix), idempotency: new IdempotencyStore(f.redis, f.prefix),
+    quota: new TenantQuota(f.redis, f.queue, f.prefix), held: new HeldSlots(f.redis, f.prefix), idempotency: new IdempotencyStore(f.redis, f.prefix),
   };
   await f.app.close();
   const { buildApp } = await import('../../src/api/build-app');

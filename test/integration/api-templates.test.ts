@@ -17,6 +17,7 @@ import { IdempotencyStore } from '../../src/queue/idempotency';
 import { newRunId } from '../../src/queue/run-queue';
 import { TenantQuota } from '../../src/queue/tenant-quota';
 import { WorkspaceUploads } from '../../src/workspaces/workspace-uploads';
+import { HeldSlots } from '../../src/queue/held-slots';
 import { TOKENS, startApiFixture, type ApiFixture } from '../support/api-fixture';
 import { makeTar } from '../support/make-tar';
 
@@ -142,7 +143,7 @@ test('a template whose example would be refused stops the app from becoming read
   writeFileSync(join(dir, 'big.md'), '---\ndescription: asks for too much memory\nspec:\n  limits: { memoryMb: 999999 }\nexamples: [{}]\n---\nDo it\n');
   const app = buildApp({
     config: f.config, store: f.store, queue: f.queue, metrics: f.metrics, newRunId, clock: Date.now, policyNames: ['default'],
-    quota: new TenantQuota(f.redis, f.queue, f.prefix), idempotency: new IdempotencyStore(f.redis, f.prefix), templates: loadTemplates(dir),
+    quota: new TenantQuota(f.redis, f.queue, f.prefix), held: new HeldSlots(f.redis, f.prefix), idempotency: new IdempotencyStore(f.redis, f.prefix), templates: loadTemplates(dir),
   });
   await expect(app.ready()).rejects.toThrow(/big\.md: examples\.0 \(\{\}\) would be refused: .*limits\.memoryMb/);
   await app.close().catch(() => undefined);

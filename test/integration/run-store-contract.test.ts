@@ -9,17 +9,21 @@ import { runStoreContract } from '../support/run-store-contract';
 
 let redis: Redis;
 let n = 0;
+const stores: RedisRunStore[] = [];
 beforeAll(() => {
   redis = new Redis(process.env.REDIS_URL!, { maxRetriesPerRequest: null });
 });
 afterAll(async () => {
+  for (const s of stores) await s.closeLive(); // the live feed's own connection
   await redis.quit();
 });
 
 runStoreContract(async () => {
   const prefix = `contract-${process.pid}-${Date.now().toString(36)}-${n++}`;
+  const store = new RedisRunStore(redis, prefix);
+  stores.push(store);
   return {
-    store: new RedisRunStore(redis, prefix),
+    store,
     setLock: async (key, token) => {
       // BullMQ's lock key, as the worker passes it (not under the store's prefix)
       if (token === null) await redis.del(key);

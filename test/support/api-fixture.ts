@@ -16,6 +16,7 @@ import { newRunId } from '../../src/queue/run-queue';
 import { RunMetrics } from '../../src/queue/run-metrics';
 import { RedisRunStore } from '../../src/queue/redis-run-store';
 import { TenantQuota } from '../../src/queue/tenant-quota';
+import { HeldSlots } from '../../src/queue/held-slots';
 import { sandboxTestEnv } from './sandbox-env';
 
 export const TOKENS = { acme: 'acme-token-0123456789', globex: 'globex-token-0123456789' } as const;
@@ -64,7 +65,7 @@ export async function injectJson(app: { inject: ReturnType<typeof buildApp>['inj
   return { status: res.statusCode, headers: res.headers, body, text: res.body, json: <T>() => body as T };
 }
 
-export async function startApiFixture(o: { env?: Record<string, string>; tokens?: string | null; deps?: Partial<ApiDeps> } = {}): Promise<ApiFixture> {
+export async function startApiFixture(o: { env?: Record<string, string>; tokens?: string | null; deps?: Partial<ApiDeps>; depsOf?: (f: { redis: Redis; prefix: string; config: Config }) => Partial<ApiDeps> } = {}): Promise<ApiFixture> {
   if (!process.env.REDIS_URL) throw new Error('REDIS_URL is not set: the integration global setup did not run');
   const suffix = `${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
   const prefix = `apitest-${suffix}`;
@@ -85,15 +86,17 @@ export async function startApiFixture(o: { env?: Record<string, string>; tokens?
   const tokens = o.tokens === undefined ? `acme=${TOKENS.acme},globex=${TOKENS.globex}` : o.tokens;
   const app = buildApp({
     config, store, queue, metrics, newRunId, clock: () => clock.now, policyNames: ['default'],
-    quota: new TenantQuota(redis, queue, prefix), idempotency: new IdempotencyStore(redis, prefix),
+    quota: new TenantQuota(redis, queue, prefix), held: new HeldSlots(redis, prefix), idempotency: new IdempotencyStore(redis, prefix),
     auth: tokens ? TenantAuth.fromSources({ tokens }) : TenantAuth.off(),
     ...o.deps,
+    ...o.depsOf?.({ redis, prefix, config }),
   });
   await app.ready();
   const call: ApiFixture['call'] = (method, url, c = {}) => injectJson(app, method, url, c);
   return {
     app, config, redis, store, queue, metrics, prefix, clock, call,
     async close() {
+      await store.closeLive();
       await app.close();
       await queue.obliterate({ force: true }).catch(() => undefined);
       await queue.close();

@@ -8,6 +8,7 @@ import { resolve } from 'node:path';
 import { TenantAuth } from '../../src/api/auth';
 import { buildApp, type ApiDeps } from '../../src/api/build-app';
 import { loadConfig } from '../../src/config';
+import { MemoryHeldSlots } from './memory-held-slots';
 
 export const OFFLINE_TOKENS = { acme: 'acme-token-0123456789', globex: 'globex-token-0123456789' } as const;
 
@@ -23,7 +24,7 @@ function untouchable<T>(name: string): T {
 /** What the app logged (every 5xx with its cause): a request that got past validation shows here as "unit test reached …". */
 export type Logged = Array<{ msg: string; fields?: Record<string, unknown> }>;
 
-export function offlineApp(o: { env?: Record<string, string>; tokens?: string | null; store?: ApiDeps['store']; uploads?: ApiDeps['uploads']; httpCounts?: ApiDeps['httpCounts'] } = {}) {
+export function offlineApp(o: { env?: Record<string, string>; tokens?: string | null; store?: ApiDeps['store']; uploads?: ApiDeps['uploads']; httpCounts?: ApiDeps['httpCounts']; held?: ApiDeps['held'] } = {}) {
   const logged: Logged = [];
   const config = loadConfig({ CORRAL_POLICY_DIR: resolve(__dirname, '../../policies'), ...o.env });
   const tokens = o.tokens === undefined ? `acme=${OFFLINE_TOKENS.acme},globex=${OFFLINE_TOKENS.globex}` : o.tokens;
@@ -34,6 +35,7 @@ export function offlineApp(o: { env?: Record<string, string>; tokens?: string | 
     ...(o.httpCounts ? { httpCounts: o.httpCounts } : {}),
     queue: untouchable('queue'),
     quota: untouchable('quota'),
+    held: o.held ?? new MemoryHeldSlots(),
     idempotency: untouchable('idempotency'),
     metrics: untouchable('metrics'),
     newRunId: () => 'run_unit000001',

@@ -228,21 +228,38 @@ export function runStoreContract(make: () => Promise<ContractSubject>): void {
       expect(await store.readEvents('run_log00404')).toEqual([]);
     });
 
-    test('a stream waiter wakes when the log grows, and times out when it does not', async () => {
+    test('the live feed hands over the rows after a cursor as the log grows; empty at its timeout or on abort', async () => {
       const id = 'run_log00002';
+      const other = 'run_log00003';
       await store.create(id, { task: 'a' }, new Date(0));
+      await store.create(other, { task: 'b' }, new Date(0));
       await store.appendEvent(event(id, 1));
       const [first] = await store.readEvents(id);
-      const w = store.streamWaiter();
-      try {
-        expect(await w.wait(id, first!.id, 50)).toBe(false);
-        // The append comes after the wait began (whether or not the waiter is blocked yet, it must wake).
-        const woke = w.wait(id, first!.id, 5000);
-        await store.appendEvent(event(id, 2));
-        expect(await woke).toBe(true);
-      } finally {
-        w.close();
-      }
+      const feed = store.liveFeed();
+      expect(await feed.next(id, first!.id, 50)).toEqual([]);
+      // Rows already there come at once; from "0" too.
+      expect((await feed.next(id, '0', 5000)).map((r) => r.event?.seq)).toEqual([1]);
+      // Three subscribers of one run at two cursors, and one of another run, all waiting at once.
+      const a = feed.next(id, first!.id, 5000);
+      const b = feed.next(id, first!.id, 5000);
+      const c = feed.next(other, '0', 5000);
+      const early = feed.next(id, '0', 5000);
+      expect((await early).map((r) => r.event?.seq)).toEqual([1]);
+      // The appends come after the waits began (whether or not the reader is blocked yet, each must wake).
+      await store.appendEvent(event(id, 2));
+      await store.appendDelta({ runId: id, type: 'model.delta', turn: 1, ts: new Date(0).toISOString(), text: 'x' });
+      const [ra, rb] = await Promise.all([a, b]);
+      expect(ra.map((r) => r.event?.seq)).toEqual([2]);
+      expect(rb.map((r) => r.event?.seq)).toEqual([2]);
+      await store.appendEvent(event(other, 1));
+      expect((await c).map((r) => r.event?.seq)).toEqual([1]);
+      // The delta after event 2 (live rows carry deltas too).
+      const [second] = (await store.readEvents(id)).slice(1);
+      expect((await feed.next(id, second!.id, 5000)).map((r) => (r.delta ? 'delta' : r.event?.seq))).toEqual(['delta']);
+      const ac = new AbortController();
+      const aborted = feed.next(id, '18446744073709551615-0', 60_000, ac.signal);
+      ac.abort();
+      expect(await aborted).toEqual([]);
     });
   });
 

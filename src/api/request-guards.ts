@@ -1,0 +1,99 @@
+/**
+ * Guards every request passes before the API spends memory or time on it:
+ *   - a body must keep arriving at CORRAL_API_MIN_BODY_BYTES_PER_S, checked over each window of
+ *     BODY_WINDOW_MS from the end of the headers: a client that trickles (one byte a second, a
+ *     valid tar header and then nothing) gets a 408 and its connection is closed, long before
+ *     CORRAL_API_REQUEST_TIMEOUT_S. Bytes the API has not yet read itself (its own backpressure: a
+ *     slow disk, a slow Redis) never count against the client;
+ *   - while the process's V8 heap is above CORRAL_API_HEAP_REFUSE_PERCENT of its limit, new
+ *     requests (except /healthz and /readyz) get a 503 with retry-after instead of an answer that
+ *     might take the process down with everything it holds.
+ * The header size (Node's 16 KiB), the headers' time (CORRAL_API_HEADERS_TIMEOUT_S) and the whole
+ * request's time (CORRAL_API_REQUEST_TIMEOUT_S) are bounded by the server itself (build-app.ts).
+ */
+import type { IncomingMessage } from 'node:http';
+import { getHeapStatistics } from 'node:v8';
+import type { FastifyInstance } from 'fastify';
+import { HttpError } from './http-errors';
+
+export const BODY_WINDOW_MS = 10_000;
+
+/** The 408 written straight to the socket (the reply may be mid-stream in a handler). */
+function slowAnswer(minBytesPerS: number, seen: number, windowMs: number): string {
+  const body = JSON.stringify({ error: { code: 'request_timeout', message: `the request body arrived at ${Math.round(seen / (windowMs / 1000))} bytes/s over ${windowMs / 1000} s; this server needs at least ${minBytesPerS} bytes/s (CORRAL_API_MIN_BODY_BYTES_PER_S)` } });
+  return `HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
+}
+
+/**
+ * Watches one request's body until it has all arrived: every `windowMs` the socket must have brought
+ * minBytesPerS × window bytes, unless the body stream holds unread data (then the API is the slow
+ * side). `onSlow` runs once when it did not.
+ */
+export function watchBodyRate(raw: IncomingMessage, minBytesPerS: number, onSlow: (seenInWindow: number) => void, windowMs = BODY_WINDOW_MS): () => void {
+  const socket = raw.socket;
+  let last = socket.bytesRead;
+  const timer = setInterval(() => {
+    const now = socket.bytesRead;
+    const seen = now - last;
+    last = now;
+    const backpressured = raw.readableLength > 0 || raw.isPaused();
+    if (!backpressured && seen < (minBytesPerS * windowMs) / 1000) {
+      stop();
+      onSlow(seen);
+    }
+  }, windowMs);
+  timer.unref();
+  const stop = () => {
+    clearInterval(timer);
+    raw.off('end', stop);
+    raw.off('close', stop);
+  };
+  raw.once('end', stop);
+  raw.once('close', stop);
+  return stop;
+}
+
+export interface GuardOptions {
+  minBodyBytesPerS: number;
+  heapRefusePercent: number;
+  /** For tests: the window of the body-rate check. */
+  bodyWindowMs?: number;
+}
+
+export function registerRequestGuards(app: FastifyInstance, o: GuardOptions, log: (msg: string, fields?: Record<string, unknown>) => void): void {
+  // Heap pressure is sampled, not measured per request.
+  const limit = getHeapStatistics().heap_size_limit;
+  let pressed = false;
+  const sample = () => {
+    const used = getHeapStatistics().used_heap_size;
+    const now = used > (limit * o.heapRefusePercent) / 100;
+    if (now !== pressed) log(now ? 'API heap above its refusal mark: new requests get 503' : 'API heap below its refusal mark again', { level: now ? 'warn' : 'info', usedMb: Math.round(used / 1048576), limitMb: Math.round(limit / 1048576), percent: o.heapRefusePercent });
+    pressed = now;
+  };
+  const sampler = setInterval(sample, 250);
+  sampler.unref();
+  app.addHook('onClose', async () => clearInterval(sampler));
+  app.addHook('onRequest', async (req) => {
+    if (!pressed) return;
+    const path = req.url.split('?')[0];
+    if (path === '/healthz' || path === '/readyz') return;
+    throw new HttpError(503, 'unavailable', `the API is short of memory (its heap is above ${o.heapRefusePercent}% of ${Math.round(limit / 1048576)} MB, CORRAL_API_HEAP_REFUSE_PERCENT); try again shortly`, { 'retry-after': '5' });
+  });
+
+  // Every body, JSON or tar: a minimum rate from the end of the headers until it has all arrived.
+  app.addHook('preParsing', async (req, reply, payload) => {
+    const raw = req.raw;
+    const hasBody = raw.headers['transfer-encoding'] !== undefined || Number(raw.headers['content-length'] ?? 0) > 0;
+    if (!hasBody || raw.complete || raw.readableEnded) return payload;
+    watchBodyRate(raw, o.minBodyBytesPerS, (seen) => {
+      log('request body too slow: answered 408 and disconnected', { level: 'warn', method: req.method, route: req.routeOptions.url ?? req.url.split('?')[0], tenant: req.tenant, bytesInWindow: seen });
+      if (!reply.sent && !reply.raw.headersSent) {
+        reply.hijack();
+        raw.socket.end(slowAnswer(o.minBodyBytesPerS, seen, o.bodyWindowMs ?? BODY_WINDOW_MS));
+      }
+      raw.socket.destroySoon();
+      raw.destroy();
+    }, o.bodyWindowMs ?? BODY_WINDOW_MS);
+    return payload;
+  });
+}
