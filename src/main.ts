@@ -16,6 +16,7 @@ import { CorralError, InvalidInputError, StoreUnavailableError } from './domain/
 import type { Model } from './domain/model';
 import type { RunSpec } from './domain/run-spec';
 import { loadTenantAuth } from './api/auth';
+import { isLoopbackHost } from './api/origin-guard';
 import { buildApp } from './api/build-app';
 import { OpenAIModel } from './llm/openai-model';
 import { ReplayModel, loadReplay, replayFromEvents } from './llm/replay-model';
@@ -218,6 +219,11 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
   }
   const templates = roles.api ? loadTemplates(config.CORRAL_TEMPLATES_DIR) : [];
   const auth = loadTenantAuth(config); // before anything starts: a bad token list fails fast
+  // Auth off is for one person on one machine: the API then listens on loopback only unless the
+  // operator says otherwise (and its Host and Origin checks keep web pages out: origin-guard.ts).
+  if (roles.api && !auth.enabled && !isLoopbackHost(config.CORRAL_API_HOST) && !config.CORRAL_API_AUTH_OFF_ALLOW_REMOTE) {
+    throw new InvalidInputError(`CORRAL_API_HOST=${config.CORRAL_API_HOST}: with auth off (no CORRAL_API_TOKENS or CORRAL_API_TOKENS_FILE) the API listens on a loopback address only; set tokens, or CORRAL_API_AUTH_OFF_ALLOW_REMOTE=true if everyone who can reach that address may run tasks`, 'CORRAL_API_HOST');
+  }
   // Run files and uploads: the data dir, or an object store every API and worker reaches.
   const artifacts = artifactStoreFor(config);
   onClose('artifact store', () => artifacts.close());

@@ -17,7 +17,8 @@
  *
  * Auth: with tokens configured every route but /healthz, /readyz, /openapi.json and /docs needs
  * `Authorization: Bearer <token>` (401 otherwise); the token's tenant owns the runs it creates and
- * sees only those (404 for any other). Errors are JSON, see http-errors.ts.
+ * sees only those (404 for any other). With auth off the Host header must name this API (421) and a
+ * state change must not come from another origin (403): origin-guard.ts. Errors are JSON, see http-errors.ts.
  */
 import { createServer } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -36,6 +37,7 @@ import { registerConsoleRoutes } from '../console/console-routes';
 import { registerWorkspaceRoutes, TAR_TYPES } from './workspace-routes';
 import { checkTemplateExamples } from './load-templates';
 import { registerRequestGuards } from './request-guards';
+import { registerOriginGuard } from './origin-guard';
 
 export type { ApiDeps } from './api-deps';
 
@@ -143,6 +145,9 @@ export function buildApp(given: ApiDeps): CorralApp {
     if (req.routeOptions.url === '/v1/workspaces') done(null, payload);
     else done(Object.assign(new Error('not JSON'), { statusCode: 415 }), undefined);
   });
+
+  // Pages the operator visits: no DNS rebinding (Host), no cross-site state changes (origin-guard.ts).
+  registerOriginGuard(app, { authOff: !auth.enabled, allowedHosts: deps.config.CORRAL_API_ALLOWED_HOSTS, listenHost: deps.config.CORRAL_API_HOST }, log);
 
   app.decorateRequest('tenant', '');
   // Set by the onRequest hook for every route that needs a token (null on public routes).
