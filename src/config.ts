@@ -326,6 +326,11 @@ export const ConfigSchema = z.object({
   CORRAL_STALLED_INTERVAL_MS: int(30_000),
   /** true: a run whose worker died is started again once, from a clean workspace; false: it fails as stalled. */
   CORRAL_RETRY_STALLED: bool(false),
+  /**
+   * `corral serve` runs the API and the worker as two child processes under a supervisor (a crash or
+   * an exhausted heap of one leaves the other running; each is started again); false: one process.
+   */
+  CORRAL_SERVE_SPLIT: bool(true),
   /** On SIGTERM, how long running runs may take to finish before they are cancelled (reason "shutdown"). */
   CORRAL_SHUTDOWN_GRACE_S: z.coerce.number().int().min(0).default(30),
   /** Started sandboxes each worker keeps ready for runs of the default class (default limits, no network); 0 = off. */
@@ -366,6 +371,11 @@ export const ConfigSchema = z.object({
 });
 
 export type Config = z.infer<typeof ConfigSchema>;
+
+/** After the grace period, how long cancelled runs have to clean up (sandbox removal, records). */
+export const SHUTDOWN_CLEANUP_MS = 10_000;
+/** The longest a stop takes, whatever Redis and Docker do: the grace period, the clean-up, the other steps. */
+export const shutdownBudgetMs = (config: Pick<Config, 'CORRAL_SHUTDOWN_GRACE_S'>): number => config.CORRAL_SHUTDOWN_GRACE_S * 1000 + SHUTDOWN_CLEANUP_MS + 5000;
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const r = ConfigSchema.safeParse(env);

@@ -11,7 +11,7 @@ import { FlowProducer } from 'bullmq';
 import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import type { FastifyInstance } from 'fastify';
-import type { Config } from './config';
+import { SHUTDOWN_CLEANUP_MS, type Config } from './config';
 import { CorralError, InvalidInputError, StoreUnavailableError } from './domain/errors';
 import type { Model } from './domain/model';
 import type { RunSpec } from './domain/run-spec';
@@ -146,9 +146,8 @@ async function checkRedisPolicy(redis: Redis, url: string, log: WorkerLog): Prom
 /** How long one shutdown step may take before it is left behind. */
 const CLOSE_STEP_MS = 3000;
 /** After the grace period, how long cancelled runs have to clean up (sandbox removal, records). */
-const CLEANUP_MS = 10_000;
-/** The longest a stop takes, whatever Redis and Docker do: the grace period, the clean-up, the other steps. */
-export const shutdownBudgetMs = (config: Config): number => config.CORRAL_SHUTDOWN_GRACE_S * 1000 + CLEANUP_MS + 5000;
+const CLEANUP_MS = SHUTDOWN_CLEANUP_MS;
+export { shutdownBudgetMs } from './config';
 
 /** `p`'s value, or 'late' when it has not settled within `ms` (the timer is cleared either way). */
 async function within<T>(p: Promise<T>, ms: number): Promise<T | 'late'> {

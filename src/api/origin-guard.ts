@@ -62,12 +62,7 @@ export function registerOriginGuard(app: FastifyInstance, o: OriginGuardOptions,
     }
     const origin = req.headers.origin;
     if (o.authOff && site === undefined && origin !== undefined) {
-      let same = false;
-      try {
-        same = origin !== 'null' && new URL(origin).host.toLowerCase() === host.toLowerCase();
-      } catch {
-        same = false;
-      }
+      const same = origin !== 'null' && URL.canParse(origin) && new URL(origin).host.toLowerCase() === host.toLowerCase();
       if (!same) log('cross-origin state change refused (403)', { level: 'warn', method: req.method, path: path.slice(0, 200), origin: origin.slice(0, 100) });
       if (!same) throw new HttpError(403, 'cross_origin', `${req.method} from another origin (Origin: ${origin.slice(0, 100)}) is refused: state changes come only from this API's own pages or from programs`);
     }

@@ -11,7 +11,7 @@
  * The header size (Node's 16 KiB), the headers' time (CORRAL_API_HEADERS_TIMEOUT_S) and the whole
  * request's time (CORRAL_API_REQUEST_TIMEOUT_S) are bounded by the server itself (build-app.ts).
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { getHeapStatistics } from 'node:v8';
 import type { FastifyInstance } from 'fastify';
 import { HttpError } from './http-errors';
@@ -51,6 +51,33 @@ export function watchBodyRate(raw: IncomingMessage, minBytesPerS: number, onSlow
   raw.once('end', stop);
   raw.once('close', stop);
   return stop;
+}
+
+/** What is read and dropped of a body after an early answer, at most (then the connection is closed). */
+export const LINGER_BYTES = 64 * 1024 * 1024;
+export const LINGER_MS = 30_000;
+
+/**
+ * After an answer given before the request's body has all arrived (a cap, a refused tar): the rest
+ * is read and dropped — a client that is still sending then reads the answer instead of a broken
+ * pipe — but at most LINGER_BYTES within LINGER_MS; past either, the connection is closed. (The
+ * body's minimum rate keeps applying meanwhile.)
+ */
+export function lingerAfterAnswer(raw: IncomingMessage, res: ServerResponse): void {
+  if (raw.complete) return;
+  res.once('finish', () => {
+    if (raw.complete || raw.destroyed) return;
+    let n = 0;
+    const close = () => raw.socket?.destroy();
+    const timer = setTimeout(close, LINGER_MS);
+    timer.unref();
+    raw.on('data', (c: Buffer) => {
+      n += c.length;
+      if (n > LINGER_BYTES) close();
+    });
+    raw.once('close', () => clearTimeout(timer));
+    raw.resume();
+  });
 }
 
 export interface GuardOptions {

@@ -14,6 +14,7 @@ import type { ApiDeps } from './api-deps';
 import { InvalidInputError, NotFoundError } from '../domain/errors';
 import { UploadRefusedError } from '../workspaces/workspace-uploads';
 import { HttpError, limitReached, parseInput } from './http-errors';
+import { lingerAfterAnswer } from './request-guards';
 import { route, type RouteDoc } from './openapi';
 import { WORKSPACE_ID } from '../domain/run-spec';
 import { ErrorBody } from './schemas';
@@ -53,10 +54,10 @@ export function registerWorkspaceRoutes(app: FastifyInstance, deps: ApiDeps, doc
     if (!body || typeof (body as { pipe?: unknown }).pipe !== 'function') {
       throw new HttpError(415, 'unsupported_media_type', `send the workspace as a tar: Content-Type ${TAR_TYPES.join(' or ')} (got ${JSON.stringify(String(req.headers['content-type'] ?? '(none)').slice(0, 100))})`);
     }
-    // Whatever ends this request early, the rest of a body the client is still sending is not read:
-    // the connection closes after the answer.
+    // Whatever ends this request early, the rest of a body the client is still sending is read and
+    // dropped, up to a bound, so that the client sees the answer (request-guards.ts).
     const refuse = (err: HttpError) => {
-      err.headers.connection = 'close';
+      lingerAfterAnswer(req.raw, reply.raw);
       return err;
     };
     // A plain tar announced larger than a per-tenant byte cap can never pass it: 413 before a byte is read.
@@ -85,7 +86,7 @@ export function registerWorkspaceRoutes(app: FastifyInstance, deps: ApiDeps, doc
       });
     } catch (err) {
       if (err instanceof UploadRefusedError) throw refuse(limitReached(err.verdict));
-      if (err instanceof InvalidInputError) reply.header('connection', 'close');
+      if (err instanceof InvalidInputError) lingerAfterAnswer(req.raw, reply.raw);
       throw err;
     } finally {
       // Before the answer: a client that uploads again at once finds its slot free.

@@ -45,7 +45,9 @@ import { eventually } from './eventually';
 export interface ServeFloodResult {
   attacker: { status: string; reason: string; logBytes: number; events: number; eventTypes: Record<string, number>; aggregatedAttempts: number };
   other: { status: string; reason: string };
+  /** The supervisor, the API and the worker of corral serve together. */
   serveRssPeakMb: number;
+  processRssPeakMb: { supervisor: number; api: number; worker: number };
   /** The attacker's egress proxy process (its own, outside the worker). */
   proxyRssPeakMb: number | null;
   readyAfter: boolean;
@@ -88,7 +90,7 @@ export async function serveFlood(o: { redisUrl: string; rounds?: number; otherTo
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`corral serve did not start in 60 s:\n${log.slice(-2000)}`)), 60_000);
       const check = () => {
-        if (log.includes('"msg":"started"')) {
+        if (log.includes('"component":"serve","msg":"started"')) {
           clearTimeout(timer);
           resolve();
         } else if (child.exitCode !== null) reject(new Error(`corral serve exited: ${log.slice(-2000)}`));
@@ -96,7 +98,11 @@ export async function serveFlood(o: { redisUrl: string; rounds?: number; otherTo
       };
       check();
     });
+    // corral serve supervises two processes: the API and the worker (their pids in its started line).
     rss.track('serve', child.pid!);
+    const pids = (JSON.parse(log.split('\n').find((l) => l.includes('"component":"serve","msg":"started"'))!) as { pids: { api: number; worker: number } }).pids;
+    rss.track('api', pids.api);
+    rss.track('worker', pids.worker);
     const checks = Array.from({ length: rounds }, () => '- check: `python3 flood.py 12000 15000`').join('\n');
     const a = await apiRequest<{ id: string }>(url, 'POST', '/v1/runs', {
       task: `# Task\nFLOOD-RUN: say done.\n\n# Done means\n${checks}\n`,
@@ -134,7 +140,9 @@ export async function serveFlood(o: { redisUrl: string; rounds?: number; otherTo
         aggregatedAttempts: lines.filter((e) => e.type === 'egress.aggregate').reduce((n, e) => n + (e.count ?? 0), 0) + (types.egress ?? 0),
       },
       other: { status: rb.status, reason: rb.reason },
-      serveRssPeakMb: rss.peaks().serve ?? 0,
+      // The three processes together (each one's own peak: an upper bound of their sum at any time).
+      serveRssPeakMb: Math.round(((rss.peaks().serve ?? 0) + (rss.peaks().api ?? 0) + (rss.peaks().worker ?? 0)) * 10) / 10,
+      processRssPeakMb: { supervisor: rss.peaks().serve ?? 0, api: rss.peaks().api ?? 0, worker: rss.peaks().worker ?? 0 },
       proxyRssPeakMb: rss.stop().proxy ?? null,
       readyAfter: ready.status === 200 && ready.body.ok === true,
       floodAttempts: (types['done.check'] ?? 0) * 12_000,
