@@ -7,7 +7,7 @@
  * against the tenant's bytes per hour and bytes kept (queue/upload-quota.ts); a full cap is a 429
  * naming it. DELETE /v1/workspaces/:id removes an upload and frees what it counted.
  */
-import type { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { ApiDeps } from './api-deps';
@@ -77,14 +77,27 @@ export function registerWorkspaceRoutes(app: FastifyInstance, deps: ApiDeps, doc
       global: deps.config.CORRAL_API_MAX_UPLOADS, globalVar: 'CORRAL_API_MAX_UPLOADS', retryAfterS: UPLOAD_RETRY_S,
     });
     if (!slot.ok) throw refuse(limitReached(slot));
+    // The request stream goes to the tar reader through a pipe of its own: when the reader stops
+    // early (a refusal), only that pipe is destroyed, never the connection the answer must go out on.
+    const piped = new PassThrough();
+    body.pipe(piped);
+    // A client that goes away (or is cut off) ends the upload: pipe() alone would wait forever.
+    const gone = () => {
+      if (!req.raw.complete) piped.destroy(new Error('the client went away before the upload was complete (premature close)'));
+    };
+    req.raw.once('close', gone);
+    body.once('error', (err: Error) => piped.destroy(err));
     let stored;
     try {
-      stored = await uploads.ingest(req.tenant, body, {
+      stored = await uploads.ingest(req.tenant, piped, {
         gzip: type !== 'application/x-tar',
         caps: { maxBytes: deps.config.CORRAL_MAX_WORKSPACE_MB * mb, maxEntries: deps.config.CORRAL_WORKSPACE_MAX_ENTRIES },
         holdMs: deps.config.CORRAL_API_REQUEST_TIMEOUT_S * 1000,
       });
     } catch (err) {
+      // What is left of the body no longer goes to the reader (it would hold it back): it is dropped.
+      body.unpipe(piped);
+      piped.destroy();
       if (err instanceof UploadRefusedError) throw refuse(limitReached(err.verdict));
       if (err instanceof InvalidInputError) lingerAfterAnswer(req.raw, reply.raw);
       throw err;

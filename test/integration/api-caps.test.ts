@@ -53,11 +53,12 @@ async function newRun(fx: ApiFixture, token: string = TOKENS.acme): Promise<stri
 const ev = (runId: string, seq: number, type: string, extra: Record<string, unknown> = {}) => ({ runId, seq, ts: new Date().toISOString(), type, ...extra }) as unknown as RunEvent;
 
 /** An SSE request held open; `status` once the head has come. */
-async function openStream(url: string, runId: string, token: string): Promise<{ status: number; body: Record<string, unknown> | null; headers: Headers; close: () => void }> {
+async function openStream(url: string, runId: string, token: string): Promise<{ status: number; body: Record<string, unknown> | null; headers: Headers; res: Response; close: () => void }> {
   const ac = new AbortController();
   const res = await fetch(`${url}/v1/runs/${runId}/events`, { headers: { accept: 'text/event-stream', ...auth(token) }, signal: ac.signal });
   const body = res.status === 200 ? null : ((await res.json()) as Record<string, unknown>);
-  return { status: res.status, body, headers: res.headers, close: () => ac.abort() };
+  // `res` stays referenced while the stream is meant to be open: fetch cancels a collected response's body.
+  return { status: res.status, body, headers: res.headers, res, close: () => ac.abort() };
 }
 
 /** The body of a raw HTTP/1.1 answer with chunked transfer coding, as far as it is complete. */
