@@ -83,6 +83,8 @@ export const ConfigSchema = z.object({
   }),
   /** With auth off the API listens on a loopback address only; true lets it listen elsewhere (anyone who reaches it can run tasks). */
   CORRAL_API_AUTH_OFF_ALLOW_REMOTE: bool(false),
+  /** Bytes of request bodies (JSON: read whole before parsing) one API process buffers at once, and a quarter of it per tenant; more is a 429. */
+  CORRAL_API_MAX_BUFFERED_MB: int(64),
   /** The API refuses new requests (503) while its V8 heap is above this share of its limit (percent), instead of dying. */
   CORRAL_API_HEAP_REFUSE_PERCENT: z.coerce.number().int().min(10).max(100).default(85),
   /** Per tenant: runs queued, running or awaiting approval at once; more is a 429. */

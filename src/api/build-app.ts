@@ -98,6 +98,7 @@ export function buildApp(given: ApiDeps): CorralApp {
   // Refuse before dying (heap), and bodies that trickle (request-guards.ts).
   registerRequestGuards(app, {
     minBodyBytesPerS: deps.config.CORRAL_API_MIN_BODY_BYTES_PER_S, heapRefusePercent: deps.config.CORRAL_API_HEAP_REFUSE_PERCENT,
+    maxBufferedBytes: deps.config.CORRAL_API_MAX_BUFFERED_MB * 1024 * 1024,
     ...(deps.bodyWindowMs !== undefined ? { bodyWindowMs: deps.bodyWindowMs } : {}),
   }, log);
 

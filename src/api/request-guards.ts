@@ -5,6 +5,8 @@
  *     valid tar header and then nothing) gets a 408 and its connection is closed, long before
  *     CORRAL_API_REQUEST_TIMEOUT_S. Bytes the API has not yet read itself (its own backpressure: a
  *     slow disk, a slow Redis) never count against the client;
+ *   - bodies that are buffered (JSON) count against CORRAL_API_MAX_BUFFERED_MB for the process and
+ *     a quarter of it per tenant while they are read and handled (429 past either);
  *   - while the process's V8 heap is above CORRAL_API_HEAP_REFUSE_PERCENT of its limit, new
  *     requests (except /healthz and /readyz) get a 503 with retry-after instead of an answer that
  *     might take the process down with everything it holds.
@@ -14,7 +16,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { getHeapStatistics } from 'node:v8';
 import type { FastifyInstance } from 'fastify';
-import { HttpError } from './http-errors';
+import { Transform } from 'node:stream';
+import { HttpError, limitReached } from './http-errors';
 
 export const BODY_WINDOW_MS = 10_000;
 
@@ -82,12 +85,15 @@ export function lingerAfterAnswer(raw: IncomingMessage, res: ServerResponse): vo
 
 export interface GuardOptions {
   minBodyBytesPerS: number;
+  /** CORRAL_API_MAX_BUFFERED_MB in bytes. */
+  maxBufferedBytes: number;
   heapRefusePercent: number;
   /** For tests: the window of the body-rate check. */
   bodyWindowMs?: number;
 }
 
-export function registerRequestGuards(app: FastifyInstance, o: GuardOptions, log: (msg: string, fields?: Record<string, unknown>) => void): void {
+export function registerRequestGuards(app: FastifyInstance, o: GuardOptions, log: (msg: string, fields?: Record<string, unknown>) => void): BufferedBodies {
+  const buffered = new BufferedBodies(o.maxBufferedBytes);
   // Heap pressure is sampled, not measured per request.
   const limit = getHeapStatistics().heap_size_limit;
   let pressed = false;
@@ -121,6 +127,66 @@ export function registerRequestGuards(app: FastifyInstance, o: GuardOptions, log
       raw.socket.destroySoon();
       raw.destroy();
     }, o.bodyWindowMs ?? BODY_WINDOW_MS);
-    return payload;
+    // A tar is streamed to disk (its own caps); every other body is buffered whole: counted here.
+    const type = String(raw.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+    if (TAR_BODY.test(type)) return payload;
+    const held = buffered.hold(req.tenant);
+    const release = () => held.release();
+    reply.raw.once('close', release);
+    raw.once('close', release);
+    return payload.pipe(new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        const refusal = held.add(chunk.length);
+        if (refusal) {
+          log('request body refused: buffered bodies at their cap', { level: 'warn', tenant: req.tenant, limit: refusal.limit });
+          lingerAfterAnswer(raw, reply.raw);
+          cb(limitReached(refusal));
+        } else cb(null, chunk);
+      },
+    }));
   });
+  return buffered;
+}
+
+const TAR_BODY = /^application\/(x-tar|gzip|x-gzip)$/;
+
+/**
+ * Bytes of request bodies being buffered by this process (JSON, before it is parsed and while the
+ * request is handled): at most `maxBytes` in all and a quarter of that per tenant, so that neither
+ * a flood of large bodies nor one tenant's share of them can exhaust the heap.
+ */
+export class BufferedBodies {
+  private total = 0;
+  private readonly byTenant = new Map<string, number>();
+  constructor(private readonly maxBytes: number) {}
+
+  hold(tenant: string): { add(n: number): { limit: string; max: number; retryAfterS: number; message: string } | null; release(): void } {
+    let mine = 0;
+    let released = false;
+    const perTenant = Math.floor(this.maxBytes / 4);
+    return {
+      add: (n) => {
+        const t = this.byTenant.get(tenant) ?? 0;
+        if (t + n > perTenant) return { limit: 'body_bytes_per_tenant', max: perTenant, retryAfterS: 2, message: `tenant "${tenant}" already has ${perTenant} bytes of request bodies being read (a quarter of CORRAL_API_MAX_BUFFERED_MB); send fewer at once` };
+        if (this.total + n > this.maxBytes) return { limit: 'body_bytes_global', max: this.maxBytes, retryAfterS: 2, message: `this API already has ${this.maxBytes} bytes of request bodies being read (CORRAL_API_MAX_BUFFERED_MB); try again shortly` };
+        mine += n;
+        this.total += n;
+        this.byTenant.set(tenant, t + n);
+        return null;
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        this.total -= mine;
+        const t = (this.byTenant.get(tenant) ?? 0) - mine;
+        if (t > 0) this.byTenant.set(tenant, t);
+        else this.byTenant.delete(tenant);
+      },
+    };
+  }
+
+  /** Bytes held now, all and per tenant (for tests). */
+  stats(): { total: number; byTenant: Record<string, number> } {
+    return { total: this.total, byTenant: Object.fromEntries(this.byTenant) };
+  }
 }

@@ -81,6 +81,7 @@ export const ErrorBody = z.object({
     limit: z.enum([
       'submits_per_minute', 'active_runs',
       'streams_per_tenant', 'streams_global', 'uploads_per_tenant', 'uploads_global', 'upload_bytes_per_hour', 'upload_stored_per_tenant', 'upload_stored_global',
+      'body_bytes_per_tenant', 'body_bytes_global',
     ]).optional().meta({ description: 'which cap was hit (429, or 413 for one request larger than a cap): per tenant, or the whole service (…_global)' }),
     max: z.number().optional().meta({ description: 'the size of that cap' }),
     retryAfterS: z.number().optional().meta({ description: 'the same as the retry-after header' }),
