@@ -67,7 +67,7 @@ interface Target {
 function egressTargets(e: EgressBench): Record<string, Target> {
   const f = e.serve_flood;
   return {
-    egress_flood_worker_rss_lt_400mb: { target: 'corral serve (2 slots) peak RSS < 400 MB while a run floods its proxy', measured: f?.serveRssPeakMb ?? null, met: !!f && f.serveRssPeakMb < 400 },
+    egress_flood_worker_rss_lt_400mb: { target: 'corral serve (2 slots): the worker process\'s peak RSS < 400 MB while a run floods its proxy', measured: f?.processRssPeakMb.worker ?? null, met: !!f && f.processRssPeakMb.worker < 400 },
     egress_flood_log_lt_20mb: { target: "the flooding run's events.jsonl < 20 MB", measured: f ? round(f.attacker.logBytes / 1024 / 1024, 3) : null, met: !!f && f.attacker.logBytes < 20 * 1024 * 1024 },
     egress_flood_other_run_succeeded: { target: 'the other run on that worker succeeded, the service still ready', measured: !!f && f.other.status === 'succeeded' && f.readyAfter, met: !!f && f.other.status === 'succeeded' && f.readyAfter },
   };

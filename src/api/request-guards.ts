@@ -60,18 +60,37 @@ export function watchBodyRate(raw: IncomingMessage, minBytesPerS: number, onSlow
 export const LINGER_BYTES = 64 * 1024 * 1024;
 export const LINGER_MS = 30_000;
 
+/** Early answers per tenant in the last LINGER_WINDOW_MS, past which that tenant's bodies are no longer read. */
+const LINGER_WINDOW_MS = 10_000;
+const LINGER_MAX_REFUSALS = 16;
+const recentRefusals = new Map<string, number[]>();
+
+/** Counts an early answer for `tenant`; true while the tenant has had few enough lately to be read to the end. */
+function lingerAllowed(tenant: string, now: number): boolean {
+  const times = (recentRefusals.get(tenant) ?? []).filter((t) => t > now - LINGER_WINDOW_MS);
+  times.push(now);
+  recentRefusals.set(tenant, times);
+  if (recentRefusals.size > 10_000) for (const [t, v] of recentRefusals) if (!v.some((x) => x > now - LINGER_WINDOW_MS)) recentRefusals.delete(t);
+  return times.length <= LINGER_MAX_REFUSALS;
+}
+
 /**
  * After an answer given before the request's body has all arrived (a cap, a refused tar): the rest
  * is read and dropped — a client that is still sending then reads the answer instead of a broken
- * pipe — but at most LINGER_BYTES within LINGER_MS; past either, the connection is closed. (The
- * body's minimum rate keeps applying meanwhile.)
+ * pipe — but at most LINGER_BYTES within LINGER_MS; past either, the connection is closed. A tenant
+ * that keeps sending after more than LINGER_MAX_REFUSALS such answers in 10 s (a flood) loses that
+ * courtesy: its connection closes once the answer is out, so its bytes cost this API nothing more.
+ * (The body's minimum rate keeps applying meanwhile.)
  */
-export function lingerAfterAnswer(raw: IncomingMessage, res: ServerResponse): void {
+export function lingerAfterAnswer(raw: IncomingMessage, res: ServerResponse, tenant = ''): void {
   if (raw.complete) return;
+  const linger = lingerAllowed(tenant, Date.now());
+  if (!linger && !res.headersSent) res.setHeader('connection', 'close');
   res.once('finish', () => {
     if (raw.complete || raw.destroyed) return;
-    let n = 0;
     const close = () => raw.socket?.destroy();
+    if (!linger) return void raw.socket?.destroySoon();
+    let n = 0;
     const timer = setTimeout(close, LINGER_MS);
     timer.unref();
     raw.on('data', (c: Buffer) => {
@@ -139,7 +158,7 @@ export function registerRequestGuards(app: FastifyInstance, o: GuardOptions, log
         const refusal = held.add(chunk.length);
         if (refusal) {
           log('request body refused: buffered bodies at their cap', { level: 'warn', tenant: req.tenant, limit: refusal.limit });
-          lingerAfterAnswer(raw, reply.raw);
+          lingerAfterAnswer(raw, reply.raw, req.tenant);
           cb(limitReached(refusal));
         } else cb(null, chunk);
       },

@@ -57,7 +57,7 @@ export function registerWorkspaceRoutes(app: FastifyInstance, deps: ApiDeps, doc
     // Whatever ends this request early, the rest of a body the client is still sending is read and
     // dropped, up to a bound, so that the client sees the answer (request-guards.ts).
     const refuse = (err: HttpError) => {
-      lingerAfterAnswer(req.raw, reply.raw);
+      lingerAfterAnswer(req.raw, reply.raw, req.tenant);
       return err;
     };
     // A plain tar announced larger than a per-tenant byte cap can never pass it: 413 before a byte is read.
@@ -99,7 +99,7 @@ export function registerWorkspaceRoutes(app: FastifyInstance, deps: ApiDeps, doc
       body.unpipe(piped);
       piped.destroy();
       if (err instanceof UploadRefusedError) throw refuse(limitReached(err.verdict));
-      if (err instanceof InvalidInputError) lingerAfterAnswer(req.raw, reply.raw);
+      if (err instanceof InvalidInputError) lingerAfterAnswer(req.raw, reply.raw, req.tenant);
       throw err;
     } finally {
       // Before the answer: a client that uploads again at once finds its slot free.

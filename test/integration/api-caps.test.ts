@@ -229,6 +229,13 @@ describe('uploads', () => {
         expect(r.body.error).toMatchObject({ limit: 'uploads_per_tenant', max: 2, message: expect.stringContaining('CORRAL_TENANT_MAX_UPLOADS') });
       });
       expect((await put(url, await tarOf('theirs.txt', 10), TOKENS.globex)).status).toBe(201);
+      // A tenant that keeps sending after its refusals (a flood) no longer has its bodies read: past 16
+      // early answers in 10 s its connection closes once the answer is out.
+      const flood = [];
+      for (let i = 0; i < 20; i++) flood.push(await put(url, Buffer.alloc(2 * 1024 * 1024)));
+      expect(flood.every((r) => r.status === 429)).toBe(true);
+      expect(flood.at(0)!.headers.get('connection')).not.toBe('close');
+      expect(flood.at(-1)!.headers.get('connection')).toBe('close');
       for (const s of holders) s.destroy();
       const mine = await tarOf('mine.txt', 10);
       await eventually(() => put(url, mine), { what: 'a freed slot', until: (r) => r.status === 201 });
