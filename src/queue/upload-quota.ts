@@ -1,5 +1,5 @@
 /**
- * Upload quotas in Redis (the UploadLedger of workspaces/workspace-uploads.ts), the same numbers for
+ * Upload quotas in Redis (the UploadLedger port of domain/upload-ledger.ts), the same numbers for
  * every API process, each step one Lua call (atomic):
  *   - bytes received per tenant per hour: a leaky bucket that drains at cap/hour, charged as the
  *     bytes arrive (a flood is stopped mid-stream, not after it);
@@ -15,7 +15,7 @@
  * Times are Redis's clock (no skew between API hosts).
  */
 import type { Redis } from 'ioredis';
-import type { LedgerVerdict, UploadLedger } from '../workspaces/workspace-uploads';
+import type { LedgerVerdict, UploadLedger } from '../domain/upload-ledger';
 import { countRefusal } from './held-slots';
 
 /** What every upload counts at least, against the hourly and the stored cap. */

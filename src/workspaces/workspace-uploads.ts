@@ -29,6 +29,7 @@ import { readStored, type ArtifactStore } from '../artifacts/artifact-store';
 import { InvalidInputError, SandboxError } from '../domain/errors';
 import { showName } from '../domain/export-names';
 import { WORKSPACE_ID, WorkspacePath } from '../domain/run-spec';
+import type { LedgerVerdict, UploadLedger } from '../domain/upload-ledger';
 import { checkSeedEntry, SeedLinks } from '../sandbox/archive';
 
 /** Tenant names become directory names: only these. */
@@ -68,22 +69,7 @@ export interface StoredWorkspace {
 }
 
 /** A quota's answer: go on, or which cap is full (413: this upload alone is larger than the cap). */
-export type LedgerVerdict = { ok: true } | { ok: false; status: 413 | 429; limit: string; max: number; retryAfterS: number; message: string };
-
-/**
- * Where uploads are counted against the tenants' quotas (queue/upload-quota.ts on Redis): bytes
- * received per hour, and bytes kept — reserved while an upload is written, kept under its id until
- * it expires or is removed.
- */
-export interface UploadLedger {
-  charge(tenant: string, bytes: number): Promise<LedgerVerdict>;
-  /** Sets the pending upload `ref`'s reservation to `bytes` (it lapses after holdMs unless committed). */
-  reserve(tenant: string, ref: string, bytes: number, holdMs: number): Promise<LedgerVerdict>;
-  commit(tenant: string, ref: string, id: string, bytes: number, ttlMs: number): Promise<void>;
-  abandon(tenant: string, ref: string): Promise<void>;
-  touch(tenant: string, id: string, ttlMs: number): Promise<void>;
-  remove(tenant: string, id: string): Promise<void>;
-}
+export type { LedgerVerdict, UploadLedger } from '../domain/upload-ledger';
 
 /** An upload stopped by a quota (the ledger's verdict says which cap). */
 export class UploadRefusedError extends Error {
