@@ -106,12 +106,13 @@ async function finished(id: string, tenant: string): Promise<void> {
   writeFileSync(join(dir, 'workspace.tar'), Buffer.alloc(1024, 0));
   writeFileSync(join(dir, 'workspace.patch'), '--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n');
   writeFileSync(join(dir, 'agent.bundle'), '# v2 git bundle\n');
+  writeFileSync(join(dir, 'needs-review.jsonl'), '{"path":".github/workflows/ci.yml","rule":"ci","reason":"a CI definition"}\n');
   await f.store.create(id, RunSpec.parse({ task: 'finished run' }), new Date(f.clock.now), tenant);
   await f.store.update(id, {
     status: 'succeeded', outcome: 'succeeded', reason: 'done', finalAnswer: 'ok', startedAt: new Date(f.clock.now - 5000).toISOString(), finishedAt: new Date(f.clock.now).toISOString(),
     workerId: 'w-test', logPath: join(dir, 'events.jsonl'), reportPath: join(dir, 'report.md'),
     usage: { llmCalls: 3, toolCalls: 2, inputTokens: 1500, outputTokens: 500, costUsd: 0.002, wallTimeMs: 4200 },
-    artifacts: [{ name: 'workspace.tar', path: join(dir, 'workspace.tar'), bytes: 1024 }, { name: 'workspace.patch', path: join(dir, 'workspace.patch'), bytes: 33 }, { name: 'agent.bundle', path: join(dir, 'agent.bundle'), bytes: 16 }],
+    artifacts: [{ name: 'workspace.tar', path: join(dir, 'workspace.tar'), bytes: 1024 }, { name: 'workspace.patch', path: join(dir, 'workspace.patch'), bytes: 33 }, { name: 'agent.bundle', path: join(dir, 'agent.bundle'), bytes: 16 }, { name: 'needs-review.jsonl', path: join(dir, 'needs-review.jsonl'), bytes: 74 }],
   });
 }
 
@@ -197,7 +198,7 @@ test('every route, every documented status: each answer is documented for its ro
   await call(app, 'POST', '/v1/runs/bad/cancel');
   // The cancelled run has ended: its replay needs model turns (409); its files are not written (404).
   await call(app, 'POST', `/v1/runs/${id}/replay`);
-  for (const file of ['report', 'logs', 'artifacts/workspace.tar', 'artifacts/patch', 'artifacts/agent.bundle']) {
+  for (const file of ['report', 'logs', 'artifacts/workspace.tar', 'artifacts/patch', 'artifacts/agent.bundle', 'artifacts/needs-review.jsonl']) {
     await call(app, 'GET', `/v1/runs/${id}/${file}`);
     await call(app, 'GET', `/v1/runs/bad/${file}`);
   }
@@ -212,7 +213,7 @@ test('every route, every documented status: each answer is documented for its ro
   // A finished run with its files: each file is served; a replay is queued.
   const done = newRunId();
   await finished(done, 'acme');
-  for (const file of ['report', 'logs', 'artifacts/workspace.tar', 'artifacts/patch', 'artifacts/agent.bundle']) await call(app, 'GET', `/v1/runs/${done}/${file}`);
+  for (const file of ['report', 'logs', 'artifacts/workspace.tar', 'artifacts/patch', 'artifacts/agent.bundle', 'artifacts/needs-review.jsonl']) await call(app, 'GET', `/v1/runs/${done}/${file}`);
   await call(app, 'POST', `/v1/runs/${done}/replay`);
   const globexDone = newRunId();
   await finished(globexDone, 'globex');
