@@ -186,6 +186,12 @@ export interface CorralExtras {
   egressTestHooks?: EgressTestHooks;
 }
 
+/**
+ * Where a deployment's tenant caps live in Redis (live streams, uploads in flight, upload bytes): per
+ * queue, like the run quotas, so two deployments sharing one Redis do not share their tenants' caps.
+ */
+const capsPrefix = (config: Config): string => `corral:q:${config.CORRAL_QUEUE}`;
+
 export async function startCorral(config: Config, roles: CorralRoles, log: WorkerLog = jsonLog('corral'), extras: CorralExtras = {}): Promise<StartedCorral> {
   const workerId = config.CORRAL_WORKER_ID ?? `${hostname()}-${process.pid}`;
   // Shutdown steps run in reverse order of start, each bounded: a step that hangs (a Redis that is
@@ -277,7 +283,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const flow = new FlowProducer({ connection: flowConn });
       onClose('flow producer', () => flow.close());
       // Its ledger keeps an upload's quota entry alive as long as its runs use it (admission touches both).
-      const workerUploads = new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S, Date.now, artifacts, new RedisUploadQuota(redis, uploadCaps(config)));
+      const workerUploads = new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S, Date.now, artifacts, new RedisUploadQuota(redis, uploadCaps(config), capsPrefix(config)));
       if (artifacts.kind !== 'local') {
         // This host's copies of uploads are a cache of the store's: expired ones go like the API's.
         const sweep = () => void workerUploads.sweep().catch((err: Error) => log('workspace cache sweep failed', { error: err.message }));
@@ -372,7 +378,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       onClose('api redis', () => quitRedis(apiRedis));
       await apiRedis.connect().catch(() => undefined);
       const apiStore = new RedisRunStore(apiRedis);
-      const held = new HeldSlots(apiRedis);
+      const held = new HeldSlots(apiRedis, capsPrefix(config));
       onClose('held slots', async () => held.close());
       const queueConn = redis.duplicate({ maxRetriesPerRequest: 1, enableOfflineQueue: false });
       queueConn.on('error', () => undefined);
@@ -384,7 +390,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const schedules = new ScheduleStore(apiRedis, config.CORRAL_QUEUE, queueConn);
       onClose('schedules', () => schedules.close());
       // Uploaded workspaces (PUT /v1/workspaces) live under the data dir; expired ones are swept hourly.
-      const uploadQuota = new RedisUploadQuota(apiRedis, uploadCaps(config));
+      const uploadQuota = new RedisUploadQuota(apiRedis, uploadCaps(config), capsPrefix(config));
       const uploads = new WorkspaceUploads(resolve(config.CORRAL_DATA_DIR, 'workspaces'), config.CORRAL_WORKSPACE_TTL_S, Date.now, artifacts, uploadQuota);
       const sweepUploads = () => void uploads.sweep().then((n) => n && log('expired workspace uploads removed', { count: n }), (err: Error) => log('workspace upload sweep failed', { error: err.message }));
       const uploadSweeper = setInterval(sweepUploads, 3600_000).unref();
