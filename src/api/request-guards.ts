@@ -14,6 +14,7 @@
  * request's time (CORRAL_API_REQUEST_TIMEOUT_S) are bounded by the server itself (build-app.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { getHeapStatistics } from 'node:v8';
 import type { FastifyInstance } from 'fastify';
 import { Transform } from 'node:stream';
@@ -82,14 +83,25 @@ function lingerAllowed(tenant: string, now: number): boolean {
  * courtesy: its connection closes once the answer is out, so its bytes cost this API nothing more.
  * (The body's minimum rate keeps applying meanwhile.)
  */
+/**
+ * Closes the request's connection. A request that did not come over a socket (Fastify's inject, a
+ * proxy's stream) has no `destroy` there: the request itself is destroyed instead.
+ */
+function endSocket(raw: IncomingMessage, when: 'now' | 'soon'): void {
+  const socket = raw.socket as Partial<Socket> | null;
+  if (when === 'soon' && typeof socket?.destroySoon === 'function') return socket.destroySoon();
+  if (typeof socket?.destroy === 'function') return void socket.destroy();
+  raw.destroy();
+}
+
 export function lingerAfterAnswer(raw: IncomingMessage, res: ServerResponse, tenant = ''): void {
   if (raw.complete) return;
   const linger = lingerAllowed(tenant, Date.now());
   if (!linger && !res.headersSent) res.setHeader('connection', 'close');
   res.once('finish', () => {
     if (raw.complete || raw.destroyed) return;
-    const close = () => raw.socket?.destroy();
-    if (!linger) return void raw.socket?.destroySoon();
+    const close = () => endSocket(raw, 'now');
+    if (!linger) return void endSocket(raw, 'soon');
     let n = 0;
     const timer = setTimeout(close, LINGER_MS);
     timer.unref();
