@@ -68,9 +68,10 @@ test('a run\'s files are in the store under its tenant\'s keys, served by the AP
   expect((run.artifacts as Array<{ path: string }>).map((a) => a.path)).toEqual([
     `s3://${s3.bucket}/one-host/tenants/default/runs/${id}/workspace.tar`,
     `s3://${s3.bucket}/one-host/tenants/default/runs/${id}/workspace.patch`,
+    `s3://${s3.bucket}/one-host/tenants/default/runs/${id}/needs-review.jsonl`,
   ]);
   const keys = await listObjects(s3, `one-host/tenants/default/runs/${id}/`);
-  expect(keys.sort()).toEqual(['events.jsonl', 'report.md', 'workspace.patch', 'workspace.tar'].map((n) => `one-host/tenants/default/runs/${id}/${n}`));
+  expect(keys.sort()).toEqual(['events.jsonl', 'needs-review.jsonl', 'report.md', 'workspace.patch', 'workspace.tar'].map((n) => `one-host/tenants/default/runs/${id}/${n}`));
   // The worker's host keeps nothing of the run.
   expect(existsSync(join(h.config.CORRAL_DATA_DIR, 'runs', id))).toBe(false);
 
@@ -165,11 +166,11 @@ test('switching to the store orphans no older run: served from the data dir, the
     env: { ...process.env, ...S3_CREDENTIALS, REDIS_URL: process.env.REDIS_URL!, CORRAL_ARTIFACTS: h.config.CORRAL_ARTIFACTS, CORRAL_DATA_DIR: h.config.CORRAL_DATA_DIR },
   });
   const dry = await corral('--dry-run');
-  expect(dry.stdout).toContain(`${id} (tenant default): would store events.jsonl, report.md, workspace.tar, workspace.patch`);
+  expect(dry.stdout).toContain(`${id} (tenant default): would store events.jsonl, report.md, workspace.tar, workspace.patch, needs-review.jsonl`);
   expect(await listObjects(s3, `one-host/tenants/default/runs/${id}/`)).toEqual([]);
   const moved = await corral('--remove');
-  expect(moved.stdout).toContain(`${id} (tenant default): stored events.jsonl, report.md, workspace.tar, workspace.patch`);
-  expect((await listObjects(s3, `one-host/tenants/default/runs/${id}/`)).sort()).toEqual(['events.jsonl', 'report.md', 'workspace.patch', 'workspace.tar'].map((n) => `one-host/tenants/default/runs/${id}/${n}`));
+  expect(moved.stdout).toContain(`${id} (tenant default): stored events.jsonl, report.md, workspace.tar, workspace.patch, needs-review.jsonl`);
+  expect((await listObjects(s3, `one-host/tenants/default/runs/${id}/`)).sort()).toEqual(['events.jsonl', 'needs-review.jsonl', 'report.md', 'workspace.patch', 'workspace.tar'].map((n) => `one-host/tenants/default/runs/${id}/${n}`));
   expect(existsSync(runDir)).toBe(false);
   // Still served, now from the store; and again, nothing left to move.
   expect((await get(`/v1/runs/${id}/artifacts/patch`)).body.toString()).toContain('+before');
