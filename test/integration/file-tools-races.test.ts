@@ -62,13 +62,17 @@ async function swapper(name: string, steps: string): Promise<() => Promise<numbe
   const body = steps.split('\n').map((l) => `    try:\n        ${l}\n    except OSError:\n        pass`).join('\n');
   const r = await sh(`cat > /tmp/${name}.py <<'EOF'
 import os, sys
+def put(n):
+    # Replaced whole, never truncated in place: a reader never sees an empty count.
+    open('/tmp/${name}.count.new', 'w').write(str(n))
+    os.replace('/tmp/${name}.count.new', '/tmp/${name}.count')
 n = 0
 while not os.path.exists('/tmp/${name}.stop'):
 ${body}
     n += 1
     if n % 200 == 0:
-        open('/tmp/${name}.count', 'w').write(str(n))
-open('/tmp/${name}.count', 'w').write(str(n))
+        put(n)
+put(n)
 EOF
 nohup python3 /tmp/${name}.py >/tmp/${name}.log 2>&1 &
 until [ -s /tmp/${name}.count ]; do sleep 0.1; done; cat /tmp/${name}.count /tmp/${name}.log`);
