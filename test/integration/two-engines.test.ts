@@ -161,7 +161,7 @@ test('20 runs spread over both hosts: every file served by the API from the stor
     expect(tar.status).toBe(200);
     expect(tar.body.includes(Buffer.from('changed on '))).toBe(true);
   }
-  expect((await listObjects(s3, 'fleet/tenants/default/runs/')).length).toBe(4 * 22); // 20 + the two memory runs, 4 files each
+  expect((await listObjects(s3, 'fleet/tenants/default/runs/')).length).toBe(5 * 22); // 20 + the two memory runs, 5 files each (events, report, tar, patch, needs-review)
   for (const w of ['A', 'B'] as const) expect(readdirSync(join(workers[w].dataDir, 'runs')).filter((d) => ids.includes(d))).toEqual([]);
   expect(await ours(dockerA)).toEqual([]);
   expect(await ours(dockerB)).toEqual([]);
