@@ -114,7 +114,8 @@ export async function startComposeProject(o: { prefix: string; variant?: string;
     await compose('up', '-d', '--no-build').catch(async (err: Error) => {
       throw new Error(`docker-compose up failed: ${err.message}\n${await logs()}`);
     });
-    await until('GET /readyz answers 200', 90_000, async () => ((await api('GET', '/readyz')).status === 200 ? true : undefined));
+    // A bound, not a wait: on a loaded host the API's first answer has taken over 2 minutes.
+    await until('GET /readyz answers 200', 240_000, async () => ((await api('GET', '/readyz')).status === 200 ? true : undefined));
   } catch (err) {
     // A project that never came up is taken down here: the test has no handle to do it.
     await p.down().catch(() => undefined);
