@@ -30,18 +30,24 @@ function slowAnswer(minBytesPerS: number, seen: number, windowMs: number): strin
 
 /**
  * Watches one request's body until it has all arrived: every `windowMs` the socket must have brought
- * minBytesPerS × window bytes, unless the body stream holds unread data (then the API is the slow
- * side). `onSlow` runs once when it did not.
+ * minBytesPerS × window bytes, unless the body stream holds unread data or the window's tick came
+ * late (then the API is the slow side). `onSlow` runs once when it did not.
  */
 export function watchBodyRate(raw: IncomingMessage, minBytesPerS: number, onSlow: (seenInWindow: number) => void, windowMs = BODY_WINDOW_MS): () => void {
   const socket = raw.socket;
   let last = socket.bytesRead;
+  let lastAt = Date.now();
   const timer = setInterval(() => {
     const now = socket.bytesRead;
     const seen = now - last;
     last = now;
+    // A tick that comes late means this process's loop was stalled (GC, a slow handler, a starved
+    // host): it could not read the socket either, so the window says nothing about the client.
+    const at = Date.now();
+    const stalled = at - lastAt > windowMs * 1.5;
+    lastAt = at;
     const backpressured = raw.readableLength > 0 || raw.isPaused();
-    if (!backpressured && seen < (minBytesPerS * windowMs) / 1000) {
+    if (!backpressured && !stalled && seen < (minBytesPerS * windowMs) / 1000) {
       stop();
       onSlow(seen);
     }
