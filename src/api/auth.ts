@@ -122,7 +122,7 @@ export function loadTenantAuth(config: { CORRAL_API_TOKENS?: string | undefined;
     try {
       file = { path, text: readFileSync(path, 'utf8') };
     } catch (err) {
-      throw new InvalidInputError(`CORRAL_API_TOKENS_FILE: cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, 'CORRAL_API_TOKENS_FILE');
+      throw new InvalidInputError(`CORRAL_API_TOKENS_FILE: cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, 'CORRAL_API_TOKENS_FILE', undefined, { cause: err });
     }
   }
   return TenantAuth.fromSources({ ...(config.CORRAL_API_TOKENS ? { tokens: config.CORRAL_API_TOKENS } : {}), ...(file ? { file } : {}) });

@@ -93,7 +93,7 @@ export async function admitSpec(spec: RunSpec, ctx: AdmissionContext): Promise<A
   } catch (err) {
     if (!ctx.label || !(err instanceof InvalidInputError)) throw err;
     const { field: _field, ...details } = err.details ?? {};
-    throw new InvalidInputError(`${ctx.label}${err.message}`, err.field, details);
+    throw new InvalidInputError(`${ctx.label}${err.message}`, err.field, details, { cause: err });
   }
 }
 
@@ -104,7 +104,8 @@ async function checkTar(b64: string, workspaceMb: number): Promise<void> {
   try {
     ({ entries } = await readCheckedTar(Buffer.from(b64, 'base64'), { maxBytes: workspaceMb * 1024 * 1024, maxEntries: 50_000 }));
   } catch (err) {
-    if (err instanceof CorralError) throw new InvalidInputError(`${field}: ${err.message}`, field);
+    // The tenant's tar broke the archive rules: bad input. Anything else that broke keeps its class.
+    if (err instanceof CorralError && (err.code === 'path_refused' || err.code === 'limit_exceeded' || err.code === 'invalid_input')) throw new InvalidInputError(`${field}: ${err.message}`, field, undefined, { cause: err });
     throw err;
   }
   for (const e of entries) {

@@ -26,48 +26,76 @@ export const ERROR_CODES = [
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
+/** What every CorralError takes last: the error it was made from, kept as `cause` (logs, job failures). */
+export interface CorralErrorOptions {
+  cause?: unknown;
+}
+
 export class CorralError extends Error {
   constructor(
     readonly code: ErrorCode,
     message: string,
     readonly details?: Record<string, unknown>,
-    options?: { cause?: unknown },
+    options?: CorralErrorOptions,
   ) {
     super(message, options);
     this.name = new.target.name;
   }
+
+  /**
+   * `err` re-worded as `message`, keeping its class of failure: a CorralError keeps its code, a
+   * Redis connection failure is store_unavailable, anything else is `otherwise`; `err` is the cause.
+   * Re-wrapping never turns broken infrastructure into bad input (or the reverse).
+   */
+  static wrap(err: unknown, message: string, otherwise: ErrorCode = 'internal'): CorralError {
+    return new CorralError(codeOf(err, otherwise), message, err instanceof CorralError ? err.details : undefined, { cause: err });
+  }
+}
+
+/** The code of what broke: a CorralError's own, store_unavailable for a Redis connection failure, else `otherwise`. */
+export function codeOf(err: unknown, otherwise: ErrorCode = 'internal'): ErrorCode {
+  if (err instanceof CorralError) return err.code;
+  return isStoreOutage(err) ? 'store_unavailable' : otherwise;
+}
+
+/** ioredis failing fast while Redis is away (no offline queue, retries used up, connection gone, still loading). */
+export function isStoreOutage(err: unknown): boolean {
+  const e = err as { name?: string; message?: string; code?: string } | null | undefined;
+  return e?.name === 'MaxRetriesPerRequestError'
+    || /enableOfflineQueue|Connection is closed|ECONNREFUSED|ECONNRESET|Stream isn't writeable|LOADING/i.test(e?.message ?? '')
+    || e?.code === 'ECONNREFUSED';
 }
 
 /** Input that does not satisfy a schema; `field` is a dotted path such as `limits.memoryMb`. */
 export class InvalidInputError extends CorralError {
-  constructor(message: string, readonly field?: string, details?: Record<string, unknown>) {
-    super('invalid_input', message, { ...details, ...(field ? { field } : {}) });
+  constructor(message: string, readonly field?: string, details?: Record<string, unknown>, options?: CorralErrorOptions) {
+    super('invalid_input', message, { ...details, ...(field ? { field } : {}) }, options);
   }
 }
 
 /** Redis (the run store and the queue) cannot be reached or is unfit (it may evict keys). */
 export class StoreUnavailableError extends CorralError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: CorralErrorOptions) {
     super('store_unavailable', message, undefined, options);
   }
 }
 
 export class NotFoundError extends CorralError {
-  constructor(message: string) {
-    super('not_found', message);
+  constructor(message: string, options?: CorralErrorOptions) {
+    super('not_found', message, undefined, options);
   }
 }
 
 /** The Docker daemon failed or refused; never turned into fake command output. */
 export class SandboxError extends CorralError {
-  constructor(code: 'sandbox_unavailable' | 'sandbox_failed' | 'path_refused' | 'limit_exceeded' | 'conflict', message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
-    super(code, message, options?.details, { cause: options?.cause });
+  constructor(code: 'sandbox_unavailable' | 'sandbox_failed' | 'path_refused' | 'limit_exceeded' | 'conflict', message: string, options?: CorralErrorOptions & { details?: Record<string, unknown> }) {
+    super(code, message, options?.details, options && 'cause' in options ? { cause: options.cause } : undefined);
   }
 }
 
 /** The model endpoint failed after retries (HTTP error, timeout, malformed response). */
 export class ModelError extends CorralError {
-  constructor(message: string, readonly status?: number, options?: { cause?: unknown }) {
+  constructor(message: string, readonly status?: number, options?: CorralErrorOptions) {
     super('model_failed', message, status ? { status } : undefined, options);
   }
 }
@@ -90,8 +118,8 @@ export function codeForOutcome(outcome: string, errorCode?: ErrorCode): ErrorCod
 }
 
 export class CancelledError extends CorralError {
-  constructor(message = 'the run was cancelled') {
-    super('cancelled', message);
+  constructor(message = 'the run was cancelled', options?: CorralErrorOptions) {
+    super('cancelled', message, undefined, options);
   }
 }
 

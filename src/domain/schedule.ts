@@ -54,7 +54,7 @@ export function checkCron(cron: string, timezone: string, minIntervalS: number, 
     const e = CronExpressionParser.parse(cron, { tz: timezone, currentDate: now });
     next = Array.from({ length: 6 }, () => e.next().toDate());
   } catch (err) {
-    throw new InvalidInputError(`cron: "${cron}" is not a cron pattern (${(err as Error).message})`, 'cron');
+    throw new InvalidInputError(`cron: "${cron}" is not a cron pattern (${(err as Error).message})`, 'cron', undefined, { cause: err });
   }
   for (let i = 1; i < next.length; i++) {
     const gap = (next[i]!.getTime() - next[i - 1]!.getTime()) / 1000;

@@ -10,7 +10,7 @@ import { basename, join } from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import { nameMatches, portMatches, parseEgressEntry } from '../domain/egress-rules';
 import { allowedImages, builtInDefault, DEFAULT_ENVIRONMENT, digestOf, ENVIRONMENT_NAME, EnvironmentFile, type Environment, type ImageConfig } from '../domain/environment';
-import { CorralError } from '../domain/errors';
+import { CorralError, type CorralErrorOptions } from '../domain/errors';
 import { lineOf } from '../domain/yaml-lines';
 import { parseAuthority } from '../sandbox/egress-target';
 
@@ -18,8 +18,8 @@ const MAX_ENVIRONMENTS = 200;
 const MAX_FILE_BYTES = 256 * 1024;
 
 export class EnvironmentError extends CorralError {
-  constructor(message: string, readonly file: string, readonly line?: number) {
-    super('invalid_input', message, { file, ...(line ? { line } : {}) });
+  constructor(message: string, readonly file: string, readonly line?: number, options?: CorralErrorOptions) {
+    super('invalid_input', message, { file, ...(line ? { line } : {}) }, options);
   }
 }
 

@@ -128,7 +128,7 @@ function runGit(args: string[], env: Record<string, string>, deadline: number, r
     }, 1000);
     const onAbort = () => kill('the run was cancelled while cloning');
     req.signal?.addEventListener('abort', onAbort, { once: true });
-    child.on('error', (e) => reject(new CorralError('internal', `git could not be started: ${e.message}`)));
+    child.on('error', (e) => reject(new CorralError('internal', `git could not be started: ${e.message}`, undefined, { cause: e })));
     child.on('close', (code) => {
       clearTimeout(timer);
       clearInterval(disk);

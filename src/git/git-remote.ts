@@ -90,7 +90,7 @@ export function loadGitCredentials(file: string | undefined): Map<string, GitCre
   try {
     json = JSON.parse(readFileSync(file, 'utf8'));
   } catch (err) {
-    throw new CorralError('invalid_input', `CORRAL_GIT_CREDENTIALS_FILE ${file}: ${(err as Error).message.split('\n')[0]}`);
+    throw new CorralError('invalid_input', `CORRAL_GIT_CREDENTIALS_FILE ${file}: ${(err as Error).message.split('\n')[0]}`, undefined, { cause: err });
   }
   const parsed = CredentialsFile.safeParse(json);
   if (!parsed.success) {
@@ -110,7 +110,7 @@ export function loadGitCredentials(file: string | undefined): Map<string, GitCre
             try {
               return statSync(path);
             } catch (err) {
-              throw new CorralError('invalid_input', `CORRAL_GIT_CREDENTIALS_FILE ${file}: ${tenant}.${i}.${field}: ${path}: ${(err as NodeJS.ErrnoException).code ?? 'cannot be read'}`);
+              throw new CorralError('invalid_input', `CORRAL_GIT_CREDENTIALS_FILE ${file}: ${tenant}.${i}.${field}: ${path}: ${(err as NodeJS.ErrnoException).code ?? 'cannot be read'}`, undefined, { cause: err });
             }
           })();
           if (!st.isFile()) throw new CorralError('invalid_input', `CORRAL_GIT_CREDENTIALS_FILE ${file}: ${tenant}.${i}.${field}: ${path} is not a file`);
@@ -137,7 +137,7 @@ export function checkGitCaFile(file: string | undefined): void {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new CorralError('invalid_input', `CORRAL_GIT_CA_FILE ${file}: ${(err as NodeJS.ErrnoException).code ?? 'cannot be read'}`);
+    throw new CorralError('invalid_input', `CORRAL_GIT_CA_FILE ${file}: ${(err as NodeJS.ErrnoException).code ?? 'cannot be read'}`, undefined, { cause: err });
   }
   if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new CorralError('invalid_input', `CORRAL_GIT_CA_FILE ${file}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
 }

@@ -27,7 +27,7 @@ export function loadPolicy(file: string): Policy {
   try {
     text = readFileSync(file, 'utf8');
   } catch (e) {
-    throw new PolicyError(`${file}: cannot read (${(e as Error).message})`, file);
+    throw new PolicyError(`${file}: cannot read (${(e as Error).message})`, file, undefined, undefined, { cause: e });
   }
   return parsePolicy(text, file);
 }
@@ -140,7 +140,7 @@ export function loadPolicies(dir: string): Map<string, Policy> {
   try {
     names = readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort();
   } catch (e) {
-    throw new PolicyError(`${dir}: cannot read the policy directory (${(e as Error).message})`, dir);
+    throw new PolicyError(`${dir}: cannot read the policy directory (${(e as Error).message})`, dir, undefined, undefined, { cause: e });
   }
   const out = new Map<string, Policy>();
   for (const f of names) {

@@ -2,7 +2,7 @@
  * PolicyError: a policy file that is malformed or whose rule examples fail. Startup stops on it.
  * The message always names the file, and where known the rule and line: `policies/x.yaml:12 rule "ls": …`.
  */
-import { CorralError } from '../domain/errors';
+import { CorralError, type CorralErrorOptions } from '../domain/errors';
 
 export class PolicyError extends CorralError {
   constructor(
@@ -10,7 +10,8 @@ export class PolicyError extends CorralError {
     readonly file: string,
     readonly rule?: string,
     readonly line?: number,
+    options?: CorralErrorOptions,
   ) {
-    super('policy_invalid', message, { file, ...(rule ? { rule } : {}), ...(line ? { line } : {}) });
+    super('policy_invalid', message, { file, ...(rule ? { rule } : {}), ...(line ? { line } : {}) }, options);
   }
 }

@@ -34,7 +34,7 @@ export function readJsonl(path: string): RunEvent[] {
     try {
       value = JSON.parse(line);
     } catch (err) {
-      throw new InvalidInputError(`${where}: malformed JSONL line ${i + 1}: ${(err as Error).message}`, undefined, { line: i + 1 });
+      throw new InvalidInputError(`${where}: malformed JSONL line ${i + 1}: ${(err as Error).message}`, undefined, { line: i + 1 }, { cause: err });
     }
     if (!isEventShaped(value)) {
       throw new InvalidInputError(`${where}: line ${i + 1} is not a run event (needs string "type", string "runId", number "seq")`, undefined, { line: i + 1 });

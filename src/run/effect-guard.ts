@@ -18,7 +18,7 @@
  * predicted to use the network goes on under the run's allowlist as before.
  */
 import type { EffectDecision, EffectFacet, ProtectedEntry, ProtectedMatcher, ProtectedState } from '../domain/effects';
-import { CancelledError, CorralError } from '../domain/errors';
+import { CancelledError, CorralError, type CorralErrorOptions } from '../domain/errors';
 import type { Emit } from '../domain/events';
 import type { GateVerdict } from '../domain/gate';
 import type { EgressAttempt, EgressHold, LeasedSandbox } from '../domain/sandbox';
@@ -215,7 +215,7 @@ export class EffectGuard {
         if (err instanceof RestoreFailed) throw err;
         this.failures += 1;
         this.o.emit({ type: 'effect.unchecked', callId: cur.call.callId, reason: (err as Error).message.slice(0, 500) });
-        if (this.failures >= 2) throw new CorralError('sandbox_failed', `the protected files could not be read after two calls in a row (${(err as Error).message}); the run is stopped rather than go on unchecked`);
+        if (this.failures >= 2) throw CorralError.wrap(err, `the protected files could not be read after two calls in a row (${(err as Error).message}); the run is stopped rather than go on unchecked`, 'sandbox_failed');
       }
     }
     if (cur.refused.some((r) => r.startsWith('a connection'))) {
@@ -360,8 +360,8 @@ export class EffectGuard {
 
 /** A restore that does not hold: the run ends (continuing would let the change stand). */
 export class RestoreFailed extends CorralError {
-  constructor(message: string) {
-    super('sandbox_failed', message);
+  constructor(message: string, options?: CorralErrorOptions) {
+    super('sandbox_failed', message, undefined, options);
   }
 }
 

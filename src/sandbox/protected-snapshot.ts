@@ -20,7 +20,7 @@ import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import * as tar from 'tar-stream';
 import type { EntryType, ProtectedEntry, ProtectedMatcher, ProtectedState } from '../domain/effects';
-import { SandboxError } from '../domain/errors';
+import { SandboxError, type CorralErrorOptions } from '../domain/errors';
 
 /** A path's stat as the engine's HEAD …/archive answers it (X-Docker-Container-Path-Stat). */
 export interface PathStat {
@@ -63,8 +63,8 @@ export const DEFAULT_SNAPSHOT_LIMITS: SnapshotLimits = {
 
 /** The full read went past a bound: the guard reads targeted from now on. */
 export class FullReadTooLarge extends SandboxError {
-  constructor(why: string) {
-    super('limit_exceeded', `the workspace is too large to read whole after every call (${why})`);
+  constructor(why: string, options?: CorralErrorOptions) {
+    super('limit_exceeded', `the workspace is too large to read whole after every call (${why})`, options);
   }
 }
 

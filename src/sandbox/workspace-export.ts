@@ -20,7 +20,7 @@ import * as tar from 'tar-stream';
 /** An entry's content stream. */
 type Source = tar.ExtractEvents['entry'][1];
 import { z } from 'zod';
-import { SandboxError } from '../domain/errors';
+import { SandboxError, type CorralErrorOptions } from '../domain/errors';
 import { NOT_EXPORTED_CODES, type FileChange, type NotExported, type NotExportedCode, type ReviewFlag, type WorkspaceExport } from '../domain/sandbox';
 import { normaliseWorkspacePath } from './archive';
 import type { ByteSink } from './exec';
@@ -59,8 +59,8 @@ const Manifest = z.object({
 });
 
 class Tampered extends SandboxError {
-  constructor(why: string) {
-    super('sandbox_failed', `export refused: the export stream from the sandbox broke its rules (${why}); no artifacts were written`);
+  constructor(why: string, options?: CorralErrorOptions) {
+    super('sandbox_failed', `export refused: the export stream from the sandbox broke its rules (${why}); no artifacts were written`, options);
   }
 }
 
@@ -140,7 +140,7 @@ export class ExportWriter {
         this.patchOut.destroy();
       };
       this.fail = fail;
-      for (const s of [this.tarOut, this.patchOut]) s.on('error', (e: Error) => fail(new SandboxError('sandbox_failed', `export: writing ${s.path as string} failed: ${e.message}`)));
+      for (const s of [this.tarOut, this.patchOut]) s.on('error', (e: Error) => fail(new SandboxError('sandbox_failed', `export: writing ${s.path as string} failed: ${e.message}`, { cause: e })));
       this.extract.on('entry', (header, stream, next) => {
         this.onEntry(header, stream).then(() => next(), (err: Error) => fail(err));
       });

@@ -219,7 +219,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     if (!(err instanceof InvalidInputError)) throw err;
     const reason = `not admitted: ${err.message}`;
     await recordRefused(store, runId, spec, reason, new Date(clock()), tenant);
-    throw new InvalidInputError(reason, err.field);
+    throw new InvalidInputError(reason, err.field, undefined, { cause: err });
   }
   const protectedSet = deps.protectedSetFor?.(spec.policy) ?? DEFAULT_PROTECTED_SET;
   const secrets = deps.secrets ?? sharedSecretPool();
@@ -237,9 +237,11 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     if (resumeFrom && !existsSync(logPath)) throw new InvalidInputError(`the log of this run's first part is not in this worker's data dir (${logPath}); resuming a run needs workers that share CORRAL_DATA_DIR`);
     if (resumeFrom) prior = readJsonl(logPath);
   } catch (err) {
-    const reason = `cannot resume: ${(err as Error).message}`;
-    await store.end(runId, 'error', reason, new Date(clock()), undefined, err instanceof CorralError ? err.code : 'internal');
-    throw new InvalidInputError(reason);
+    // Whatever broke keeps its class: a Redis outage is store_unavailable, not bad input.
+    const failure = CorralError.wrap(err, `cannot resume: ${(err as Error).message}`);
+    await store.end(runId, 'error', failure.message, new Date(clock()), undefined, failure.code)
+      .catch((e: Error) => log('could not record that the run cannot resume', { runId, error: e.message }));
+    throw failure;
   }
   // A run started again after a crash starts a fresh log; the crashed attempt's log is kept beside it.
   if (attempt.crashedBefore && !resumeFrom && existsSync(logPath)) renameSync(logPath, join(runDir, `events.attempt${attempt.attempt - 1}.jsonl`));

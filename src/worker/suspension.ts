@@ -35,7 +35,7 @@ export function parseSuspension(text: string, runId: string): Suspension {
   try {
     raw = JSON.parse(text);
   } catch (err) {
-    throw new InvalidInputError(`the suspension record of ${runId} is not JSON: ${(err as Error).message}`);
+    throw new InvalidInputError(`the suspension record of ${runId} is not JSON: ${(err as Error).message}`, undefined, undefined, { cause: err });
   }
   const r = SuspensionSchema.safeParse(raw);
   if (!r.success) throw new InvalidInputError(`the suspension record of ${runId} is malformed: ${describeZodIssues(r.error.issues).message}`);
