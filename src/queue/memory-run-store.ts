@@ -12,7 +12,7 @@ import type { LiveDelta, RunEvent, RunOutcome, RunStatus } from '../domain/event
 import type { RunSpec } from '../domain/run-spec';
 import {
   DEFAULT_TENANT, EVENTS_MAXLEN, FINISHED_TTL_S, LIST_SCAN_MAX, decodeCursor, encodeCursor, fieldsOfUpdate, recordOfSpec, specOfRecord, viewOfRecord,
-  type ApprovalAnswer, type ListQuery, type LiveFeed, type LiveRow, type PendingApproval, type RunPage, type RunStore, type RunUpdate, type RunView,
+  type ApprovalAnswer, type EndGuard, type ListQuery, type LiveFeed, type LiveRow, type PendingApproval, type RunPage, type RunStore, type RunUpdate, type RunView,
 } from './run-store';
 
 interface Entry { id: string; field: 'e' | 'd'; value: string }
@@ -114,11 +114,14 @@ export class MemoryRunStore implements RunStore {
     return true;
   }
 
-  async end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: 'unclaimed' | { fence: string }, code?: ErrorCode): Promise<boolean> {
+  async end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: EndGuard, code?: ErrorCode): Promise<boolean> {
     const r = this.rec(runId);
     if (!r || r.has('finishedAt')) return false;
     if (guard === 'unclaimed' && r.has('owner')) return false;
-    if (typeof guard === 'object' && r.get('owner') !== guard.fence) return false;
+    if (typeof guard === 'object') {
+      if (guard.lockKey === undefined ? r.get('owner') !== guard.fence : this.o.lockOf?.(guard.lockKey) !== guard.fence) return false;
+      r.set('owner', guard.fence);
+    }
     this.setStatus(r, outcome);
     r.set('outcome', outcome).set('reason', reason).set('finishedAt', at.toISOString());
     if (outcome !== 'succeeded') r.set('errorCode', codeForOutcome(outcome, code));

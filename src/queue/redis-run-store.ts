@@ -17,7 +17,7 @@ import type { LiveDelta, RunEvent, RunOutcome } from '../domain/events';
 import type { RunSpec } from '../domain/run-spec';
 import {
   ANSWER_TTL_S, Answer, DEFAULT_TENANT, EVENTS_MAXLEN, FINISHED_TTL_S, LIST_SCAN_MAX, decodeCursor, encodeCursor, fieldsOfUpdate, recordOfSpec, specOfRecord, viewOfRecord,
-  type ApprovalAnswer, type ListQuery, type LiveFeed, type PendingApproval, type RunPage, type RunStore, type RunUpdate, type RunView,
+  type ApprovalAnswer, type EndGuard, type ListQuery, type LiveFeed, type PendingApproval, type RunPage, type RunStore, type RunUpdate, type RunView,
 } from './run-store';
 import { RedisStreamHub } from './stream-hub';
 
@@ -70,13 +70,18 @@ redis.call('HSET', KEYS[1], 'owner', ARGV[1])
 return 1`;
 /**
  * An end recorded from outside the run loop: never over a recorded end; ARGV[1] = '' (no guard),
- * 'unclaimed' (only while no owner) or 'owner' (only while ARGV[2] owns the run).
+ * 'unclaimed' (only while no owner), 'owner' (only while ARGV[2] owns the run) or 'lock' (only while
+ * the job's lock KEYS[2] holds ARGV[2]; the run is claimed for it in the same step).
  */
 const GUARDED_END = `${SET_STATUS}
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'finishedAt') == 1 then return 0 end
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if ARGV[1] == 'unclaimed' and owner then return 0 end
 if ARGV[1] == 'owner' and owner ~= ARGV[2] then return 0 end
+if ARGV[1] == 'lock' then
+  if redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
+  redis.call('HSET', KEYS[1], 'owner', ARGV[2])
+end
 setStatus(KEYS[1], ARGV[3], ARGV[6])
 redis.call('HSET', KEYS[1], 'outcome', ARGV[3], 'reason', ARGV[4], 'finishedAt', ARGV[5])
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'errorCode', ARGV[7]) end
@@ -177,15 +182,18 @@ export class RedisRunStore implements RunStore {
   /**
    * Records an end that no run loop reported (a malformed job, a dead worker, a cancel before the
    * start): status and outcome, the reason, finishedAt; then the finished run's expiry. Never over an
-   * end already recorded. `guard`: 'unclaimed' — only while no worker has claimed the run (a cancel
-   * before the start must not overwrite a run a worker just took); a token — only while that token
-   * owns the run. False: nothing written. `code`: what broke, for an `error` end (see codeForOutcome).
+   * end already recorded. `guard` (EndGuard): 'unclaimed' — only while no worker has claimed the run
+   * (a cancel before the start must not overwrite a run a worker just took); a token — only while that
+   * token owns the run; a token and the job's lock key — only while this attempt holds the job.
+   * False: nothing written. `code`: what broke, for an `error` end (see codeForOutcome).
    */
-  async end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: 'unclaimed' | { fence: string }, code?: ErrorCode): Promise<boolean> {
-    const mode = guard === undefined ? '' : guard === 'unclaimed' ? 'unclaimed' : 'owner';
+  async end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: EndGuard, code?: ErrorCode): Promise<boolean> {
+    const lockKey = typeof guard === 'object' ? guard.lockKey : undefined;
+    const mode = guard === undefined ? '' : guard === 'unclaimed' ? 'unclaimed' : lockKey !== undefined ? 'lock' : 'owner';
     const fence = typeof guard === 'object' ? guard.fence : '';
     const errorCode = outcome === 'succeeded' ? '' : codeForOutcome(outcome, code);
-    const ok = (await this.redis.eval(GUARDED_END, 1, this.key(runId), mode, fence, outcome, reason, at.toISOString(), this.prefix, errorCode)) === 1;
+    const keys = lockKey !== undefined ? [this.key(runId), lockKey] : [this.key(runId)];
+    const ok = (await this.redis.eval(GUARDED_END, keys.length, ...keys, mode, fence, outcome, reason, at.toISOString(), this.prefix, errorCode)) === 1;
     if (ok) await this.expireFinished(runId);
     return ok;
   }

@@ -113,6 +113,14 @@ export interface ListQuery {
   cursor?: string;
 }
 
+/**
+ * Who may record an end from outside the run loop: 'unclaimed' — only while no attempt has claimed
+ * the run; `{ fence }` — only while that token owns the run; `{ fence, lockKey }` — only while the
+ * job's lock (the queue's key `lockKey`) holds `fence`, i.e. this attempt holds the job now: the run
+ * is claimed for it in the same step (an end decided before the claim: a refused or unresumable job).
+ */
+export type EndGuard = 'unclaimed' | { fence: string; lockKey?: string };
+
 /** A run's record. Writes with `fence` land only while that token owns the run (false: discarded). */
 export interface RunRecords {
   /** Records a new queued run of `tenant` (the API calls this before enqueueing); never over an existing one. */
@@ -131,10 +139,10 @@ export interface RunRecords {
   update(runId: string, u: RunUpdate, fence?: string): Promise<boolean>;
   /**
    * Records an end that no run loop reported (a malformed job, a dead worker, a cancel before the
-   * start), then the finished run's expiry; never over a recorded end. `guard`: 'unclaimed' — only
-   * while no worker has claimed the run; a fence — only while that token owns it. `code`: what broke.
+   * start), then the finished run's expiry; never over a recorded end. `guard`: see EndGuard.
+   * `code`: what broke.
    */
-  end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: 'unclaimed' | { fence: string }, code?: ErrorCode): Promise<boolean>;
+  end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: EndGuard, code?: ErrorCode): Promise<boolean>;
   /** Starts the retention clock of a finished run's record and log. */
   expireFinished(runId: string): Promise<void>;
   get(runId: string): Promise<RunView | null>;

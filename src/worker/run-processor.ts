@@ -32,7 +32,7 @@ import type { ResultSheet } from '../domain/subrun';
 import type { EgressSummary, LeasedSandbox, SandboxProvider, WorkspaceExport } from '../domain/sandbox';
 import type { ApprovalPort } from '../domain/approval-port';
 import type { RunMetrics } from '../queue/run-metrics';
-import { DEFAULT_TENANT, type RunArtifact, type RunStore, type RunWorkspace } from '../queue/run-store';
+import { DEFAULT_TENANT, type EndGuard, type RunArtifact, type RunStore, type RunWorkspace } from '../queue/run-store';
 import type { RunTree } from '../queue/run-tree';
 import { EventRecorder } from '../report/event-recorder';
 import { JsonlSink, readJsonl } from '../report/jsonl-sink';
@@ -147,10 +147,18 @@ export function pricesFor(config: Config, model: string): Prices {
   return p ? { inputPerMtok: p.input, outputPerMtok: p.output } : { inputPerMtok: config.CORRAL_PRICE_INPUT_PER_MTOK, outputPerMtok: config.CORRAL_PRICE_OUTPUT_PER_MTOK };
 }
 
-/** A job refused before it ran: its record (made if there is none) ends `error` with invalid_input and the reason. */
-export async function recordRefused(store: RunStore, runId: string, spec: Parameters<RunStore['ensure']>[1], reason: string, at: Date, tenant?: string): Promise<void> {
+/**
+ * A job refused before it ran: its record (made if there is none) ends `error` with invalid_input and
+ * the reason — under `guard` (the job's fence: only while this attempt holds the job; see EndGuard).
+ */
+export async function recordRefused(store: RunStore, runId: string, spec: Parameters<RunStore['ensure']>[1], reason: string, at: Date, tenant?: string, guard?: EndGuard): Promise<boolean> {
   await store.ensure(runId, spec, at, tenant);
-  await store.end(runId, 'error', reason, at, undefined, 'invalid_input');
+  return store.end(runId, 'error', reason, at, guard, 'invalid_input');
+}
+
+/** An attempt's fence for an end it records before it claimed the run: its job's lock must still hold its token. */
+export function jobFence(attempt: Pick<Attempt, 'fence' | 'lockKey'>): EndGuard | undefined {
+  return attempt.fence === undefined ? undefined : { fence: attempt.fence, ...(attempt.lockKey !== undefined ? { lockKey: attempt.lockKey } : {}) };
 }
 
 /** Reads a run id out of job data that failed validation, so the failure can still be recorded. */
@@ -186,7 +194,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     const reason = `malformed job data: ${describeZodIssues(parsed.error.issues).message}`;
     const runId = salvageRunId(data);
     if (runId) {
-      await recordRefused(store, runId, { task: '(malformed job)' }, reason, new Date(clock()));
+      await recordRefused(store, runId, { task: '(malformed job)' }, reason, new Date(clock()), undefined, jobFence(attempt));
     }
     throw new InvalidInputError(reason);
   }
@@ -218,7 +226,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   } catch (err) {
     if (!(err instanceof InvalidInputError)) throw err;
     const reason = `not admitted: ${err.message}`;
-    await recordRefused(store, runId, spec, reason, new Date(clock()), tenant);
+    await recordRefused(store, runId, spec, reason, new Date(clock()), tenant, jobFence(attempt));
     throw new InvalidInputError(reason, err.field, undefined, { cause: err });
   }
   const protectedSet = deps.protectedSetFor?.(spec.policy) ?? DEFAULT_PROTECTED_SET;
@@ -237,9 +245,10 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     if (resumeFrom && !existsSync(logPath)) throw new InvalidInputError(`the log of this run's first part is not in this worker's data dir (${logPath}); resuming a run needs workers that share CORRAL_DATA_DIR`);
     if (resumeFrom) prior = readJsonl(logPath);
   } catch (err) {
-    // Whatever broke keeps its class: a Redis outage is store_unavailable, not bad input.
+    // Whatever broke keeps its class (a Redis outage is store_unavailable, not bad input); the end is
+    // written only while this attempt still holds the job.
     const failure = CorralError.wrap(err, `cannot resume: ${(err as Error).message}`);
-    await store.end(runId, 'error', failure.message, new Date(clock()), undefined, failure.code)
+    await store.end(runId, 'error', failure.message, new Date(clock()), jobFence(attempt), failure.code)
       .catch((e: Error) => log('could not record that the run cannot resume', { runId, error: e.message }));
     throw failure;
   }

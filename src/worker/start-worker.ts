@@ -11,10 +11,10 @@
 import { resolve } from 'node:path';
 import { DelayedError, UnrecoverableError, WaitingChildrenError, Worker, type ConnectionOptions, type FlowProducer, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { CorralError, type ErrorCode } from '../domain/errors';
+import { CorralError, codeOf, type ErrorCode } from '../domain/errors';
 import { isRunId } from '../domain/run-id';
 import { RUN_JOB_NAME } from '../queue/run-queue';
-import { DEFAULT_TENANT } from '../queue/run-store';
+import { DEFAULT_TENANT, type EndGuard } from '../queue/run-store';
 import { flowJobPort } from '../queue/subrun-jobs';
 import { RunSuspended, processRun, recordRefused, type RunProcessorDeps, type RunSummary } from './run-processor';
 import { runFileLocation } from '../artifacts/artifact-store';
@@ -41,7 +41,7 @@ export class JobFailure extends UnrecoverableError {
  * that is a run id) says why, and BullMQ keeps the reason as the job's failedReason. A job whose id is
  * no run id has no record to write: its failedReason is all there is.
  */
-async function checkEnvelope(o: StartWorkerOptions, job: Job): Promise<void> {
+async function checkEnvelope(o: StartWorkerOptions, job: Job, token: string | undefined): Promise<void> {
   const id = job.id ?? '';
   const dataId = (job.data as { runId?: unknown } | null)?.runId;
   let problem: string | undefined;
@@ -49,7 +49,7 @@ async function checkEnvelope(o: StartWorkerOptions, job: Job): Promise<void> {
   else if (!isRunId(id)) problem = `job id ${JSON.stringify(String(id).slice(0, 100))} is not a run id; a run job's id is its run id (run_…)`;
   else if (dataId !== id) problem = `data.runId ${JSON.stringify(String(dataId).slice(0, 100))} differs from the job id ${id}; a run job's id is its run id`;
   if (!problem) return;
-  if (isRunId(id)) await recordRefused(o.store, id, { task: '(job refused at the queue contract)' }, `malformed job: ${problem}`, new Date(o.clock()));
+  if (isRunId(id)) await recordRefused(o.store, id, { task: '(job refused at the queue contract)' }, `malformed job: ${problem}`, new Date(o.clock()), undefined, jobLock(job, token));
   throw new JobFailure('invalid_input', `malformed job: ${problem}`);
 }
 
@@ -77,6 +77,30 @@ async function waitForDocker(o: StartWorkerOptions, job: Job, token: string | un
   }
 }
 
+/** The job's fence while `token` holds it: its lock key in BullMQ's keys, and the token. */
+function jobLock(job: Job, token: string | undefined): EndGuard | undefined {
+  return token ? { fence: token, lockKey: `${job.queueQualifiedName}:${job.id ?? ''}:lock` } : undefined;
+}
+
+/**
+ * The invariant "once a job has ended for good, its run is terminal with a reason": processRun records
+ * the end on its own paths; whatever failed outside them (a model that could not be made, a replay with
+ * nothing to replay, a store error, the Docker engine away too long) is recorded here, by the attempt
+ * itself while it still holds the job's lock — so never over a run another attempt took — unless the
+ * run already has an end. A retry, a delay or a wait for sub-runs is no end.
+ */
+function recordingEnds(o: StartWorkerOptions, processor: (job: Job, token: string | undefined, signal: AbortSignal | undefined) => Promise<RunSummary>) {
+  return async (job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<RunSummary> => {
+    try {
+      return await processor(job, token, signal);
+    } catch (err) {
+      const retried = err instanceof DelayedError || err instanceof WaitingChildrenError || !(err instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1));
+      if (!retried && job.id) await recordEnded(o, job.id, (err as Error).message, err instanceof JobFailure ? err.code : codeOf(err), jobLock(job, token));
+      throw err;
+    }
+  };
+}
+
 /** Records the end of a run whose worker died (its job stalled), unless something already did. */
 async function recordStalled(o: StartWorkerOptions, runId: string, message: string): Promise<void> {
   const run = await o.store.get(runId).catch(() => null);
@@ -98,13 +122,14 @@ async function recordStalled(o: StartWorkerOptions, runId: string, message: stri
   }
 }
 
-/** Records a run as ended with `error` when its job failed before the run could record an end itself; true when this call ended it. */
-async function recordEnded(o: StartWorkerOptions, runId: string, reason: string, code: ErrorCode = 'internal'): Promise<boolean> {
+/**
+ * Records a run as ended with `error` when its job failed before the run could record an end itself
+ * (never over a recorded end); true when this call ended it. `fence`: the job's (EndGuard) — the end
+ * lands only while that attempt still holds the job; absent only for a job whose worker died.
+ */
+export async function recordEnded(o: Pick<StartWorkerOptions, 'store' | 'clock' | 'log'>, runId: string, reason: string, code: ErrorCode = 'internal', fence?: EndGuard): Promise<boolean> {
   try {
-    const run = await o.store.get(runId);
-    if (!run || run.finishedAt) return false;
-    await o.store.end(runId, 'error', reason, new Date(o.clock()), undefined, code);
-    return true;
+    return await o.store.end(runId, 'error', reason, new Date(o.clock()), fence, code);
   } catch (err) {
     o.log('could not record the end of a run', { runId, reason, error: (err as Error).message });
     return false;
@@ -170,9 +195,9 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
   const consumer = (concurrency: number): Worker<unknown, RunSummary> => {
     const w: Worker<unknown, RunSummary> = new Worker<unknown, RunSummary>(
       o.queueName,
-      async (job, token, signal) => {
+      recordingEnds(o, async (job, token, signal) => {
         const id = job.id ?? '';
-        await checkEnvelope(o, job);
+        await checkEnvelope(o, job, token);
         if (o.sandboxReady) await waitForDocker(o, job, token);
         const lease = slots.lease();
         active.add(id);
@@ -180,9 +205,9 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
         try {
           await lease.acquire(signal);
           const port = o.flow && token ? flowJobPort(o.flow, o.queueName, job, token) : undefined;
+          const lock = jobLock(job, token);
           return await processRun(job.data, signal ?? new AbortController().signal, o, {
-            attempt: job.attemptsStarted, crashedBefore: job.stalledCounter > 0, lease,
-            ...(token ? { fence: token, lockKey: `${job.queueQualifiedName}:${id}:lock` } : {}),
+            attempt: job.attemptsStarted, crashedBefore: job.stalledCounter > 0, lease, ...(typeof lock === 'object' ? lock : {}),
           }, port);
         } catch (err) {
           if (err instanceof RunSuspended) throw new WaitingChildrenError();
@@ -193,7 +218,7 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
           active.delete(id);
           if (holder.get(id) === w) holder.delete(id);
         }
-      },
+      }),
       {
         connection: o.connection, concurrency, autorun: true,
         maxStalledCount, stalledInterval: o.stalledIntervalMs ?? 30_000, lockDuration: o.lockMs ?? 30_000,
@@ -205,11 +230,8 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
       o.log('job failed', { jobId: job?.id, reason: err.message, ...(code ? { code } : {}), ...(stalled ? { stalled: job.stalledCounter } : {}) });
       if (!job?.id) return;
       // A stalled job was failed by whichever worker noticed; the dead worker never recorded an end.
+      // (Every other end for good was recorded by its attempt, under the job's lock: recordingEnds.)
       if (stalled) void recordStalled(o, job.id, err.message);
-      // Invariant: once a job has ended for good, its run is terminal with a reason. processRun records
-      // the end on its own paths; whatever failed outside them (a model that could not be made, a replay
-      // with nothing to replay, a store error) is recorded here, unless the run already has an end.
-      else if (err instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1)) void recordEnded(o, job.id, err.message, code);
     });
     w.on('error', (err) => o.log('worker error', { error: err.message }));
     return w;

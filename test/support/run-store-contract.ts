@@ -119,6 +119,28 @@ export function runStoreContract(make: () => Promise<ContractSubject>): void {
       expect(await store.get('run_nosuchrun')).toBeNull();
     });
 
+    test('an end under the job\'s lock lands only while that attempt holds the job, and claims the run for it (issue 40, defect 7)', async () => {
+      const [a, b] = ['run_lockend1', 'run_lockend2'];
+      const lockKey = (id: string) => `contract:bull:q:${id}:lock`;
+      for (const id of [a, b]) await store.create(id, { task: 'x' }, new Date());
+      // Attempt B holds the job and owns the run; A's lock is gone (stalled, started again as B).
+      await s.setLock(lockKey(a), 'token-B');
+      expect(await store.claim(a, 'token-B', lockKey(a))).toBe(true);
+      expect(await store.end(a, 'error', 'stale refusal', new Date(), { fence: 'token-A', lockKey: lockKey(a) }, 'invalid_input')).toBe(false);
+      expect(await store.end(a, 'error', 'stale end', new Date(), { fence: 'token-A' })).toBe(false);
+      expect((await store.get(a))!.finishedAt).toBeUndefined();
+      // No lock at all (the job is gone or failed for good): nothing is written under it either.
+      expect(await store.end(b, 'error', 'no lock', new Date(), { fence: 'token-C', lockKey: lockKey(b) })).toBe(false);
+      // The attempt that holds the job ends a run it never claimed (a crashed earlier attempt owned it) …
+      await store.claim(b, 'token-OLD');
+      await s.setLock(lockKey(b), 'token-C');
+      expect(await store.end(b, 'error', 'refused', new Date(), { fence: 'token-C', lockKey: lockKey(b) }, 'invalid_input')).toBe(true);
+      expect(await store.get(b)).toMatchObject({ status: 'error', reason: 'refused', errorCode: 'invalid_input' });
+      // … and the run is now its: the old owner's late writes are discarded.
+      expect(await store.update(b, { reason: 'late' }, 'token-OLD')).toBe(false);
+      for (const id of [a, b]) await s.setLock(lockKey(id), null);
+    });
+
     test('a claim of an ended run fails, and setPending on an ended run is discarded', async () => {
       const id = 'run_fencing7';
       await store.create(id, { task: 'x' }, new Date());
