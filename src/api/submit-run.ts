@@ -7,7 +7,7 @@
 import type { Queue } from 'bullmq';
 import type { Config } from '../config';
 import type { Environment } from '../domain/environment';
-import { CorralError, InvalidInputError } from '../domain/errors';
+import { CorralError, InvalidInputError, codeOf } from '../domain/errors';
 import { admitSpec, type AdmissionContext, type Admitted, type UploadLookup } from '../domain/admit-spec';
 import { RunSpec } from '../domain/run-spec';
 import { hashJson, type IdempotencyStore } from '../queue/idempotency';
@@ -116,11 +116,28 @@ export async function createRun(deps: SubmitDeps, tenant: string, id: string, sp
   }
   try {
     await deps.store.create(id, spec, new Date(now), tenant);
-    await enqueueRun(deps.queue, id, spec, tenant);
   } catch (err) {
     await deps.quota.releaseActive(tenant, id);
     throw err;
   }
+  try {
+    await enqueueRun(deps.queue, id, spec, tenant);
+  } catch (err) {
+    await deps.quota.releaseActive(tenant, id);
+    await endUnqueued(deps, id, err);
+    throw err;
+  }
+}
+
+/**
+ * A record whose job could not be added would show `queued` forever: it ends `error` with what broke
+ * (a Redis outage: store_unavailable). Only while no worker has claimed it — an add whose reply was
+ * lost may still have reached the queue, and then its worker refuses a run that has already ended.
+ * If the store is away too, the end cannot be written; the caller's error is what it gets either way.
+ */
+async function endUnqueued(deps: Pick<SubmitDeps, 'store' | 'clock'>, id: string, err: unknown): Promise<void> {
+  const reason = `the run could not be queued: ${(err as Error).message}`.slice(0, 1000);
+  await deps.store.end(id, 'error', reason, new Date(deps.clock()), 'unclaimed', codeOf(err)).catch(() => false);
 }
 
 function tooMany(v: { limit: string; max: number; retryAfterS: number; message: string }): HttpError {

@@ -40,11 +40,17 @@ const SET_STATUS = `local function setStatus(k, new, prefix)
   redis.call('HSET', k, 'status', new)
 end
 `;
-/** A new run record (ARGV[1] = prefix, ARGV[2..] = fields; status is set to queued); never over an existing one. */
+/**
+ * A new run record and its two list indexes in one step, so a record never exists without them:
+ * KEYS = record, all runs, the tenant's runs; ARGV[1] = prefix, ARGV[2] = createdAt (ms),
+ * ARGV[3] = run id, ARGV[4..] = fields (status is set to queued). Never over an existing one.
+ */
 const CREATE = `${SET_STATUS}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
 setStatus(KEYS[1], 'queued', ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
 return 1`;
 /**
  * Updates an existing run: ARGV[1] = fence ('' = none; else only while the run's owner is it),
@@ -144,9 +150,7 @@ export class RedisRunStore implements RunStore {
   /** Records a new queued run of `tenant` (the API calls this before enqueueing). */
   async create(runId: string, spec: RunSpec | Pick<RunSpec, 'task'>, now: Date, tenant = DEFAULT_TENANT): Promise<void> {
     const fields = recordOfSpec(spec, now, tenant);
-    const created = await this.redis.eval(CREATE, 1, this.key(runId), this.prefix, ...Object.entries(fields).flat());
-    if (created !== 1) return;
-    await this.redis.multi().zadd(`${this.prefix}:runs`, now.getTime(), runId).zadd(this.tenantRunsKey(tenant), now.getTime(), runId).exec();
+    await this.redis.eval(CREATE, 3, this.key(runId), `${this.prefix}:runs`, this.tenantRunsKey(tenant), this.prefix, now.getTime(), runId, ...Object.entries(fields).flat());
   }
 
   /** The tenant a run belongs to; null when there is no such run. */
