@@ -7,19 +7,22 @@
  * response starts, the SDK's timeout and retries apply as for a plain request; a stream that then
  * goes quiet for `idleTimeoutMs` is aborted. When the server reports no usage for a streamed
  * answer, tokens are estimated (4 characters a token) so the token and cost budgets still hold.
+ * Without streaming, the whole answer is read with the same checks and bounds (readWholeAnswer): any
+ * OpenAI-compatible server may send anything, whichever way it answers.
  * The request's `model` (model routing) overrides the model this adapter was made with.
  */
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { CancelledError, ModelError } from '../domain/errors';
 import type { ChatMessage, Model, ModelRequest, ModelTurn } from '../domain/model';
-import { DEFAULT_STREAM_BOUNDS, StreamAccumulator, type StreamBounds } from './stream-accumulator';
+import { DEFAULT_STREAM_BOUNDS, StreamAccumulator, readWholeAnswer, type StreamBounds } from './stream-accumulator';
 
 export interface OpenAIModelOptions {
   /** Ask for a streamed answer (deltas go to the request's onDelta). */
   stream?: boolean;
   /** A stream with no chunk for this long is aborted (ModelError). */
   idleTimeoutMs?: number;
+  /** Sizes an answer may have, streamed or whole. */
   bounds?: StreamBounds;
 }
 
@@ -48,18 +51,8 @@ export class OpenAIModel implements Model {
     } catch (err) {
       throw toModelError(err, req.signal);
     }
-    const choice = res.choices?.[0];
-    if (!choice?.message) throw new ModelError(`the model endpoint returned no choices (model ${model})`);
-    const toolCalls = (choice.message.tool_calls ?? []).flatMap((c) =>
-      c.type === 'function' ? [{ id: c.id, name: c.function.name, arguments: c.function.arguments ?? '' }] : [],
-    );
-    return {
-      content: choice.message.content ?? null,
-      toolCalls,
-      usage: { inputTokens: res.usage?.prompt_tokens ?? 0, outputTokens: res.usage?.completion_tokens ?? 0 },
-      finishReason: choice.finish_reason ?? 'unknown',
-      model: res.model ?? model,
-    };
+    // The SDK types the answer but does not check it: it is read with the stream's checks and bounds.
+    return withUsage(readWholeAnswer(res as unknown, this.opts.bounds ?? DEFAULT_STREAM_BOUNDS, model), body.messages);
   }
 
   private async streamed(body: { model: string; messages: ChatCompletionMessageParam[]; tools?: ChatCompletionTool[] }, model: string, req: ModelRequest): Promise<ModelTurn> {
@@ -91,13 +84,17 @@ export class OpenAIModel implements Model {
     } finally {
       clearTimeout(timer);
     }
-    const turn = acc.finish(model);
-    const usage = turn.usage ?? {
-      inputTokens: Math.ceil(JSON.stringify(body.messages).length / 4),
-      outputTokens: Math.ceil(((turn.content ?? '').length + turn.toolCalls.reduce((n, c) => n + c.name.length + c.arguments.length, 0)) / 4),
-    };
-    return { ...turn, usage };
+    return withUsage(acc.finish(model), body.messages);
   }
+}
+
+/** The turn with the server's usage, or when it sent none an estimate (4 characters a token), so the token and cost budgets hold. */
+function withUsage(turn: ReturnType<StreamAccumulator['finish']>, messages: ChatCompletionMessageParam[]): ModelTurn {
+  const usage = turn.usage ?? {
+    inputTokens: Math.ceil(JSON.stringify(messages).length / 4),
+    outputTokens: Math.ceil(((turn.content ?? '').length + turn.toolCalls.reduce((n, c) => n + c.name.length + c.arguments.length, 0)) / 4),
+  };
+  return { ...turn, usage };
 }
 
 function toOpenAI(m: ChatMessage): ChatCompletionMessageParam {

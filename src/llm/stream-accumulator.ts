@@ -55,6 +55,8 @@ export class StreamAccumulator {
   constructor(
     private readonly bounds: StreamBounds = DEFAULT_STREAM_BOUNDS,
     private readonly onDelta?: (d: ModelDelta) => void,
+    /** What a refusal calls the answer ("streamed answer", "answer"). */
+    private readonly what = 'streamed answer',
   ) {}
 
   /** How many chunks were read so far. */
@@ -154,8 +156,42 @@ export class StreamAccumulator {
   }
 
   private fail(what: string): ModelError {
-    return new ModelError(`the model's streamed answer was refused: ${what}`);
+    return new ModelError(`the model's ${this.what} was refused: ${what}`);
   }
+}
+
+/**
+ * A whole (not streamed) chat completion, read with the stream's checks and bounds: its choice 0 is
+ * checked field by field and handed to a StreamAccumulator as one chunk, so a server answering in one
+ * piece can send no more (text, tool calls, names, arguments) and nothing of another type than one
+ * that streams. Tool calls of another type than `function` are left out, as before. `usage` is null
+ * when the server sent none (the caller estimates it, so the budgets hold).
+ */
+export function readWholeAnswer(res: unknown, bounds: StreamBounds, fallbackModel: string): ReturnType<StreamAccumulator['finish']> {
+  const fail = (what: string) => new ModelError(`the model's answer was refused: ${what}`);
+  if (!isObject(res)) throw fail('the answer is not a JSON object');
+  if (res.choices !== undefined && res.choices !== null && !Array.isArray(res.choices)) throw fail('"choices" is not an array');
+  const choices: unknown[] = Array.isArray(res.choices) ? res.choices : [];
+  const choice = choices.find((c) => isObject(c) && (c.index === undefined || c.index === 0)) ?? choices[0];
+  if (choice === undefined) throw new ModelError(`the model endpoint returned no choices (model ${fallbackModel})`);
+  if (!isObject(choice)) throw fail('a choice is not an object');
+  const message = choice.message;
+  if (!isObject(message)) throw fail('"message" is not an object');
+  let toolCalls = message.tool_calls;
+  if (toolCalls !== undefined && toolCalls !== null) {
+    if (!Array.isArray(toolCalls)) throw fail('"message.tool_calls" is not an array');
+    if (toolCalls.length > bounds.maxToolCalls) throw fail(`more than ${bounds.maxToolCalls} tool calls (${toolCalls.length})`);
+    toolCalls = toolCalls
+      .filter((tc) => !(isObject(tc) && tc.type !== undefined && tc.type !== 'function'))
+      .map((tc, index) => (isObject(tc) ? { id: tc.id, function: tc.function, index } : tc));
+  }
+  const acc = new StreamAccumulator(bounds, undefined, 'answer');
+  acc.push({
+    ...(res.model !== undefined ? { model: res.model } : {}),
+    ...(res.usage !== undefined ? { usage: res.usage } : {}),
+    choices: [{ index: 0, finish_reason: choice.finish_reason, delta: { content: message.content, tool_calls: toolCalls } }],
+  });
+  return acc.finish(fallbackModel);
 }
 
 function tokenCount(v: unknown): number {
