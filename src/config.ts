@@ -333,6 +333,15 @@ export const ConfigSchema = z.object({
    * an exhausted heap of one leaves the other running; each is started again); false: one process.
    */
   CORRAL_SERVE_SPLIT: bool(true),
+  /**
+   * The V8 heap cap (MB) of a corral process: bin/corral starts Node with it, and `corral serve` starts
+   * each of its two roles with it. Bounds a worker's memory (an uncapped heap grows toward the host's).
+   */
+  CORRAL_NODE_HEAP_MB: z.coerce.number().int().min(64).max(65_536).default(192),
+  /** `corral docker-gate`: the socket it serves on, unix:///PATH (its --listen overrides this). */
+  CORRAL_DOCKER_GATE_LISTEN: z.string().regex(/^unix:\/\/\/./, 'must be unix:///PATH/gate.sock').optional(),
+  /** `corral docker-gate`: the file holding its ownership key (its --key-file overrides this); none: a fresh key. */
+  CORRAL_DOCKER_GATE_KEY_FILE: z.string().min(1).optional(),
   /** On SIGTERM, how long running runs may take to finish before they are cancelled (reason "shutdown"). */
   CORRAL_SHUTDOWN_GRACE_S: z.coerce.number().int().min(0).default(30),
   /** Started sandboxes each worker keeps ready for runs of the default class (default limits, no network); 0 = off. */
@@ -378,6 +387,14 @@ export type Config = z.infer<typeof ConfigSchema>;
 export const SHUTDOWN_CLEANUP_MS = 10_000;
 /** The longest a stop takes, whatever Redis and Docker do: the grace period, the clean-up, the other steps. */
 export const shutdownBudgetMs = (config: Pick<Config, 'CORRAL_SHUTDOWN_GRACE_S'>): number => config.CORRAL_SHUTDOWN_GRACE_S * 1000 + SHUTDOWN_CLEANUP_MS + 5000;
+
+/**
+ * The environment a child process of corral starts with: this process's own, with `overrides` (a role
+ * under `corral serve`, the service under `corral demo`). The one other place process.env is read.
+ */
+export function childEnvironment(overrides: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return { ...process.env, ...overrides };
+}
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const r = ConfigSchema.safeParse(env);

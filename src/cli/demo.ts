@@ -13,7 +13,7 @@ import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { loadConfig } from '../config';
+import { childEnvironment, loadConfig } from '../config';
 import { ApiClient } from './api-client';
 import { UsageError } from './cli-args';
 import { submitAndFollow } from './submit-and-follow';
@@ -114,10 +114,10 @@ export async function run(argv: string[]): Promise<number> {
     const dataDir = resolve(config.CORRAL_DATA_DIR);
     mkdirSync(dataDir, { recursive: true });
     const logPath = join(dataDir, 'demo-serve.log');
-    const env: NodeJS.ProcessEnv = {
-      ...process.env, REDIS_URL: redisUrl, CORRAL_API_HOST: '127.0.0.1', CORRAL_API_PORT: String(port), CORRAL_DATA_DIR: dataDir,
+    const env = childEnvironment({
+      REDIS_URL: redisUrl, CORRAL_API_HOST: '127.0.0.1', CORRAL_API_PORT: String(port), CORRAL_DATA_DIR: dataDir,
       ...(replay ? { CORRAL_REPLAY: REPLAY } : {}),
-    };
+    });
     const log = createWriteStream(logPath);
     const child = spawn(process.execPath, [...process.execArgv, join(ROOT, 'src/cli/index.ts'), 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout?.pipe(log);

@@ -38,6 +38,7 @@ export async function run(argv: string[]): Promise<number> {
     // the process anyway: a stopped service never lingers.
     const force = (reason: string) => {
       log('stopped before the clean-up finished', { why: reason, level: 'warn' });
+      // eslint-disable-next-line no-restricted-properties -- this is a role's entry point (as main.ts is): a stop that cannot finish ends its own process
       process.exit(1);
     };
     process.once('SIGINT', () => force('a second signal'));
@@ -60,5 +61,6 @@ export async function run(argv: string[]): Promise<number> {
   log('stopped');
   // Everything is closed; a handle some library left open (a reconnecting client) must not keep a
   // stopped service alive, so the process ends here (stderr is written synchronously to pipes and files).
+  // eslint-disable-next-line no-restricted-properties -- this is a role's entry point (as main.ts is)
   process.exit(0);
 }

@@ -19,7 +19,7 @@
  * loader; it holds no run, no request, no Redis connection).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { Config } from '../config';
+import { childEnvironment, type Config } from '../config';
 
 type Role = 'api' | 'worker';
 type Log = (msg: string, fields?: Record<string, unknown>) => void;
@@ -69,9 +69,11 @@ export async function supervise(config: Config, budgetMs: number, log: Log): Pro
   const start = (c: Child) => {
     c.started = false;
     c.startedAt = Date.now();
-    // The same Node, the same flags (tsx loader, heap cap), the same entry point: `corral api|worker`.
-    const proc = spawn(process.execPath, [...process.execArgv, process.argv[1]!, c.role], {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'], detached: true, env: process.env,
+    // The same Node, the same flags (tsx loader), the same entry point: `corral api|worker`, each with
+    // the configured heap cap (CORRAL_NODE_HEAP_MB) whatever this process was started with.
+    const flags = [...process.execArgv.filter((a) => !a.startsWith('--max-old-space-size')), `--max-old-space-size=${config.CORRAL_NODE_HEAP_MB}`];
+    const proc = spawn(process.execPath, [...flags, process.argv[1]!, c.role], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'], detached: true, env: childEnvironment(),
     });
     c.proc = proc;
     proc.on('message', (m: unknown) => {
