@@ -6,7 +6,7 @@
  */
 import type { FastifyReply } from 'fastify';
 import type { z } from 'zod';
-import { CorralError, InvalidInputError, flattenIssues, type Issue } from '../domain/errors';
+import { CorralError, InvalidInputError, flattenIssues, isStoreOutage, type Issue } from '../domain/errors';
 
 export { flattenIssues, type Issue } from '../domain/errors';
 
@@ -32,7 +32,26 @@ export function limitReached(v: { limit: string; max: number; retryAfterS: numbe
   return new HttpError(status, status === 413 ? 'payload_too_large' : 'rate_limited', v.message, { 'retry-after': String(v.retryAfterS) }, { limit: v.limit, max: v.max, retryAfterS: v.retryAfterS });
 }
 
-const STATUS: Record<string, number> = { invalid_input: 400, not_found: 404, conflict: 409, limit_exceeded: 400, cancelled: 409, path_refused: 400 };
+const STATUS: Record<string, number> = { invalid_input: 400, not_found: 404, conflict: 409, limit_exceeded: 400, cancelled: 409, path_refused: 400, store_unavailable: 503, sandbox_unavailable: 503 };
+
+/** What a 503 says of what is away — which kind of dependency, never where it is (bucket, endpoint, address). */
+const AWAY: Record<string, string> = {
+  store_unavailable: 'a store this server depends on (Redis or the object store) is unavailable',
+  sandbox_unavailable: 'the sandbox engine (Docker) is unavailable',
+};
+
+/**
+ * A 5xx: the answer carries only a reference (the request id); the detail is the server log's (the
+ * API's error handler logs every 5xx with its cause under that reference). A dependency that is
+ * away is a 503 with Retry-After; anything else is our defect, a 500.
+ */
+function serverError(reply: FastifyReply, status: number, code: string): FastifyReply {
+  const reference = String(reply.request.id);
+  if (status === 503) {
+    return reply.status(503).headers({ 'retry-after': '5' }).send({ error: { code: 'unavailable', message: `${AWAY[code] ?? AWAY.store_unavailable}; try again shortly (reference ${reference})`, reference } });
+  }
+  return reply.status(500).send({ error: { code: 'internal', message: `internal error (reference ${reference}); the server logged it`, reference } });
+}
 
 export function dotted(path: ReadonlyArray<string | number>): string {
   return path.map(String).join('.');
@@ -58,6 +77,7 @@ export function sendError(reply: FastifyReply, err: unknown): FastifyReply {
   if (err instanceof CorralError) {
     const field = err instanceof InvalidInputError ? err.field : undefined;
     const status = STATUS[err.code] ?? 500;
+    if (status >= 500) return serverError(reply, status, err.code);
     let issues = err.details?.issues as Issue[] | undefined;
     if (!issues && status === 400) issues = [{ path: field ? field.split('.') : [], message: err.message }];
     return reply.status(status).send({ error: { code: err.code, message: err.message, ...(field ? { field } : {}), ...(issues ? { issues } : {}) } });
@@ -75,18 +95,8 @@ export function sendError(reply: FastifyReply, err: unknown): FastifyReply {
       error: { code: 'invalid_input', message: e.message ?? 'bad request', issues: [{ path: [], message: e.message ?? 'bad request' }], ...(e.code ? { detail: e.code } : {}) },
     });
   }
-  if (isStoreUnavailable(err)) {
-    return reply.status(503).headers({ 'retry-after': '5' }).send({ error: { code: 'unavailable', message: 'the run store (Redis) is unavailable; try again shortly' } });
-  }
+  if (isStoreOutage(err)) return serverError(reply, 503, 'store_unavailable');
   // Anything else is our defect: the caller gets a reference, the log gets the error (never the
   // other way round — a Redis reply or a stack says nothing useful to a client and may say too much).
-  return reply.status(500).send({ error: { code: 'internal', message: `internal error (reference ${String(reply.request.id)}); the server logged it` } });
-}
-
-/** ioredis failing fast while Redis is away (the API's connection has no offline queue). */
-export function isStoreUnavailable(err: unknown): boolean {
-  const e = err as { name?: string; message?: string; code?: string };
-  return e.name === 'MaxRetriesPerRequestError'
-    || /enableOfflineQueue|Connection is closed|ECONNREFUSED|ECONNRESET|Stream isn't writeable|LOADING/i.test(e.message ?? '')
-    || e.code === 'ECONNREFUSED';
+  return serverError(reply, 500, 'internal');
 }

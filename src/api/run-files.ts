@@ -77,7 +77,7 @@ async function sendRunFile(reply: FastifyReply, deps: ApiDeps, run: RunView, f: 
     if (f.name === 'events.jsonl' && !run.finishedAt) return sendLiveLog(reply, deps, run, f);
     // A run from before the switch to the object store recorded a path on disk: serve it from there
     // (or `corral artifacts migrate` on the worker's host moves it into the store).
-    if (/^s3:\/\//.test(recorded)) throw new NotFoundError(`the ${f.name} of run ${run.id} is not in ${store.description}${run.finishedAt ? ' (its worker could not store it: see the run\'s reason)' : ' yet: it is stored when the run ends'}`);
+    if (/^s3:\/\//.test(recorded)) throw new NotFoundError(`the ${f.name} of run ${run.id} is not in the object store${run.finishedAt ? ' (its worker could not store it: see the run\'s reason)' : ' yet: it is stored when the run ends'}`);
   }
   const local = join(resolve(deps.config.CORRAL_DATA_DIR), 'runs', run.id, f.name);
   const candidates = [local];
@@ -89,8 +89,15 @@ async function sendRunFile(reply: FastifyReply, deps: ApiDeps, run: RunView, f: 
     if (f.download) void reply.header('content-disposition', `attachment; filename="${run.id}-${f.name}"`);
     return reply.send(createReadStream(path));
   }
+  // Where it is, on which worker, and where this API looks are the operator's to know, not the tenant's:
+  // they go to the server log under the answer's reference.
+  const reference = String(reply.request.id);
   const migrate = store && store.kind !== 'local' ? `, and it is not in ${store.description} either (run \`corral artifacts migrate\` on that worker's host to move it there)` : '';
-  throw new NotFoundError(`the ${f.name} of run ${run.id} is at ${recorded} on worker ${run.workerId ?? '?'}, which this API cannot read (it serves files from ${resolve(deps.config.CORRAL_DATA_DIR)}; share that directory with the workers)${migrate}`);
+  deps.log?.('a run file this API cannot read', {
+    level: 'warn', reference, runId: run.id, file: f.name,
+    detail: `at ${recorded} on worker ${run.workerId ?? '?'}; this API serves files from ${resolve(deps.config.CORRAL_DATA_DIR)} (share that directory with the workers)${migrate}`,
+  });
+  throw new NotFoundError(`the ${f.name} of run ${run.id} was written where this API cannot read it; the operator can find why in the server log (reference ${reference})`);
 }
 
 /** The log of a run still going, from its event stream in Redis (as many events as the stream keeps), as JSONL. */
