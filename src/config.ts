@@ -100,6 +100,12 @@ export const ConfigSchema = z.object({
   /** PUT /v1/workspaces (capped at CORRAL_MAX_WORKSPACE_MB of content): the most entries an uploaded tar may hold, and how long it is kept after its last PUT (seconds). */
   CORRAL_WORKSPACE_MAX_ENTRIES: int(100_000),
   CORRAL_WORKSPACE_TTL_S: int(24 * 3600),
+  /**
+   * How long a worker's host keeps a finished run's files (its directory under the data dir: tars,
+   * logs, report); the run-files sweeper (hourly) removes them after this, or once the run store has
+   * forgotten the run (14 days), whichever is first. With an object store, also the run's objects.
+   */
+  CORRAL_RUN_FILES_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(14),
   /** Runs one worker executes at once (= sandbox slots on this host). */
   CORRAL_CONCURRENCY: int(2),
   /** Identifies this worker in container labels and logs; default: hostname-pid. */

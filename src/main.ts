@@ -52,6 +52,7 @@ import { RunTree } from './queue/run-tree';
 import { routingFor } from './run/model-router';
 import { TenantQuota } from './queue/tenant-quota';
 import { POOL_PREFIX, createDockerClient, createSandboxProvider, engineKeyOf, startReaper, type Reaper } from './sandbox';
+import { sweepRunFiles } from './worker/run-files-sweeper';
 import { startWorker, type RunningWorker } from './worker/start-worker';
 import type { WorkerLog } from './worker/run-processor';
 
@@ -290,6 +291,14 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         const t = setInterval(sweep, 3600_000).unref();
         onClose('workspace cache sweeper', async () => clearInterval(t));
       }
+      // This host keeps a run's files no longer than the run store keeps the run; files the object store refused are stored again.
+      const sweepFiles = () => void sweepRunFiles({ dataDir: resolve(config.CORRAL_DATA_DIR), runs: store, artifacts, retentionMs: config.CORRAL_RUN_FILES_RETENTION_DAYS * 86_400_000, clock: Date.now }).then(
+        (r) => void ((r.removed.length || r.checkpoints || r.published.length || r.pending.length) && log('run files swept', { removed: r.removed.length, checkpoints: r.checkpoints, published: r.published.length, pending: r.pending.length })),
+        (err: Error) => log('run files sweep failed', { error: err.message }),
+      );
+      const filesSweeper = setInterval(sweepFiles, 3600_000).unref();
+      sweepFiles();
+      onClose('run files sweeper', async () => clearInterval(filesSweeper));
       // Secrets are masked in a worker thread of its own; its rules compile now, not on a run's first call.
       const secrets = new SecretScanPool();
       await secrets.warm();

@@ -46,6 +46,21 @@ export async function publishRunFiles(o: { store: ArtifactStore; tenant: string;
   return { stored };
 }
 
+/** The marker a run's directory keeps while its files still have to go to the object store (run-files-sweeper.ts retries). */
+export const PUBLISH_PENDING = 'publish-pending.json';
+
+/**
+ * publishRunFiles, and when an object store did not take every file, a publish-pending marker in the
+ * run's directory (its tenant, when, why) so that the run-files sweeper tries again later.
+ */
+export async function publishOrMark(o: { store: ArtifactStore; tenant: string; runId: string; runDir: string; at: Date }): Promise<PublishedFiles> {
+  const published = await publishRunFiles(o);
+  if (published.failed && o.store.kind !== 'local') {
+    await writeFile(join(o.runDir, PUBLISH_PENDING), JSON.stringify({ tenant: o.tenant, runId: o.runId, at: o.at.toISOString(), failed: published.failed.slice(0, 2000) }));
+  }
+  return published;
+}
+
 /** After an object store took all of a run's files, its directory on this host goes. */
 export async function releaseRunDir(store: ArtifactStore, runDir: string, published: PublishedFiles): Promise<void> {
   if (store.kind !== 'local' && !published.failed) await rm(runDir, { recursive: true, force: true });

@@ -44,7 +44,7 @@ import { renderMemory } from '../run/memory';
 import { loadWorkspaceContext, renderWorkspaceContext } from '../run/workspace-context';
 import { toolsFor } from '../tools/registry';
 import { proposeMemory } from './memory-store';
-import { publishRunFiles, releaseRunDir } from './run-files';
+import { publishOrMark, releaseRunDir } from './run-files';
 import { runFileLocation, type ArtifactStore, type RunFileName } from '../artifacts/artifact-store';
 import type { TenantMemory } from '../queue/redis-memory';
 import { NEEDS_REVIEW_FILE, needsReviewLines, runWorkspace, workspaceChanges } from './export-summary';
@@ -601,9 +601,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   // The workspace copies made for sub-runs are not needed once the run has ended.
   for (const f of readdirSync(runDir)) if (/^checkpoint-[0-9]+\.(tar|patch)$/.test(f)) rmSync(join(runDir, f), { force: true });
   // The files leave this host: every end comes here (a crash of this process is finished by another worker).
-  const published = await publishRunFiles({ store: deps.artifacts, tenant, runId, runDir });
+  const published = await publishOrMark({ store: deps.artifacts, tenant, runId, runDir, at: now() });
   if (published.failed) {
-    log('could not store the run\'s files; they stay on this host', { runId, store: deps.artifacts.description, error: published.failed });
+    log('could not store the run\'s files; they stay on this host until the run-files sweeper stores them', { runId, store: deps.artifacts.description, error: published.failed });
     reason += ` (its files could not be stored in ${deps.artifacts.description}: ${published.failed})`;
   } else if (deps.artifacts.kind !== 'local') {
     log('run files stored', { runId, store: deps.artifacts.description, files: published.stored });
