@@ -38,7 +38,7 @@ describe('a job that cannot be added', () => {
       // A slot held by a ghost would make the second submit a 429 (the cap is one active run).
       expect(res.status).toBe(503);
       expect(res.headers['retry-after']).toBeDefined();
-      expect(res.text).not.toContain('127.0.0.1');
+      expect(JSON.stringify(res.body)).not.toContain('127.0.0.1');
     }
     const runs = await f.store.list(10);
     expect(runs).toHaveLength(3);
