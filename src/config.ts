@@ -322,6 +322,18 @@ export const ConfigSchema = z.object({
   CORRAL_EFFECT_CHECK: bool(true),
   CORRAL_EFFECT_FULL_MB: int(64),
   CORRAL_EFFECT_FULL_ENTRIES: int(10_000),
+  /**
+   * MCP servers (environments' `mcp`; src/mcp/): the largest message a server may send, the most it
+   * may write in all (stdout and stderr) before it is stopped, the tools taken from one server, the
+   * characters of a tool description and the size of an input schema kept, and the size of the
+   * arguments corral sends.
+   */
+  CORRAL_MCP_MAX_MESSAGE_KB: int(4096),
+  CORRAL_MCP_MAX_TOTAL_MB: int(64),
+  CORRAL_MCP_MAX_TOOLS: int(64),
+  CORRAL_MCP_MAX_DESCRIPTION_CHARS: int(1024),
+  CORRAL_MCP_MAX_SCHEMA_KB: int(32),
+  CORRAL_MCP_MAX_ARGS_KB: int(64),
   /** Compact a run's conversation (the model summarises its middle) when it passes this many estimated tokens. */
   CORRAL_COMPACT_AT_TOKENS: int(60_000),
   /** A worker's lock on a running job; a job whose lock lapses (its worker died) is stalled. */

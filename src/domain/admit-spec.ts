@@ -9,7 +9,9 @@
  *   3. the egress allowlist under the server's rules (wildcards on or off);
  *   4. a policy this server has, and an environment it has (whose limits are the run's defaults, and
  *      whose default egress is the agent's when the run names none);
- *   5. the task contract (sections, allowed tools this server offers);
+ *   5. the MCP servers the run names (tools.mcp) among its environment's, a remote one's host in the
+ *      agent's egress; the task contract (sections, allowed tools this server offers, and
+ *      `mcp__{server}__{tool}` of those servers);
  *   6. an uploaded workspace tar, entry by entry: an archive the sandbox would take, with names that
  *      satisfy WorkspacePath like inline files' (the sandbox drops "." segments; the schema refuses them);
  *   7. a workspace.id: an upload of this tenant that is still kept, whose content fits the run's
@@ -25,7 +27,9 @@ import { checkEgressAllow } from '../sandbox/egress-allowlist';
 import { resolveLimits, type ResolvedLimits } from '../sandbox/limits';
 import { builtInDefault, type Environment } from './environment';
 import { admitGitRemote, type GitRemote } from '../git/git-remote';
+import { allowsUrl } from './egress-rules';
 import { CorralError, InvalidInputError } from './errors';
+import { remoteUrl } from './mcp';
 import { WorkspacePath, type RunSpec } from './run-spec';
 import { contractForSpec, type TaskContract } from './task-contract';
 
@@ -68,6 +72,8 @@ export interface Admitted {
   upload?: FoundUpload;
   /** workspace.git's remote, in its normal form, on the server's CORRAL_GIT_REMOTES. */
   git?: GitRemote;
+  /** The environment's MCP servers this run starts (tools.mcp, else the environment's defaults). */
+  mcp: string[];
 }
 
 /** Checks a parsed spec for running here; throws InvalidInputError naming the field (its message after `label`). */
@@ -85,16 +91,38 @@ export async function admitSpec(spec: RunSpec, ctx: AdmissionContext): Promise<A
     if (!ctx.policyNames.includes(spec.policy)) {
       throw new InvalidInputError(`policy: unknown policy "${spec.policy}" (this server has: ${ctx.policyNames.join(', ')})`, 'policy');
     }
-    const contract = contractForSpec(spec, ctx.toolNames);
+    const mcp = mcpServersFor(spec, environment, egress);
+    const contract = contractForSpec(spec, ctx.toolNames, mcp);
     if (spec.workspace.tarBase64 !== undefined) await checkTar(spec.workspace.tarBase64, limits.workspaceMb);
     const upload = spec.workspace.id !== undefined ? await findUpload(spec.workspace.id, limits.workspaceMb, ctx) : undefined;
     const git = spec.workspace.git ? admitGitRemote(spec.workspace.git.url, ctx.config.CORRAL_GIT_REMOTES) : undefined;
-    return { spec, limits, contract, environment, egress, ...(upload ? { upload } : {}), ...(git ? { git } : {}) };
+    return { spec, limits, contract, environment, egress, mcp, ...(upload ? { upload } : {}), ...(git ? { git } : {}) };
   } catch (err) {
     if (!ctx.label || !(err instanceof InvalidInputError)) throw err;
     const { field: _field, ...details } = err.details ?? {};
     throw new InvalidInputError(`${ctx.label}${err.message}`, err.field, details, { cause: err });
   }
+}
+
+/** The MCP servers a run starts: the ones it names (each the environment's), else the environment's defaults. */
+function mcpServersFor(spec: RunSpec, env: Environment, egress: readonly string[]): string[] {
+  const named = spec.tools?.mcp;
+  const have = Object.keys(env.mcp);
+  named?.forEach((n, i) => {
+    if (!have.includes(n)) {
+      throw new InvalidInputError(`tools.mcp.${i}: the environment "${env.name}" has no MCP server "${n}" (it has: ${have.join(', ') || 'none'})`, `tools.mcp.${i}`);
+    }
+  });
+  const list = named ? [...new Set(named)] : have.filter((n) => env.mcp[n]!.default);
+  for (const n of list) {
+    const url = env.mcp[n]!.url;
+    const u = url === undefined ? null : remoteUrl(url);
+    if (u !== null && typeof u !== 'string' && !allowsUrl(egress, u)) {
+      const field = named ? `tools.mcp.${named.indexOf(n)}` : 'egress.allow';
+      throw new InvalidInputError(`${field}: the MCP server "${n}" is remote (${u.host}), and this run's egress (${egress.join(', ') || 'none'}) does not allow it: it is reached from inside the sandbox through the egress proxy`, field);
+    }
+  }
+  return list;
 }
 
 /** The uploaded workspace, checked like any archive the sandbox would take, and its names like inline files'. */

@@ -110,3 +110,14 @@ export function nameMatches(name: string, entry: EgressEntry): boolean {
 export function portMatches(port: number, entry: EgressEntry, kind: 'connect' | 'http'): boolean {
   return entry.port === null ? port === (kind === 'connect' ? 443 : 80) : port === entry.port;
 }
+
+/** Whether an allowlist (entries as written) lets a request to `url` through: https as a CONNECT, http as a plain request. */
+export function allowsUrl(list: readonly string[], url: URL): boolean {
+  const https = url.protocol === 'https:';
+  const port = url.port ? Number(url.port) : https ? 443 : 80;
+  const host = url.hostname.replace(/\.$/, '').toLowerCase();
+  return list.some((text) => {
+    const e = parseEgressEntry(text);
+    return typeof e !== 'string' && nameMatches(host, e) && portMatches(port, e, https ? 'connect' : 'http');
+  });
+}

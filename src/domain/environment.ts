@@ -8,18 +8,12 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { Config } from '../config';
+import { EnvName } from './env-name';
+import { McpServers } from './mcp';
 import { EgressPattern, RunLimits, WorkspacePath } from './run-spec';
 
 export { ENVIRONMENT_NAME } from './run-spec';
 export const DEFAULT_ENVIRONMENT = 'default';
-
-/** Variables an environment may set in its sandboxes; never the ones corral sets (PATH, HOME, the proxy). */
-const RESERVED_ENV = new Set([
-  'PATH', 'HOME', 'USER', 'LANG', 'HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy', 'NO_PROXY', 'no_proxy', 'ALL_PROXY', 'all_proxy',
-  // The agent's git identity: CORRAL_GIT_AUTHOR_NAME / CORRAL_GIT_AUTHOR_EMAIL, per run.
-  'GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'GIT_COMMITTER_NAME', 'GIT_COMMITTER_EMAIL',
-]);
-const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be a variable name').refine((k) => !RESERVED_ENV.has(k), 'is set by corral itself');
 
 export const EnvironmentExample = z.strictObject({
   /** Which phase's allowlist the example is checked against. */
@@ -58,6 +52,11 @@ export const EnvironmentFile = z.strictObject({
   limits: RunLimits.omit({ execTimeoutS: true }).default({}),
   /** The agent phase's egress when the run names none. */
   egress: z.array(EgressPattern).max(100).default([]),
+  /**
+   * MCP servers the agent's runs may use (domain/mcp.ts): run in the sandbox after setup, as the
+   * agent's user, each tool call through the gate. A run names a subset with `tools.mcp`.
+   */
+  mcp: McpServers,
   /** Checked when the file loads: each target must get `expect` from its phase's allowlist. */
   examples: z.array(EnvironmentExample).max(100).default([]),
 });
@@ -78,6 +77,11 @@ export function describeEnvironment(e: Environment): Record<string, unknown> {
     setup: { commands: e.setup.commands, egress: e.setup.egress, timeoutS: e.setup.timeoutS },
     cache: e.cache === false ? false : { files: e.cache.files },
     limits: e.limits, egress: e.egress, env: Object.keys(e.env), path: e.path,
+    mcp: Object.fromEntries(Object.entries(e.mcp).map(([name, m]) => [name, {
+      ...(m.description ? { description: m.description } : {}),
+      ...(m.url !== undefined ? { url: m.url } : { command: m.command, args: m.args }),
+      default: m.default, tools: m.tools, network: m.network, timeoutS: m.timeoutS,
+    }])),
   };
 }
 

@@ -219,6 +219,14 @@ export const RunSpec = z
     egress: z.object({ allow: z.array(EgressPattern).max(100).default([]) }).strict().optional(),
     /** What workspace.patch leaves out: the seed's .gitignore rules and these patterns (default: .gitignore only). */
     patch: PatchSpec.optional(),
+    /**
+     * Extra tools of the run. `mcp`: the environment's MCP servers to start (names from GET
+     * /v1/environments); absent: the ones the environment starts by default; `[]`: none. Their tools are
+     * `mcp__{server}__{tool}`, and a task's allowed tools may name them (or `mcp__{server}__*`).
+     */
+    tools: z.strictObject({
+      mcp: z.array(z.string().regex(/^[a-z][a-z0-9-]{0,23}$/, 'must be an MCP server name of the environment')).max(16).optional(),
+    }).optional(),
     /** The environment the sandbox starts from (image, setup phase, cache): a name from GET /v1/environments. */
     environment: z.string().regex(ENVIRONMENT_NAME, 'must be an environment name such as "node"').default('default'),
     limits: RunLimits.default({}),

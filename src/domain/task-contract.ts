@@ -11,6 +11,7 @@
  */
 import { z } from 'zod';
 import { InvalidInputError, describeZodIssues } from './errors';
+import { knownToolName } from './mcp';
 
 export type DoneItem = { kind: 'check'; command: string } | { kind: 'criterion'; text: string };
 
@@ -48,8 +49,9 @@ function toolName(item: string): string {
   return (quoted ? quoted[1]! : item).trim();
 }
 
-function unknownToolMessage(name: string, knownTools: readonly string[]): string {
-  return `unknown tool "${name}" (known: ${knownTools.join(', ')})`;
+function unknownToolMessage(name: string, knownTools: readonly string[], mcpServers: readonly string[] = []): string {
+  const mcp = mcpServers.length ? `, and mcp__SERVER__TOOL or mcp__SERVER__* of this run's MCP servers: ${mcpServers.join(', ')}` : '';
+  return `unknown tool "${name}" (known: ${knownTools.join(', ')}${mcp})`;
 }
 
 // ---------------------------------------------------------------- JSON form
@@ -78,7 +80,7 @@ export type TaskContractJsonInput = z.input<typeof TaskContractJson>;
  * Validates the JSON form (shape, then tool names) into a TaskContract. Errors are InvalidInputError
  * with field `contract.<path>`, matching where the JSON sits in a RunSpec.
  */
-export function contractFromJson(json: unknown, knownTools: readonly string[]): TaskContract {
+export function contractFromJson(json: unknown, knownTools: readonly string[], mcpServers: readonly string[] = []): TaskContract {
   const r = TaskContractJson.safeParse(json);
   if (!r.success) {
     const issues = r.error.issues.map((i) => ({ ...i, path: ['contract', ...i.path] }));
@@ -91,8 +93,8 @@ export function contractFromJson(json: unknown, knownTools: readonly string[]): 
     allowedTools = [];
     for (const [i, raw] of c.allowedTools.entries()) {
       const name = toolName(raw);
-      if (!knownTools.includes(name)) {
-        throw new InvalidInputError(`contract.allowedTools.${i}: ${unknownToolMessage(name, knownTools)}`, `contract.allowedTools.${i}`);
+      if (!knownToolName(name, knownTools, mcpServers)) {
+        throw new InvalidInputError(`contract.allowedTools.${i}: ${unknownToolMessage(name, knownTools, mcpServers)}`, `contract.allowedTools.${i}`);
       }
       if (!allowedTools.includes(name)) allowedTools.push(name);
     }
@@ -170,7 +172,7 @@ function listItems(title: string, body: Line[]): Array<{ no: number; text: strin
  * Headings inside fenced code blocks are task text. Errors are InvalidInputError(field "task") whose
  * message names the line and the problem.
  */
-export function parseTaskMarkdown(text: string, knownTools: readonly string[]): TaskContract {
+export function parseTaskMarkdown(text: string, knownTools: readonly string[], mcpServers: readonly string[] = []): TaskContract {
   const lines = splitLines(text);
   const headings = lines.filter((l) => !l.fenced && level1Heading(l.text) !== null);
   if (headings.length === 0) {
@@ -213,7 +215,7 @@ export function parseTaskMarkdown(text: string, knownTools: readonly string[]): 
     allowedTools = [];
     for (const item of tools.items) {
       const name = toolName(item.text);
-      if (!knownTools.includes(name)) fail(item.no, unknownToolMessage(name, knownTools));
+      if (!knownToolName(name, knownTools, mcpServers)) fail(item.no, unknownToolMessage(name, knownTools, mcpServers));
       if (!allowedTools.includes(name)) allowedTools.push(name);
     }
   }
@@ -232,8 +234,8 @@ export function parseTaskMarkdown(text: string, knownTools: readonly string[]): 
  * The contract for a run: RunSpec.contract when present (it wins over anything written in `task`),
  * otherwise `task` parsed as Markdown. Throws InvalidInputError (field "task" or "contract.…").
  */
-export function contractForSpec(spec: { task: string; contract?: unknown }, knownTools: readonly string[]): TaskContract {
-  return spec.contract !== undefined ? contractFromJson(spec.contract, knownTools) : parseTaskMarkdown(spec.task, knownTools);
+export function contractForSpec(spec: { task: string; contract?: unknown }, knownTools: readonly string[], mcpServers: readonly string[] = []): TaskContract {
+  return spec.contract !== undefined ? contractFromJson(spec.contract, knownTools, mcpServers) : parseTaskMarkdown(spec.task, knownTools, mcpServers);
 }
 
 // ---------------------------------------------------------------- for the model

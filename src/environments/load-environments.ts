@@ -8,7 +8,8 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
-import { nameMatches, portMatches, parseEgressEntry } from '../domain/egress-rules';
+import { allowsUrl, nameMatches, portMatches, parseEgressEntry } from '../domain/egress-rules';
+import { remoteUrl } from '../domain/mcp';
 import { allowedImages, builtInDefault, DEFAULT_ENVIRONMENT, digestOf, ENVIRONMENT_NAME, EnvironmentFile, type Environment, type ImageConfig } from '../domain/environment';
 import { CorralError, type CorralErrorOptions } from '../domain/errors';
 import { lineOf } from '../domain/yaml-lines';
@@ -78,6 +79,12 @@ export function parseEnvironment(text: string, file: string, name: string, confi
     });
     if (allowed !== (ex.expect === 'allow')) {
       fail(['examples', i], `${ex.target} is ${allowed ? 'allowed' : 'refused'} in the ${ex.phase} phase, the example expects ${ex.expect} (${ex.phase === 'setup' ? 'setup.egress' : 'egress'}: ${list.join(', ') || 'none'})`);
+    }
+  }
+  for (const [server, m] of Object.entries(def.mcp)) {
+    const u = m.url === undefined ? null : remoteUrl(m.url);
+    if (m.default && u !== null && typeof u !== 'string' && !allowsUrl(def.egress, u)) {
+      fail(['mcp', server, 'url'], `a remote server started by default must be reachable with the agent's egress (egress: ${def.egress.join(', ') || 'none'}): add ${u.port ? u.host : u.hostname} to egress, or set default: false`);
     }
   }
   return { ...def, name, file, digest: digestOf(def) };
