@@ -173,6 +173,40 @@ export interface LeasedSandbox extends Sandbox {
   setup?: SetupFacet;
   /** The effect check's access to the protected files (through the engine, not the sandbox's processes); absent in fakes without one. */
   effects?: EffectFacet;
+  /**
+   * Starts a long-lived process in the sandbox (an MCP server): as the agent's user, in /workspace,
+   * with the sandbox's environment and `env`; its stdin stays open. Stopped by kill() or with the sandbox.
+   */
+  spawn?(req: SpawnRequest): Promise<SandboxProcess>;
+}
+
+export interface SpawnRequest {
+  /** argv, never a host shell string. */
+  argv: string[];
+  /** Variables of this process on top of the sandbox's. */
+  env?: Record<string, string>;
+  /** Receives its stdout as it comes (no buffering in between); the caller bounds what it keeps. */
+  onStdout: (chunk: Buffer) => void;
+  /** Bytes of its stderr kept (head and tail). */
+  maxStderrBytes: number;
+  signal?: AbortSignal;
+}
+
+/** A running process of the sandbox, started by spawn(). */
+export interface SandboxProcess {
+  /** Writes to its stdin; false when the engine's pipe is full (see pendingBytes). */
+  write(data: string | Buffer): boolean;
+  /** Bytes written to stdin that the engine has not taken yet: a writer bounds what it queues for a process that does not read. */
+  readonly pendingBytes: number;
+  /** Its stderr so far, head and tail, the cut marked. */
+  stderrText(): string;
+  /** Bytes of stdout and stderr it wrote in all. */
+  readonly stdoutBytes: number;
+  readonly stderrBytes: number;
+  /** Settles once, when its output ends: its exit code (null when unknown), and why when corral ended it. */
+  readonly exited: Promise<{ exitCode: number | null; reason?: string }>;
+  /** Stops reading its output, then kills it and every process it started (still in its tree) in the sandbox. Idempotent. */
+  kill(reason: string): Promise<void>;
 }
 
 /** The steps of a setup phase that only the sandbox adapter can take. */

@@ -17,7 +17,7 @@ import type Docker from 'dockerode';
 import type { Config } from '../config';
 import { CancelledError, SandboxError } from '../domain/errors';
 import type {
-  ExecRequest, ExecResult, ExportTarget, FileContent, FileEntry, LeasedSandbox, NetExpectation, SandboxProvider, SandboxRequest, SetupFacet, WorkspaceExport, WriteOptions,
+  ExecRequest, ExecResult, ExportTarget, FileContent, FileEntry, LeasedSandbox, NetExpectation, SandboxProcess, SandboxProvider, SandboxRequest, SetupFacet, SpawnRequest, WorkspaceExport, WriteOptions,
 } from '../domain/sandbox';
 import { killCall } from './call-kill';
 import { entriesFromFiles, packTar, readCheckedTar, type ArchiveEntry } from './archive';
@@ -27,6 +27,7 @@ import { toSandboxError } from './docker-error';
 import { startEgressProxy, type EgressProxyHandle } from './egress-proxy-host';
 import type { EgressTestHooks } from './egress-test-hooks';
 import { EXIT_SIGKILL, runExec, type ExecOutcome } from './exec';
+import { spawnProcess } from './sandbox-process';
 import { CORRAL_FS, listWorkspace, readWorkspaceFile, removeWorkspaceFile, writeWorkspaceFile, type InternalExec } from './files';
 import { IsolationResolver } from './isolation';
 import { resolveLimits } from './limits';
@@ -510,6 +511,12 @@ class DockerSandbox implements LeasedSandbox {
       stdoutBytes: o.stdout.total,
       stderrBytes: o.stderr.total,
     };
+  }
+
+  /** A long-lived process (an MCP server) as the agent's user: sandbox-process.ts. */
+  spawn(req: SpawnRequest): Promise<SandboxProcess> {
+    this.assertLive();
+    return spawnProcess(this.container, { ...req, baseEnv: this.o.env, user: this.o.user, died: this.o.watch });
   }
 
   readFile(path: string, opts?: { maxBytes?: number; signal?: AbortSignal }): Promise<FileContent> {
