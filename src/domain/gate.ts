@@ -3,6 +3,8 @@
  * static policy, the risk classifier and (when the run allows it) a human approval, and returns a
  * final allow/deny together with the record of how it got there.
  */
+import type { McpCallContext } from './mcp';
+
 export type Decision = 'allow' | 'ask' | 'deny';
 export type RiskLevel = 'low' | 'medium' | 'high' | 'critical';
 
@@ -11,6 +13,8 @@ export interface ToolCallRequest {
   tool: string;
   /** Parsed and schema-validated arguments. */
   args: Record<string, unknown>;
+  /** For an MCP tool (`mcp__{server}__{tool}`): the environment's defaults and the tool's description (untrusted). */
+  mcp?: McpCallContext;
 }
 
 /** A link a call made: its absolute path, and where it points (absolute; null when computed at run time). */

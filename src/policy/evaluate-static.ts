@@ -25,6 +25,8 @@ import type { EnvRule, Policy } from './policy-schema';
 import { analyzeShell, type ShellAnalysis, type SimpleCommand } from './shell-analysis';
 import { DYNAMIC_WORD, literalWord, type ShellWord } from './shell-words';
 import { commandName, unwrapCommand } from './unwrap-command';
+import { parseMcpToolName } from '../domain/mcp';
+import { evaluateMcp } from './mcp-rules';
 
 export interface StaticCall { tool: string; args: Record<string, unknown> }
 export interface StaticResult {
@@ -80,6 +82,7 @@ export function evaluateStatic(policy: Policy, call: StaticCall, history?: CallH
 }
 
 function evaluateStaticUnguarded(policy: Policy, call: StaticCall, history?: CallHistory): StaticResult {
+  if (parseMcpToolName(call.tool)) return evaluateMcp(policy, call);
   const bad = findIllFormed(call.args);
   if (bad) return combine([{ decision: 'deny', rule: 'input:ill-formed', risk: 'high', reason: `${call.tool}: ${bad.path} ${bad.reason}` }], { decision: 'deny', rule: 'input:ill-formed', reason: '' });
   const entry = policy.tools[call.tool];

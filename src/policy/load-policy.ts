@@ -16,6 +16,7 @@ import { PolicyFileSchema, type Policy } from './policy-schema';
 import { commandRuleFiresOn, effectFiresOn, envRuleFiresOn, evaluateStatic } from './evaluate-static';
 import { absRuleGlob } from './path-check';
 import { ProtectedSet } from '../domain/protected-set';
+import { compileMcpRule, mcpRuleFires } from './mcp-rules';
 
 
 function where(file: string, line: number | undefined, rule?: string): string {
@@ -52,7 +53,7 @@ export function parsePolicy(text: string, file: string): Policy {
     ...data,
     name: basename(file).replace(/\.ya?ml$/, ''),
     file,
-    compiled: { pathGlobs: new Map(), pathExcepts: new Map(), patterns: new Map(), envValues: new Map(), protectedSet: ProtectedSet.withExtra(data.protected.rules) },
+    compiled: { pathGlobs: new Map(), pathExcepts: new Map(), patterns: new Map(), envValues: new Map(), protectedSet: ProtectedSet.withExtra(data.protected.rules), mcp: new Map() },
     lines: new Map(),
   };
   const fail = (section: string, idx: number, name: string, msg: string): never => {
@@ -115,6 +116,23 @@ export function parsePolicy(text: string, file: string): Policy {
     register('protected.rules', i, r.name);
     const alone = new ProtectedSet([r]);
     check('protected.rules', i, r.name, r, (e) => alone.match(e)?.rule === r.name);
+  });
+  data.mcp.rules.forEach((r, i) => {
+    register('mcp.rules', i, r.name);
+    let c;
+    try {
+      c = compileMcpRule(data, r);
+    } catch (e) {
+      return fail('mcp.rules', i, r.name, (e as Error).message);
+    }
+    policy.compiled.mcp.set(r.name, c);
+    for (const [list, want] of [[r.match, true], [r.not_match, false]] as const) {
+      for (const ex of list) {
+        if (mcpRuleFires(data, r, c, ex.server, ex.tool, ex.args) !== want) {
+          fail('mcp.rules', i, r.name, `${want ? 'match' : 'not_match'} example ${JSON.stringify(ex)} ${want ? 'does not fire the rule' : 'fires the rule'}`);
+        }
+      }
+    }
   });
   for (const [tool, entry] of Object.entries(data.tools)) {
     entry.examples.forEach((ex, i) => {

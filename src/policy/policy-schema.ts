@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { EFFECTS } from './commands/command-spec';
 import { MAX_COMMAND_CHARS } from '../domain/tool-input';
 import { PROTECTED_CLASSES, type ProtectedSet } from '../domain/protected-set';
+import type { CompiledMcpRule } from './mcp-rules';
 
 export const DecisionSchema = z.enum(['allow', 'ask', 'deny']);
 export const RiskSchema = z.enum(['low', 'medium', 'high', 'critical']);
@@ -119,6 +120,38 @@ const ProtectedRuleSchema = z.strictObject({
   ...examples,
 });
 
+/** A call as an MCP rule's examples give it. */
+const McpExampleSchema = z.strictObject({ server: z.string().min(1), tool: z.string().min(1), args: z.record(z.string(), z.unknown()).default({}) });
+/** Globs over the values a JSON path selects in a call's arguments (policy/mcp-rules.ts: the path dialect). */
+const ArgConditions = z.record(z.string().min(1).max(200), z.union([z.string().min(1).max(300), z.array(z.string().min(1).max(300)).min(1).max(50)]));
+
+/**
+ * A decision on MCP tool calls (`mcp__{server}__{tool}`) by server and tool name, with conditions on
+ * the arguments. `args`: each JSON path must select at least one value and every value it selects
+ * must match one of its globs. `any_arg`: the rule fires only when some value one of these paths
+ * selects matches one of its globs. With `paths`, string values are read as paths first (relative to
+ * the workspace, `~` the home, `.` and `..` folded) and relative globs are relative to the workspace.
+ * Rules combine with the environment's defaults for the server's tools, strictest wins; a call no
+ * rule and no default names asks.
+ */
+const McpRuleSchema = z.strictObject({
+  name,
+  /** Server names or globs of them (`*`: every server). */
+  servers: z.array(z.string().min(1).max(64)).min(1).max(50),
+  /** Tool names or globs of them. */
+  tools: z.array(z.string().min(1).max(128)).min(1).max(200),
+  args: ArgConditions.default({}),
+  any_arg: ArgConditions.default({}),
+  paths: z.boolean().default(false),
+  decision: DecisionSchema,
+  risk: RiskSchema.default('medium'),
+  /** A connection during such a call is predicted (the effect check lets it through under the run's allowlist). */
+  network: z.boolean().default(false),
+  reason: z.string().min(1),
+  match: z.array(McpExampleSchema).min(1),
+  not_match: z.array(McpExampleSchema).min(1),
+});
+
 export const PolicyFileSchema = z.strictObject({
   version: z.literal(1),
   description: z.string().default(''),
@@ -142,6 +175,10 @@ export const PolicyFileSchema = z.strictObject({
     env: z.array(EnvRuleSchema).default([]),
     patterns: z.array(PatternRuleSchema).default([]),
   }),
+  /** Decisions on MCP tool calls (policy/mcp-rules.ts). */
+  mcp: z.strictObject({
+    rules: z.array(McpRuleSchema).max(500).default([]),
+  }).default({ rules: [] }),
   /** Additions to the built-in protected set (src/domain/protected-set.ts). */
   protected: z.strictObject({
     rules: z.array(ProtectedRuleSchema).max(200).default([]),
@@ -156,6 +193,7 @@ export type EffectRule = z.infer<typeof EffectRuleSchema>;
 export type EnvRule = z.infer<typeof EnvRuleSchema>;
 export type PatternRule = z.infer<typeof PatternRuleSchema>;
 export type ProtectedRuleEntry = z.infer<typeof ProtectedRuleSchema>;
+export type McpRule = z.infer<typeof McpRuleSchema>;
 
 /** A loaded policy: the validated file plus compiled matchers and where each rule was written. */
 export interface Policy extends PolicyFile {
@@ -168,6 +206,8 @@ export interface Policy extends PolicyFile {
     envValues: Map<string, RegExp>;
     /** The built-in protected set with this policy's `protected.rules`. */
     protectedSet: ProtectedSet;
+    /** Each MCP rule's compiled matchers (policy/mcp-rules.ts), by rule name. */
+    mcp: Map<string, CompiledMcpRule>;
   };
   lines: Map<string, number>;
 }
