@@ -59,6 +59,12 @@ export function renderEvent(e: RunEvent): string | null {
       return e.ok
         ? `  setup done in ${(e.ms / 1000).toFixed(1)} s${e.baselineFiles !== undefined ? ` (${e.baselineFiles} file(s) in the baseline${e.cached ? `, ${e.cached}` : ''})` : ''}${e.note ? ` — ${clip(e.note, 160)}` : ''}`
         : `  SETUP FAILED: ${clip(e.reason ?? '', 300)}`;
+    case 'mcp.started':
+      return `  MCP server ${e.server} started in ${(e.ms / 1000).toFixed(1)} s: ${e.tools.length} tool(s)${e.refused.length ? `, ${e.refused.length} not offered (${clip(e.refused.map((r) => `${r.tool}: ${r.reason}`).join('; '), 160)})` : ''}`;
+    case 'mcp.failed':
+      return `  MCP SERVER ${e.server} FAILED TO START: ${clip(e.reason, 200)}`;
+    case 'mcp.stopped':
+      return `  MCP server ${e.server} ended: ${clip(e.reason, 160)} (${e.calls} call(s), ${e.errors} error(s), ${e.bytesIn} bytes read)`;
     case 'egress.narrowed':
       return `  egress for the agent: ${e.allow.length ? e.allow.join(', ') : 'none'} (${e.connectionsClosed} open connection(s) closed)`;
     case 'model.response': {

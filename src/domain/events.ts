@@ -50,6 +50,21 @@ export type RunEventBody =
     /** What setup wrote (or the cache restored): files added to the patch's baseline, and the capture's size. */
     baselineFiles?: number; bytes?: number; cached?: 'stored' | 'restored' | 'not stored'; note?: string;
   }
+  /**
+   * An MCP server of the run (environments' `mcp`) started in its sandbox: the tools offered to the
+   * model, and those not offered with why. `serverInfo` is the server's own claim (untrusted).
+   */
+  | {
+    type: 'mcp.started'; server: string; argv: string[]; ms: number; serverInfo: { name: string; version: string } | null;
+    tools: Array<{ name: string; tool: string; descriptionChars: number; schemaBytes: number }>; refused: Array<{ tool: string; reason: string }>; toolsOmitted?: number;
+  }
+  /** An MCP server could not be started (the run goes on without its tools); its stderr's end, secrets masked. */
+  | { type: 'mcp.failed'; server: string; argv: string[]; ms: number; reason: string; stderr?: string }
+  /** An MCP server's process ended (it exited or crashed, corral stopped it for a limit, or the run ended): its totals. */
+  | {
+    type: 'mcp.stopped'; server: string; reason: string; exitCode: number | null; calls: number; errors: number;
+    frames: number; bytesIn: number; stderrBytes: number; maxBufferedBytes: number; stderr?: string;
+  }
   /** The egress allowlist changed for the agent phase: connections open then were closed. */
   | { type: 'egress.narrowed'; allow: string[]; connectionsClosed: number; proxyKilled: boolean }
   | {

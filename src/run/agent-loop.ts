@@ -27,6 +27,7 @@ import type { RunBudgets, Routing } from '../domain/run-spec';
 import type { Sandbox } from '../domain/sandbox';
 import type { SecretMasker } from '../domain/effects';
 import { TaskSheet } from '../domain/subrun';
+import { toolAllowed } from '../domain/mcp';
 import { TOOLS, toolSpecs } from '../tools/registry';
 import type { Tool } from '../tools/tool';
 import { doneChecks, renderContractForModel, type TaskContract } from '../domain/task-contract';
@@ -170,7 +171,7 @@ class Stop {
 /** The tools a run offers the model: the contract's list, or every tool that is not opt-in. */
 function offeredTools(all: readonly Tool[], allowed: ReadonlySet<string> | null, subruns: SubRunCaps | undefined): Tool[] {
   const canDelegate = subruns !== undefined && subruns.depth < subruns.maxDepth;
-  return all.filter((t) => (allowed ? allowed.has(t.name) : !t.optIn) && (!t.deferred || canDelegate));
+  return all.filter((t) => (allowed ? toolAllowed(allowed, t.name) : !t.optIn) && (!t.deferred || canDelegate));
 }
 
 export async function runAgentLoop(deps: AgentLoopDeps, input: AgentLoopInput): Promise<RunLoopResult> {

@@ -5,6 +5,7 @@
  */
 import { CancelledError, describeZodIssues } from '../domain/errors';
 import { findIllFormed } from '../domain/tool-input';
+import { toolAllowed } from '../domain/mcp';
 import type { Emit } from '../domain/events';
 import type { CallHistory, Gate, GateContext, GateVerdict } from '../domain/gate';
 import type { ModelToolCall } from '../domain/model';
@@ -75,10 +76,10 @@ export async function runToolCall(
 
   const tool = d.tools.find((t) => t.name === call.name);
   if (!tool) {
-    const names = d.tools.filter((t) => (d.allowed ? d.allowed.has(t.name) : !t.optIn)).map((t) => t.name).join(', ');
+    const names = d.tools.filter((t) => (d.allowed ? toolAllowed(d.allowed, t.name) : !t.optIn)).map((t) => t.name).join(', ');
     return reject('malformed', call.arguments, `error: there is no tool named "${call.name}". Available tools: ${names}.`, `unknown tool "${call.name}"`);
   }
-  if (d.allowed && !d.allowed.has(tool.name)) {
+  if (d.allowed && !toolAllowed(d.allowed, tool.name)) {
     return reject('refused', parsedOrRaw(call.arguments), `error: the task does not allow the ${tool.name} tool. Allowed tools: ${[...d.allowed].join(', ')}.`, `${tool.name} is not among the task's allowed tools`);
   }
   let raw: unknown;
@@ -99,7 +100,7 @@ export async function runToolCall(
   const args = parsed.data as Record<string, unknown>;
   d.emit({ type: 'tool.call', callId: call.id, tool: tool.name, args });
 
-  const verdict = await d.gate.decide({ callId: call.id, tool: tool.name, args }, gateCtx);
+  const verdict = await d.gate.decide({ callId: call.id, tool: tool.name, args, ...(tool.mcp ? { mcp: tool.mcp } : {}) }, gateCtx);
   d.emit({ type: 'policy.decision', callId: call.id, tool: tool.name, verdict });
   if (verdict.decision === 'deny') {
     d.emit({ type: 'tool.result', callId: call.id, tool: tool.name, ok: false, blocked: true, summary: verdict.reason, ms: d.clock() - t0 });

@@ -35,6 +35,7 @@ export function findTool(name: string): Tool | undefined {
 
 export function toolSpecs(tools: readonly Tool[] = TOOLS): ToolSpec[] {
   return tools.map((t) => {
+    if (t.parameters) return { name: t.name, description: t.description, parameters: t.parameters };
     const { $schema: _ignored, ...parameters } = z.toJSONSchema(t.schema, { io: 'input' }) as Record<string, unknown>;
     return { name: t.name, description: t.description, parameters };
   });

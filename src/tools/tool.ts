@@ -4,6 +4,7 @@
  * missing file, refused path) are outcomes with ok=false that the model sees, not exceptions.
  */
 import type { z } from 'zod';
+import type { McpCallContext } from '../domain/mcp';
 import type { ExecResult, Sandbox } from '../domain/sandbox';
 
 export interface ToolContext {
@@ -35,6 +36,10 @@ export interface Tool<S extends z.ZodType = z.ZodType> {
    * execute() then only answers where the loop has no such support.
    */
   deferred?: boolean;
+  /** The JSON Schema the model is shown, when it is not `schema`'s (an MCP tool's, from its server). */
+  parameters?: Record<string, unknown>;
+  /** An MCP server's tool: what the gate needs beyond the call (the environment's defaults, its description). */
+  mcp?: McpCallContext;
   execute(args: z.infer<S>, ctx: ToolContext): Promise<ToolOutcome>;
 }
 

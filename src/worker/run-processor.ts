@@ -25,6 +25,7 @@ import type { ProtectedMatcher, SecretMasker } from '../domain/effects';
 import { sharedSecretPool } from '../policy/secret-scan-pool';
 import { DEFAULT_PROTECTED_SET } from '../domain/protected-set';
 import { EffectGuard } from '../run/effect-guard';
+import { McpSession, mcpLimits } from '../mcp/mcp-session';
 import type { Model } from '../domain/model';
 import { isRunId } from '../domain/run-id';
 import { RunJob, type RunBudgets, type RunSpec } from '../domain/run-spec';
@@ -354,7 +355,15 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   /** workspace.git: the worker's clone (removed at the end), and the commit the run started from. */
   let cloneDir: string | undefined;
   let gitBase: string | undefined;
+  /** The run's MCP servers in the current sandbox (one session per leg). */
+  let mcp: McpSession | undefined;
+  const stopMcp = async () => {
+    const m = mcp;
+    mcp = undefined;
+    await m?.stop().catch((err: Error) => log('could not stop the MCP servers', { runId, error: err.message }));
+  };
   const disposeSandbox = async () => {
+    await stopMcp();
     const s = sandbox;
     sandbox = undefined;
     guard?.finish();
@@ -466,6 +475,13 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
           });
           if (!r.ok) throw new EarlyEnd('setup_failed', r.reason);
         }
+        // After setup (it may install them; its end kills every agent process) and before the effect check's baseline.
+        if (admitted.mcp.length > 0) {
+          mcp = await McpSession.start({
+            sandbox, environment: env, servers: admitted.mcp, emit, clock, limits: mcpLimits(config),
+            maxOutputBytes: config.CORRAL_MAX_OUTPUT_BYTES, mask: async (t) => (await secrets.mask(t)).text, signal: runSignal,
+          });
+        }
       }
       if (toCollect) {
         const results = await collectSubRunResults({ store, job: job!, emit, clock, workerId: deps.workerId }, toCollect);
@@ -478,7 +494,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
         const memory = memorySpec ? await deps.memory.read(memorySpec.key) : null;
         const workspace = await loadWorkspaceContext(sandbox, { signal: runSignal });
         emit({ type: 'context.loaded', agentsMd: workspace.agentsMd?.path ?? null, skills: workspace.skills, memory: memory === null ? null : deps.memory.describe(memorySpec!.key) });
-        context = [renderWorkspaceContext(workspace), renderMemory(memory)].filter(Boolean).join('\n\n');
+        context = [renderWorkspaceContext(workspace), renderMemory(memory), ...(mcp?.notes ?? [])].filter(Boolean).join('\n\n');
         workspaceFiles = await listWorkspace(sandbox, runSignal);
       }
       const fresh = checkpointSeed !== null && inPlace !== null;
@@ -491,7 +507,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       }
       const result = await runAgentLoop(
         {
-          model, sandbox, gate: deps.gateFor(approvals), emit, clock, tools: toolsFor(config),
+          model, sandbox, gate: deps.gateFor(approvals), emit, clock, tools: [...toolsFor(config), ...(mcp?.tools ?? [])],
           prices: pricesFor(config, spec.model ?? routing?.strong ?? config.CORRAL_MODEL),
           pricesFor: (m) => pricesFor(config, m),
           ...(deltas ? { onDelta: (turn: number, d: Parameters<DeltaPublisher['push']>[1]) => deltas.push(turn, d) } : {}),
@@ -537,7 +553,9 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     }
 
     try {
-      // The agent's processes stop and its protected files are compared once more before anything leaves.
+      // The MCP servers end first (their end is logged as corral's), then the agent's processes stop and
+      // its protected files are compared once more before anything leaves.
+      await stopMcp();
       await guard?.finalCheck();
       // Streamed to disk by the sandbox adapter; the files appear under these names only when complete.
       exported = await sandbox!.exportWorkspace({

@@ -81,6 +81,8 @@ export function childSpec(p: ParentRun, d: RunLoopSuspended['delegations'][numbe
     ...(p.spec.egress ? { egress: p.spec.egress } : {}),
     // The same image; a sub-run starts from its parent's workspace, so it has no setup phase of its own.
     environment: p.spec.environment,
+    // the same MCP servers (its own, in its own sandbox)
+    ...(p.spec.tools ? { tools: p.spec.tools } : {}),
     limits: p.spec.limits,
     budgets: d.budgets,
     ...(p.spec.model ? { model: p.spec.model } : {}),

@@ -245,6 +245,9 @@
       case 'workspace.cloned': return ['Workspace cloned', `${e.url}${e.ref ? ` @ ${e.ref}` : ''} → ${e.commit.slice(0, 12)} · ${e.files} files in ${e.ms} ms${e.credential ? ' · with the tenant\'s credential' : ''}`];
       case 'setup.started': return ['Setup started', `${e.environment}: ${e.commands} commands · cache ${e.cache} · egress ${(e.egressAllow || []).join(', ') || 'none'}`];
       case 'setup.finished': return [`Setup ${e.ok ? 'finished' : 'failed'}`, `${e.ms} ms${e.cached ? ` · ${e.cached}` : ''}${e.reason ? ` · ${e.reason}` : ''}`, null, e.ok ? 'allow' : 'deny'];
+      case 'mcp.started': return [`MCP server started: ${e.server}`, `${(e.tools || []).length} tools: ${(e.tools || []).map((t) => t.tool).join(', ') || 'none'}${(e.refused || []).length ? ` · not offered: ${e.refused.map((r) => `${r.tool} (${r.reason})`).join('; ')}` : ''}`];
+      case 'mcp.failed': return [`MCP server failed: ${e.server}`, e.reason, e.stderr || null, 'deny'];
+      case 'mcp.stopped': return [`MCP server ended: ${e.server}`, `${e.reason} · ${e.calls} calls, ${e.errors} errors, ${e.bytesIn} bytes read`, e.stderr || null];
       case 'egress.narrowed': return ['Egress narrowed', `now ${(e.allow || []).join(', ') || 'none'} · ${e.connectionsClosed} connections closed`];
       case 'budget.exceeded': return ['Budget exceeded', `${e.budget}: ${e.used} of ${e.limit}`, null, 'deny'];
       case 'memory.proposed': return [`Memory ${e.applied ? 'kept' : 'refused'}`, e.reason, (e.lines || []).join('\n') || null];
