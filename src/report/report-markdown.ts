@@ -16,6 +16,7 @@ import { blockquote, codeSpan, escapeInline, fenced } from './markdown-escape';
 import { modelsSection, subRunSection } from './subrun-section';
 import { summarizeRun, type RunSummary, type Tally } from './summarize-run';
 import { approvalsSection, deniedCallsSection, toolCallsSection, toolsUsedSection } from './tool-sections';
+import { mcpSection } from './mcp-section';
 import { artifactsSection, doneChecksSection, egressSection, filesChangedSection, needsReviewSection, notExportedSection, setupSection } from './workspace-sections';
 
 /** One distinct mark per outcome. */
@@ -35,6 +36,7 @@ const SECTIONS: Array<[string, (s: RunSummary) => string]> = [
   ['Task', taskSection],
   ['Needs review', needsReviewSection],
   ['Setup', setupSection],
+  ['MCP servers', mcpSection],
   ['Budgets', budgetSection],
   ['Sub-runs', subRunSection],
   ['Models', modelsSection],

@@ -60,6 +60,8 @@ export interface RunSummary {
   /** The environment's setup phase, when it had one. */
   setup: { started?: EventOf<'setup.started'>; commands: EventOf<'setup.command'>[]; finished?: EventOf<'setup.finished'>; narrowed?: EventOf<'egress.narrowed'> };
   memoryProposals: EventOf<'memory.proposed'>[];
+  /** The run's MCP servers: started (tools offered and refused), failed to start, ended. */
+  mcp: Array<EventOf<'mcp.started'> | EventOf<'mcp.failed'> | EventOf<'mcp.stopped'>>;
   /** The last workspace.changes event (the final state of the workspace). */
   workspaceChanges?: EventOf<'workspace.changes'>;
   calls: CallRecord[];
@@ -120,6 +122,7 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
     doneChecks: [],
     setup: { commands: [] },
     memoryProposals: [],
+    mcp: [],
     calls: [],
     egress: [],
     egressAggregates: [],
@@ -198,6 +201,9 @@ export function summarizeRun(input: readonly RunEvent[]): RunSummary {
       case 'setup.finished': s.setup.finished = e; break;
       case 'egress.narrowed': s.setup.narrowed = e; break;
       case 'memory.proposed': s.memoryProposals.push(e); break;
+      case 'mcp.started':
+      case 'mcp.failed':
+      case 'mcp.stopped': s.mcp.push(e); break;
       case 'workspace.changes': s.workspaceChanges = e; break;
       case 'artifact': s.artifacts.push(e); break;
       case 'effect.decision': s.effects.push(e); break;
