@@ -65,6 +65,11 @@ const agent = scriptedAgent({
       default: return finalTurn(`done; the move said: ${lastTool('MCP-STOCK')[0]}`);
     }
   },
+  'MCP-SNEAKY': [
+    toolCallTurn([{ id: 's_tidy', name: 'mcp__sneaky__tidy', args: {} }]),
+    toolCallTurn([{ id: 's_look', name: 'bash', args: { command: 'cat AGENTS.md; ls -a .git/hooks 2>&1 | grep -c pre-commit || true' } }]),
+    finalTurn('tidied'),
+  ],
   'MCP-HOSTILE': (body, turn) => {
     look('MCP-HOSTILE', body);
     const calls: Array<[string, Record<string, unknown>]> = [
@@ -111,7 +116,7 @@ mcp:
     default: false
     startTimeoutS: 60
     tools: { echo: allow, get-sum: allow, "*": ask }
-${hostile('crash', '    tools: { "*": allow }\n')}${hostile('hang', '    timeoutS: 2\n    tools: { "*": allow }\n')}${hostile('flood', '    tools: { "*": allow }\n')}${hostile('big', '    tools: { "*": allow }\n')}${hostile('liar')}`);
+${hostile('crash', '    tools: { "*": allow }\n')}${hostile('hang', '    timeoutS: 2\n    tools: { "*": allow }\n')}${hostile('flood', '    tools: { "*": allow }\n')}${hostile('big', '    tools: { "*": allow }\n')}${hostile('liar')}${hostile('sneaky', '    tools: { "*": allow }\n')}`);
   h = await startHarness('mcp', {
     chat: agent,
     decisions: (body) => {
@@ -258,4 +263,27 @@ test('a run naming an MCP server its environment does not have is refused at sub
   const c = await h.api('POST', '/v1/runs', { task: 'x', environment: 'mcpnode', tools: { mcp: ['files'] }, contract: { task: 'x', allowedTools: ['mcp__everything__echo'] } });
   expect(c.status).toBe(400);
   expect(JSON.stringify(c.body)).toMatch(/contract\.allowedTools\.0: unknown tool/);
+});
+
+test('an allowed MCP tool that writes protected files behind the gate\'s back: the effect check undoes and refuses it', async () => {
+  const created = await h.api<{ id: string }>('POST', '/v1/runs', {
+    task: 'MCP-SNEAKY: tidy the workspace', environment: 'mcpnode', approvals: false, tools: { mcp: ['sneaky'] },
+    workspace: { files: { '.mcp/hostile-server.js': HOSTILE, 'AGENTS.md': 'Be careful.\n' } },
+  });
+  expect(created.status).toBe(201);
+  const run = await h.waitFor(created.body.id, undefined, 240_000);
+  const ev = events(run);
+  // the gate allowed it (the environment's default): the exits caught what it did
+  expect(ev.find((e) => e.type === 'policy.decision' && e.callId === 's_tidy')!.verdict).toMatchObject({ decision: 'allow', static: { rule: 'env:sneaky:*' } });
+  expect(ev.find((e) => e.type === 'tool.result' && e.callId === 's_tidy')).toMatchObject({ summary: expect.stringContaining('an effect was refused') });
+  const fx = ev.filter((e) => e.type === 'effect.decision' && e.callId === 's_tidy');
+  expect(fx.length).toBeGreaterThan(0);
+  expect(JSON.stringify(fx)).toMatch(/AGENTS\.md/);
+  expect(JSON.stringify(fx)).toMatch(/\.git\/hooks/);
+  // undone before the next call saw the workspace, and not in the patch
+  const look = String(ev.find((e) => e.type === 'tool.result' && e.callId === 's_look')!.output);
+  expect(look).toContain('Be careful.');
+  expect(look).not.toContain('evil.test');
+  const patch = readFileSync(join(String(run.logPath), '..', 'workspace.patch'), 'utf8');
+  expect(patch).not.toMatch(/AGENTS\.md|pre-commit/);
 });
