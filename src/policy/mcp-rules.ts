@@ -10,7 +10,8 @@
  *   `$` the arguments; `.name` or `['name']` a member; `[N]` an element; `.*` or `[*]` every member or
  *   element; `..name` / `..*` the same at any depth below.
  * Globs are the policy's dialect (path-glob.ts) run on RE2 (re2js), so a value the model wrote is
- * matched in linear time whatever the glob; with `paths` they compare case-blind.
+ * matched in linear time whatever the glob; with `paths` they compare case-blind, and server and tool
+ * names always do.
  */
 import { posix } from 'node:path';
 import { RE2JS } from 're2js';
@@ -105,7 +106,8 @@ export function compileMcpRule(policy: Pick<Policy, 'workspace' | 'home'>, rule:
   // paths compare case-blind, as the protected set does (`.GIT/hooks` is git's on a case-insensitive checkout)
   const valueGlob = (g: string) => (rule.paths ? re2(absRuleGlob(policy as Policy, g), true) : re2(g));
   const conds = (c: Record<string, string | string[]>) => Object.entries(c).map(([path, globs]) => ({ path: parseJsonPath(path), globs: (Array.isArray(globs) ? globs : [globs]).map(valueGlob) }));
-  return { servers: rule.servers.map((g) => re2(g)), tools: rule.tools.map((g) => re2(g)), args: conds(rule.args), anyArg: conds(rule.any_arg) };
+  // tool names compare case-blind: a server's `WriteFile` is the `*write*` a rule names
+  return { servers: rule.servers.map((g) => re2(g, true)), tools: rule.tools.map((g) => re2(g, true)), args: conds(rule.args), anyArg: conds(rule.any_arg) };
 }
 
 /** A selected value as the globs see it: a string (as a path with `paths`), a scalar's JSON text; objects and arrays match nothing. */
