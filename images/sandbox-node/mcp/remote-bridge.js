@@ -6,6 +6,8 @@
 // fetch with NODE_USE_ENV_PROXY=1, which corral sets): the remote host must be on the run's allowlist,
 // and the worker itself never connects to it. A request the remote end cannot take is answered with a
 // JSON-RPC error at once, so no call waits for its timeout.
+/* global require, process, URL */
+/* eslint-disable @typescript-eslint/no-require-imports, no-restricted-properties -- a CommonJS program of the image, not corral's code */
 'use strict';
 const { StdioServerTransport } = require('@modelcontextprotocol/sdk/server/stdio.js');
 const { StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js');
