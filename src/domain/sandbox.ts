@@ -187,6 +187,8 @@ export interface SpawnRequest {
   env?: Record<string, string>;
   /** Receives its stdout as it comes (no buffering in between); the caller bounds what it keeps. */
   onStdout: (chunk: Buffer) => void;
+  /** Told how many bytes of stderr it has written in all, as they come (a caller bounds a flood of it). */
+  onStderr?: (totalBytes: number) => void;
   /** Bytes of its stderr kept (head and tail). */
   maxStderrBytes: number;
   signal?: AbortSignal;

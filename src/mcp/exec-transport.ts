@@ -3,7 +3,7 @@
  * messages as newline-delimited JSON on its stdin and stdout (the MCP stdio transport), the SDK's
  * Client on top. What a server writes is attack surface, so the framing here is bounded:
  *   - a frame (one line) over `maxFrameBytes` is never assembled: the server is stopped at that byte;
- *   - over `maxTotalBytes` of stdout and stderr in all, the server is stopped;
+ *   - over `maxTotalBytes` of stdout and stderr in all (stderr alone included), the server is stopped;
  *   - messages the server starts (notifications, requests) past `maxServerMessages`, and lines that
  *     are not JSON-RPC past `maxBadLines` (a response to an id corral never sent counts as one), stop it;
  *   - what corral writes to a server that does not read its stdin is bounded (`maxPendingStdinBytes`).
@@ -33,7 +33,7 @@ export interface TransportStats {
   badLines: number;
 }
 
-type Spawn = (onStdout: (chunk: Buffer) => void) => Promise<SandboxProcess>;
+type Spawn = (onStdout: (chunk: Buffer) => void, onStderr: (totalBytes: number) => void) => Promise<SandboxProcess>;
 
 export class ExecTransport implements Transport {
   onclose?: () => void;
@@ -59,7 +59,7 @@ export class ExecTransport implements Transport {
   }
 
   async start(): Promise<void> {
-    this.proc = await this.spawn((chunk) => this.onStdout(chunk));
+    this.proc = await this.spawn((chunk) => this.onStdout(chunk), (stderrBytes) => this.onStderr(stderrBytes));
     void this.proc.exited.then((e) => {
       this.exit = e;
       this.closed = true;
@@ -92,6 +92,11 @@ export class ExecTransport implements Transport {
     this.buffered = 0;
     this.onerror?.(new Error(why));
     void this.proc?.kill(why);
+  }
+
+  /** stderr is kept head and tail by the process; only its total counts here (a flood of it alone stops the server too). */
+  private onStderr(stderrBytes: number): void {
+    if (!this.failure && this.stats.bytesIn + stderrBytes > this.limits.maxTotalBytes) this.stop(`it wrote more than ${mib(this.limits.maxTotalBytes)} in all`);
   }
 
   private onStdout(chunk: Buffer): void {

@@ -44,6 +44,8 @@ export class McpConnection {
   protocolVersion: string | null = null;
   calls = 0;
   errors = 0;
+  /** Calls not settled yet: ended() waits for them, so the totals logged at the end count them. */
+  private readonly inflight = new Set<Promise<unknown>>();
 
   private constructor(
     readonly name: string,
@@ -62,8 +64,8 @@ export class McpConnection {
     const spawn = o.sandbox.spawn?.bind(o.sandbox);
     if (!spawn) throw new McpCallError('dead', 'this sandbox cannot run processes');
     const env = { ...o.decl.env, ...(o.decl.url !== undefined ? { NODE_USE_ENV_PROXY: '1' } : {}) };
-    const transport = new ExecTransport((onStdout) => spawn({
-      argv: McpConnection.argv(o.decl), env, onStdout, maxStderrBytes: o.limits.maxStderrBytes, ...(o.signal ? { signal: o.signal } : {}),
+    const transport = new ExecTransport((onStdout, onStderr) => spawn({
+      argv: McpConnection.argv(o.decl), env, onStdout, onStderr, maxStderrBytes: o.limits.maxStderrBytes, ...(o.signal ? { signal: o.signal } : {}),
     }), o.limits);
     const client = new Client({ name: 'corral', version: '1' }, { capabilities: {}, jsonSchemaValidator: new SafeJsonSchemaValidator(o.limits) });
     // Errors the transport reports (lines it ignored) are counted in its stats; nothing to do here.
@@ -119,9 +121,10 @@ export class McpConnection {
     return this.transport.process?.stderrBytes ?? 0;
   }
 
-  /** Settles when its process has ended. */
-  ended(): Promise<void> {
-    return this.transport.process ? this.transport.process.exited.then(() => undefined) : Promise.resolve();
+  /** Settles when its process has ended and the calls it had open have settled (they end with it). */
+  async ended(): Promise<void> {
+    await this.transport.process?.exited;
+    await Promise.allSettled([...this.inflight]);
   }
 
   get exitCode(): number | null {
@@ -129,7 +132,14 @@ export class McpConnection {
   }
 
   /** One tools/call; throws McpCallError when there is no result (timeout, a dead server, a JSON-RPC error). */
-  async call(tool: string, args: Record<string, unknown>, o: { timeoutMs: number; signal?: AbortSignal }): Promise<CallToolResult> {
+  call(tool: string, args: Record<string, unknown>, o: { timeoutMs: number; signal?: AbortSignal }): Promise<CallToolResult> {
+    const p = this.callOnce(tool, args, o);
+    this.inflight.add(p);
+    void p.finally(() => this.inflight.delete(p)).catch(() => undefined);
+    return p;
+  }
+
+  private async callOnce(tool: string, args: Record<string, unknown>, o: { timeoutMs: number; signal?: AbortSignal }): Promise<CallToolResult> {
     this.calls += 1;
     if (!this.alive) {
       this.errors += 1;

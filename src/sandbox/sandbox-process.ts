@@ -157,7 +157,11 @@ class ExecProcess implements SandboxProcess {
   }
 
   private onStderr(part: Buffer): void {
-    if (this.pidDone) return this.stderr.push(part);
+    if (this.pidDone) {
+      this.stderr.push(part);
+      this.o.onStderr?.(this.stderr.total);
+      return;
+    }
     const nl = part.indexOf(0x0a);
     const upto = nl < 0 ? part.length : nl;
     this.pidText += part.subarray(0, upto).toString('latin1');
@@ -165,6 +169,9 @@ class ExecProcess implements SandboxProcess {
     this.pidDone = true;
     this.pid = /^[0-9]{1,9}$/.test(this.pidText) ? Number(this.pidText) : null;
     const rest = nl < 0 ? Buffer.alloc(0) : part.subarray(nl + 1);
-    if (rest.length) this.stderr.push(rest);
+    if (rest.length) {
+      this.stderr.push(rest);
+      this.o.onStderr?.(this.stderr.total);
+    }
   }
 }

@@ -77,6 +77,7 @@ const agent = scriptedAgent({
       ['mcp__hang__go', {}],
       ['mcp__flood__go', {}],
       ['mcp__big__go', {}],
+      ['mcp__noisy__go', {}],
       // the model "obeys" the liar's description: the gate judges the arguments, not the description
       ['mcp__liar__lookup', { query: 'word', context: '~/.ssh/id_rsa' }],
       ['mcp__liar__lookup', { query: 'word' }],
@@ -116,7 +117,7 @@ mcp:
     default: false
     startTimeoutS: 60
     tools: { echo: allow, get-sum: allow, "*": ask }
-${hostile('crash', '    tools: { "*": allow }\n')}${hostile('hang', '    timeoutS: 2\n    tools: { "*": allow }\n')}${hostile('flood', '    tools: { "*": allow }\n')}${hostile('big', '    tools: { "*": allow }\n')}${hostile('liar')}${hostile('sneaky', '    tools: { "*": allow }\n')}`);
+${hostile('crash', '    tools: { "*": allow }\n')}${hostile('hang', '    timeoutS: 2\n    tools: { "*": allow }\n')}${hostile('flood', '    tools: { "*": allow }\n')}${hostile('big', '    tools: { "*": allow }\n')}${hostile('noisy', '    tools: { "*": allow }\n')}${hostile('liar')}${hostile('sneaky', '    tools: { "*": allow }\n')}`);
   h = await startHarness('mcp', {
     chat: agent,
     decisions: (body) => {
@@ -130,7 +131,7 @@ ${hostile('crash', '    tools: { "*": allow }\n')}${hostile('hang', '    timeout
       return decisionsAnswer(0.1, 0.95);
     },
   }, {
-    CORRAL_ENVIRONMENT_DIR: dir, CORRAL_SANDBOX_IMAGES: image, CORRAL_MCP_MAX_MESSAGE_KB: String(MAX_MESSAGE_KB), CORRAL_APPROVAL_TIMEOUT_S: '120',
+    CORRAL_ENVIRONMENT_DIR: dir, CORRAL_SANDBOX_IMAGES: image, CORRAL_MCP_MAX_MESSAGE_KB: String(MAX_MESSAGE_KB), CORRAL_MCP_MAX_TOTAL_MB: '8', CORRAL_APPROVAL_TIMEOUT_S: '120',
   });
 });
 afterAll(async () => {
@@ -198,10 +199,10 @@ test('a stock server from npm: its tools are listed, called under the gate, used
   expect(section).toMatch(/\| `files` \| `move_file` \| allow \| `env:files:\*` → ask · classifier ask · approved by/);
 });
 
-test('hostile servers: a crash, a hang, a flood, a 50 MB message and a lying description each end in a clear error or refusal; the run goes on', async () => {
+test('hostile servers: a crash, a hang, a flood, a 50 MB message, a stderr flood and a lying description each end in a clear error or refusal; the run goes on', async () => {
   const created = await h.api<{ id: string }>('POST', '/v1/runs', {
     task: 'MCP-HOSTILE: look up "word" with the MCP tools',
-    environment: 'mcpnode', approvals: false, tools: { mcp: ['crash', 'hang', 'flood', 'big', 'liar', 'everything'] },
+    environment: 'mcpnode', approvals: false, tools: { mcp: ['crash', 'hang', 'flood', 'big', 'noisy', 'liar', 'everything'] },
     workspace: { files: { '.mcp/hostile-server.js': HOSTILE, '.env': 'API_TOKEN=never-read-this\n' } },
   });
   expect(created.status).toBe(201);
@@ -223,6 +224,10 @@ test('hostile servers: a crash, a hang, a flood, a 50 MB message and a lying des
   expect(stopped('big').maxBufferedBytes).toBeLessThanOrEqual(MAX_MESSAGE_KB * 1024);
   expect(stopped('big').bytesIn).toBeLessThan(8 * MAX_MESSAGE_KB * 1024);
   expect(stopped('flood').maxBufferedBytes).toBeLessThanOrEqual(MAX_MESSAGE_KB * 1024);
+  // a stderr flood alone (stdout silent): stopped at the total, the call ends
+  expect(result('h4')).toMatchObject({ ok: false, output: expect.stringMatching(/"noisy" stopped during the call: corral stopped it: it wrote more than 8 MiB in all/) });
+  // the totals logged at a server's end count the call its crash ended
+  expect(stopped('crash')).toMatchObject({ calls: 1, errors: 1, exitCode: 3 });
 
   // the liar: its description reached the model capped, stripped of bidi controls and framed as the server's text
   const liar = seen['MCP-HOSTILE']![0]!.tools.find((t) => t.name === 'mcp__liar__lookup')!;
@@ -231,10 +236,10 @@ test('hostile servers: a crash, a hang, a flood, a 50 MB message and a lying des
   expect(liar.description.length).toBeLessThan(1024 + 300);
   expect(ev.find((e) => e.type === 'mcp.started' && e.server === 'liar')!.refused).toEqual([expect.objectContaining({ tool: 'bad.name' })]);
   // obeying it: the arguments name a key file -> refused by the rule, the description's "pre-approved" counts for nothing
-  const d4 = ev.find((e) => e.type === 'policy.decision' && e.callId === 'h4')!.verdict;
+  const d4 = ev.find((e) => e.type === 'policy.decision' && e.callId === 'h5')!.verdict;
   expect(d4).toMatchObject({ decision: 'deny', static: { decision: 'deny', rule: 'mcp-reads-secrets' } });
   // a plain call: no rule and no default -> ask; the description is evidence for the classifier, never its instructions
-  const d5 = ev.find((e) => e.type === 'policy.decision' && e.callId === 'h5')!.verdict;
+  const d5 = ev.find((e) => e.type === 'policy.decision' && e.callId === 'h6')!.verdict;
   expect(d5).toMatchObject({ decision: 'deny', static: { decision: 'ask', rule: null }, classifier: { decision: 'ask' } });
   expect(classifierPrompts).toHaveLength(1);
   const prompt = JSON.parse(classifierPrompts[0]!) as unknown;
@@ -246,9 +251,9 @@ test('hostile servers: a crash, a hang, a flood, a 50 MB message and a lying des
   for (const turn of seen['MCP-HOSTILE']!) expect(JSON.stringify(turn)).not.toContain('Always call lookup');
 
   // the run went on: a stock server still answers, and the crashed, flooding and oversized servers are gone
-  expect(result('h6')).toMatchObject({ ok: true, output: expect.stringContaining('still here') });
+  expect(result('h7')).toMatchObject({ ok: true, output: expect.stringContaining('still here') });
   // hang and liar are still up until the run ends; crash, flood and big are gone (their process trees killed)
-  expect(String(result('h7').output).match(/^mode=\w+$/gm)).toEqual(['mode=hang', 'mode=liar']);
+  expect(String(result('h8').output).match(/^mode=\w+$/gm)).toEqual(['mode=hang', 'mode=liar']);
   expect(JSON.stringify(ev)).not.toContain('never-read-this');
 
   const report = readFileSync(String(run.reportPath), 'utf8');
