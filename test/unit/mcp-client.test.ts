@@ -111,6 +111,26 @@ test('initialize, list and call a real SDK server through the transport; its too
   expect(conn.alive).toBe(false);
 });
 
+test('a server that asks corral to sample the model, list roots or elicit input gets an error for each; the call goes on', async () => {
+  const { conn } = await connect(handServer((id, stdout, _end, stdin) => {
+    const asks = ['sampling/createMessage', 'roots/list', 'elicitation/create'];
+    const answers: string[] = [];
+    stdin.on('data', (c: Buffer) => {
+      for (const line of c.toString().split('\n').filter(Boolean)) {
+        const m = JSON.parse(line) as { id?: number; error?: { code: number }; result?: unknown };
+        if (typeof m.id === 'number' && m.id >= 900) answers.push(`${asks[m.id - 900]}: ${m.error ? `error ${m.error.code}` : 'ANSWERED'}`);
+      }
+      if (answers.length === asks.length) stdout.write(`${JSON.stringify({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: answers.join('; ') }] } })}\n`);
+    });
+    asks.forEach((method, i) => stdout.write(`${JSON.stringify({ jsonrpc: '2.0', id: 900 + i, method, params: { messages: [], maxTokens: 10, message: 'x', requestedSchema: { type: 'object', properties: {} } } })}\n`));
+  }));
+  const r = await conn.call('go', {}, { timeoutMs: 30_000 });
+  const text = (r.content as Array<{ text: string }>)[0]!.text;
+  expect(text).toMatch(/^sampling\/createMessage: error -?\d+; roots\/list: error -?\d+; elicitation\/create: error -?\d+$/);
+  expect(conn.alive).toBe(true);
+  await conn.close();
+});
+
 test('a 50 MB message: the server is stopped at the frame limit, the call ends at once, never more than the limit is held', async () => {
   const { conn } = await connect(handServer((_id, stdout) => {
     const chunk = Buffer.alloc(64 * 1024, 0x61);
