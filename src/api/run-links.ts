@@ -13,5 +13,6 @@ export function runLinks(id: string) {
     patch: `${self}/artifacts/patch`,
     bundle: `${self}/artifacts/agent.bundle`,
     cancel: `${self}/cancel`,
+    verify: `${self}/verify`,
   };
 }

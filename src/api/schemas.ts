@@ -91,6 +91,7 @@ export const ErrorBody = z.object({
 export const RunLinks = z.object({
   self: z.string(), events: z.string(), report: z.string(), logs: z.string(), workspaceTar: z.string(), patch: z.string(),
   bundle: z.string().meta({ description: 'agent.bundle: 404 unless the run\'s workspace.git asked for a bundle and one was made' }), cancel: z.string(),
+  verify: z.string().meta({ description: 'recomputes the hash chain of the stored log and checks it against the run record (and the signature)' }),
 });
 
 const Usage = z.object({ llmCalls: z.number(), toolCalls: z.number(), inputTokens: z.number(), outputTokens: z.number(), costUsd: z.number(), wallTimeMs: z.number(), setupMs: z.number().optional() });
@@ -138,7 +139,7 @@ export const RunViewDoc = z.object({
   workerId: z.string().optional(),
   containerId: z.string().optional(),
   outcome: z.enum(RUN_OUTCOMES as [RunStatus, ...RunStatus[]]).optional(),
-  errorCode: z.enum(ERROR_CODES).optional().meta({ description: 'for a run that did not succeed, the class of its end: limit_exceeded (a budget or the wall time), policy_refused, run_failed (the task was not done), cancelled, or for an error the code of what broke (sandbox_unavailable, sandbox_failed, model_failed, invalid_input, worker_lost — its worker died —, internal, …)' }),
+  errorCode: z.enum(ERROR_CODES).optional().meta({ description: 'for a run that did not succeed, the class of its end: limit_exceeded (a budget or the wall time), policy_refused, run_failed (the task was not done), cancelled, or for an error the code of what broke (sandbox_unavailable, sandbox_failed, model_failed, invalid_input, worker_lost — its worker died —, log_failed — its log could not be written whole —, internal, …)' }),
   finalAnswer: z.string().nullable().optional(),
   reason: z.string().optional(),
   usage: Usage.optional(),
@@ -148,6 +149,13 @@ export const RunViewDoc = z.object({
   workspace: RunWorkspaceDoc.optional().meta({ description: 'what the workspace export found, once the run has ended and its workspace was exported' }),
   pendingApprovals: z.array(PendingApprovalDoc),
   parent: z.object({ runId: z.string(), callId: z.string(), depth: z.number() }).optional().meta({ description: 'set for a sub-run: the run whose delegate call started it, and its depth' }),
+  logSeal: z.object({
+    finalHash: z.string().meta({ description: 'SHA-256 (hex) of the last line of the run\'s hash-chained events.jsonl' }),
+    lines: z.number(),
+    signature: z.object({ alg: z.literal('ed25519'), keyId: z.string(), value: z.string() }).optional().meta({ description: 'the operator key\'s Ed25519 signature of "corral-log-v1 RUN_ID LINES FINAL_HASH" (CORRAL_LOG_SIGNING_KEY_FILE)' }),
+    incomplete: z.string().optional().meta({ description: 'set when the worker could not write the whole log: why, and how many lines are missing' }),
+  }).optional().meta({ description: 'the end of the run\'s tamper-evident log, once the run has ended: GET …/verify checks the stored log against it' }),
+  traceId: z.string().optional().meta({ description: 'the run\'s OpenTelemetry trace id (32 hex digits)' }),
 });
 
 /** Compile-time check: every RunView is a valid RunViewDoc. */
@@ -168,6 +176,7 @@ export const RunDetail = RunViewDoc.extend({
     }))
     .optional()
     .meta({ description: 'the sub-runs this run started with `delegate`, in start order (tasks cut to 500 characters)' }),
+  traceUrl: z.string().optional().meta({ description: 'the trace in the operator\'s trace viewer (CORRAL_TRACE_URL_TEMPLATE with the trace id)' }),
   links: RunLinks,
 });
 

@@ -21,6 +21,8 @@ export const ERROR_CODES = [
   'run_failed',
   'setup_failed',
   'worker_lost',
+  /** The run's durable log (events.jsonl) could not be written whole. */
+  'log_failed',
   'cancelled',
   'internal',
 ] as const;

@@ -82,11 +82,24 @@ export interface RunView {
   pendingApprovals: PendingApproval[];
   /** Set for a sub-run: the run that started it, the delegate call, its depth (queue/run-tree.ts). */
   parent?: { runId: string; callId: string; depth: number };
+  /** The end of the run's hash-chained log (report/log-chain.ts), written when the run ends: what verify checks the stored log against. */
+  logSeal?: LogSeal;
+  /** The OpenTelemetry trace of the run (32 hex digits), when it was traced or its submitter sent a traceparent. */
+  traceId?: string;
+}
+
+/** A finished log's final hash, its line count, and (with an operator key) the Ed25519 signature of both. */
+export interface LogSeal {
+  finalHash: string;
+  lines: number;
+  signature?: { alg: 'ed25519'; keyId: string; value: string };
+  /** Set when the log could not be written whole: why, and how many lines are missing. */
+  incomplete?: string;
 }
 
 /** The fields a worker (or the API, for cancel) writes as a run goes. */
 export type RunUpdate = Partial<Pick<RunView,
-  'status' | 'startedAt' | 'finishedAt' | 'workerId' | 'containerId' | 'outcome' | 'errorCode' | 'finalAnswer' | 'reason' | 'usage' | 'reportPath' | 'logPath' | 'artifacts' | 'workspace'>>;
+  'status' | 'startedAt' | 'finishedAt' | 'workerId' | 'containerId' | 'outcome' | 'errorCode' | 'finalAnswer' | 'reason' | 'usage' | 'reportPath' | 'logPath' | 'artifacts' | 'workspace' | 'logSeal' | 'traceId'>>;
 
 export interface ApprovalAnswer {
   approved: boolean;
@@ -216,7 +229,7 @@ export const ANSWER_TTL_S = 24 * 3600;
 
 // ---- the record codec -------------------------------------------------------------------------
 
-const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer', 'workspace', 'parent']);
+const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer', 'workspace', 'parent', 'logSeal']);
 /** Fields of a record that are bookkeeping, never shown. */
 const HIDDEN = new Set(['spec', 'dockerWaits', 'owner', 'cancelRequested']);
 
@@ -242,6 +255,12 @@ const FIELDS: Record<string, z.ZodType> = {
   artifacts: z.array(z.object({ name: z.string(), path: z.string(), bytes: z.number() })),
   workspace: Workspace,
   parent: z.object({ runId: z.string(), callId: z.string(), depth: z.number() }),
+  logSeal: z.object({
+    finalHash: z.string().regex(/^[0-9a-f]{64}$/), lines: z.number().int().min(0),
+    signature: z.object({ alg: z.literal('ed25519'), keyId: z.string().max(64), value: z.string().max(200) }).optional(),
+    incomplete: z.string().max(4000).optional(),
+  }),
+  traceId: z.string().regex(/^[0-9a-f]{32}$/),
 };
 const PrincipalSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('token'), tenant: z.string(), token: z.string() }),

@@ -8,6 +8,7 @@
  * says so instead of failing the report. Everything the run or the model wrote is quoted or escaped,
  * so it cannot pose as part of the report.
  */
+import { auditSection, type ReportAudit } from './audit-section';
 import type { RunEvent, RunOutcome } from '../domain/events';
 import { budgetSection, formatAmount } from './budget-section';
 import { effectsSection } from './effect-sections';
@@ -56,7 +57,8 @@ const SECTIONS: Array<[string, (s: RunSummary) => string]> = [
   ['Log', logSection],
 ];
 
-export function buildReport(events: readonly RunEvent[], opts: { title?: string } = {}): string {
+/** `audit`: the log's seal and the run's trace, known only at the end (an Audit section at the end of the report). */
+export function buildReport(events: readonly RunEvent[], opts: { title?: string; audit?: ReportAudit } = {}): string {
   let s: RunSummary;
   try {
     s = summarizeRun(events);
@@ -79,6 +81,10 @@ export function buildReport(events: readonly RunEvent[], opts: { title?: string 
     } catch (err) {
       md = `## ${name}\n\n⚠ _This section could not be rendered from the log: ${escapeInline(errorText(err))}_`;
     }
+    if (md !== '') parts.push(md);
+  }
+  if (opts.audit) {
+    const md = auditSection(opts.audit, s.runId);
     if (md !== '') parts.push(md);
   }
   return `${parts.join('\n\n')}\n`;

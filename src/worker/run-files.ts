@@ -11,7 +11,8 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readStored, type ArtifactStore, type RunFileName } from '../artifacts/artifact-store';
 import type { RunEvent } from '../domain/events';
-import type { RunStore } from '../queue/run-store';
+import type { LogSeal, RunStore } from '../queue/run-store';
+import { logGenesis, sealLine, stripChain } from '../report/log-chain';
 import { buildReport } from '../report/report-markdown';
 
 export const CONTENT_TYPES: Record<RunFileName, string> = {
@@ -73,7 +74,7 @@ async function storedLog(store: ArtifactStore, key: string, maxBytes: number): P
   const out: RunEvent[] = [];
   for (const line of stored.bytes.toString('utf8').split('\n')) {
     try {
-      if (line.trim()) out.push(JSON.parse(line) as RunEvent);
+      if (line.trim()) out.push(stripChain(JSON.parse(line) as RunEvent));
     } catch {
       // a line cut by the crash or the cap
     }
@@ -84,11 +85,13 @@ async function storedLog(store: ArtifactStore, key: string, maxBytes: number): P
 /**
  * Writes the files of a run that ended without its worker (worker_lost): the log so far plus a
  * run.finished event, and the report. Does nothing when the run already has a report in the store.
+ * The log is chained afresh from the run's genesis (its events as the dead worker's log or the Redis
+ * stream kept them): its seal is returned for the run record.
  */
 export async function publishLostRun(o: {
   store: ArtifactStore; runs: RunStore; tenant: string; runId: string; scratchDir: string;
   reason: string; at: Date; maxLogBytes: number; maxEvents: number;
-}): Promise<PublishedFiles | null> {
+}): Promise<(PublishedFiles & { seal: LogSeal }) | null> {
   const reportKey = o.store.runFileKey(o.tenant, o.runId, 'report.md');
   if ((await o.store.size(reportKey)) !== null) return null;
   const logKey = o.store.runFileKey(o.tenant, o.runId, 'events.jsonl');
@@ -113,15 +116,22 @@ export async function publishLostRun(o: {
   const dir = join(o.scratchDir, `lost-${o.runId}`);
   await mkdir(dir, { recursive: true });
   try {
-    await writeFile(join(dir, 'events.jsonl'), events.map((e) => JSON.stringify(e)).join('\n') + '\n');
-    await writeFile(join(dir, 'report.md'), buildReport(events));
+    let prev = logGenesis(o.runId, (await o.runs.getSpec(o.runId)) ?? null);
+    const lines = events.map((e) => {
+      const sealed = sealLine(prev, e);
+      prev = sealed.hash;
+      return sealed.line;
+    });
+    const seal: LogSeal = { finalHash: prev, lines: lines.length };
+    await writeFile(join(dir, 'events.jsonl'), lines.join('\n') + '\n');
+    await writeFile(join(dir, 'report.md'), buildReport(events, { audit: seal }));
     const stored: PublishedFiles['stored'] = [];
     for (const name of ['events.jsonl', 'report.md'] as const) {
       const t0 = Date.now();
       const { bytes } = await o.store.putFile(o.store.runFileKey(o.tenant, o.runId, name), join(dir, name), CONTENT_TYPES[name]);
       stored.push({ name, bytes, ms: Date.now() - t0 });
     }
-    return { stored };
+    return { stored, seal };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -36,7 +36,10 @@ import type { RunMetrics } from '../queue/run-metrics';
 import { DEFAULT_TENANT, type EndGuard, type RunArtifact, type RunStore, type RunWorkspace } from '../queue/run-store';
 import type { RunTree } from '../queue/run-tree';
 import { EventRecorder } from '../report/event-recorder';
-import { JsonlSink, readJsonl } from '../report/jsonl-sink';
+import { JsonlSink, chainEnd, readJsonl } from '../report/jsonl-sink';
+import { logGenesis } from '../report/log-chain';
+import type { LogSigner } from '../report/log-signature';
+import { finishLog } from './run-log-end';
 import { buildReport } from '../report/report-markdown';
 import { runAgentLoop, type DelegationResult, type Prices } from '../run/agent-loop';
 import type { LoopState } from '../run/loop-state';
@@ -92,6 +95,8 @@ export interface RunProcessorDeps {
   protectedSetFor?: (policy: string) => ProtectedMatcher;
   /** Masks secrets in what goes to the transcript; absent: the process's shared scanner. */
   secrets?: SecretMasker;
+  /** Signs each run log's final hash with the operator's key (CORRAL_LOG_SIGNING_KEY_FILE); absent: unsigned. */
+  logSigner?: LogSigner;
 }
 
 export interface RunSummary {
@@ -239,12 +244,16 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   // A run that waited for its sub-runs comes back here: its suspension record says where it stopped.
   let resumeFrom: Suspension | null = null;
   let prior: RunEvent[] = [];
+  let priorChain: ReturnType<typeof chainEnd> = null;
   try {
     const text = tree ? await tree.loadSuspension(runId) : null;
     if (text) resumeFrom = parseSuspension(text, runId);
     if (resumeFrom && !job) throw new InvalidInputError('this worker has no queue access for sub-runs');
     if (resumeFrom && !existsSync(logPath)) throw new InvalidInputError(`the log of this run's first part is not in this worker's data dir (${logPath}); resuming a run needs workers that share CORRAL_DATA_DIR`);
-    if (resumeFrom) prior = readJsonl(logPath);
+    if (resumeFrom) {
+      prior = readJsonl(logPath);
+      priorChain = chainEnd(logPath);
+    }
   } catch (err) {
     // Whatever broke keeps its class (a Redis outage is store_unavailable, not bad input); the end is
     // written only while this attempt still holds the job.
@@ -271,7 +280,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   let currentCall: string | null = null;
   /** The effect check of the current sandbox (one per leg). */
   let guard: EffectGuard | undefined;
-  const jsonl = new JsonlSink(logPath);
+  // The log's chain starts from the run id and the spec admitted here; a resumed run's goes on from its last line.
+  const jsonl = new JsonlSink(logPath, { genesis: logGenesis(runId, spec), ...(priorChain ? { resume: priorChain } : {}) });
   let sandbox: LeasedSandbox | undefined;
   const deltas = config.CORRAL_MODEL_STREAM ? new DeltaPublisher({
     runId, now, maxDeltas: config.CORRAL_STREAM_MAX_DELTAS,
@@ -614,8 +624,10 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   }
 
   if (setupMs !== undefined) usage = { ...usage, setupMs };
-  emit({ type: 'run.finished', outcome, finalAnswer, reason, usage });
-  writeFileSync(reportPath, buildReport(recorder.events()));
+  // A log that could not be written is no record of the run: the end says so (log_failed).
+  const logEnd = await finishLog({ jsonl, recorder, emit, log, runId, end: { outcome, reason, finalAnswer, usage, errorCode }, signer: deps.logSigner });
+  ({ outcome, reason, errorCode } = logEnd.end);
+  writeFileSync(reportPath, buildReport(recorder.events(), { audit: logEnd.seal }));
   // The workspace copies made for sub-runs are not needed once the run has ended.
   for (const f of readdirSync(runDir)) if (/^checkpoint-[0-9]+\.(tar|patch)$/.test(f)) rmSync(join(runDir, f), { force: true });
   // The files leave this host: every end comes here (a crash of this process is finished by another worker).
@@ -628,7 +640,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   }
   await Promise.all(redisWrites);
   const code = outcome === 'succeeded' ? undefined : codeForOutcome(outcome, errorCode);
-  if (await update({ status: outcome, outcome, ...(code ? { errorCode: code } : {}), reason, finalAnswer, usage, artifacts, ...(exportSummary ? { workspace: exportSummary } : {}), finishedAt: now().toISOString() })) {
+  if (await update({ status: outcome, outcome, ...(code ? { errorCode: code } : {}), reason, finalAnswer, usage, artifacts, ...(exportSummary ? { workspace: exportSummary } : {}), ...logEnd.record, finishedAt: now().toISOString() })) {
     await store.expireFinished(runId);
   }
   log('run finished', { runId, outcome, reason, llmCalls: usage.llmCalls, toolCalls: usage.toolCalls });

@@ -114,7 +114,7 @@ async function recordStalled(o: StartWorkerOptions, runId: string, message: stri
       reason, at: new Date(o.clock()), maxLogBytes: o.config.CORRAL_LOG_MAX_BYTES, maxEvents: o.config.CORRAL_LOG_MAX_EVENTS,
     });
     if (files) {
-      await o.store.update(runId, { logPath: runFileLocation(o.artifacts, tenant, runId, 'events.jsonl'), reportPath: runFileLocation(o.artifacts, tenant, runId, 'report.md') });
+      await o.store.update(runId, { logPath: runFileLocation(o.artifacts, tenant, runId, 'events.jsonl'), reportPath: runFileLocation(o.artifacts, tenant, runId, 'report.md'), logSeal: files.seal });
       o.log('files of a lost run written', { runId, files: files.stored });
     }
   } catch (err) {

@@ -94,13 +94,14 @@ describe('EventRecorder', () => {
     expect(rec.sinkErrors.map((e) => e.message)).toEqual(['sink 0 failed on seq 1 (sandbox.removed): redis down']);
   });
 
-  it('with a JsonlSink the log on disk equals the recorded events', () => {
+  it('with a JsonlSink the log on disk equals the recorded events', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'corral-report-recorder-'));
     try {
-      const sink = new JsonlSink(join(dir, 'log', 'events.jsonl'));
+      const sink = new JsonlSink(join(dir, 'log', 'events.jsonl'), { genesis: '0'.repeat(64) });
       const rec = new EventRecorder({ runId: 'run-5', now: clock(), sinks: [sink.write] });
       rec.emit({ type: 'tool.call', callId: 'c1', tool: 'bash', args: { command: 'ls -la' } });
       rec.emit({ type: 'tool.result', callId: 'c1', tool: 'bash', ok: true, blocked: false, summary: 'exit 0 in 5 ms', ms: 6 });
+      await sink.close();
       expect(readJsonl(sink.path)).toEqual(rec.events());
     } finally {
       rmSync(dir, { recursive: true, force: true });
