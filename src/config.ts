@@ -397,6 +397,14 @@ export const ConfigSchema = z.object({
    * slot given to other runs); past it a call that needs approval is refused with the reason.
    */
   CORRAL_MAX_PARKED_PER_TENANT: int(4),
+
+  /**
+   * Tamper-evident logs: each run log's final hash is signed with this Ed25519 private key (PEM,
+   * PKCS#8: openssl genpkey -algorithm ed25519); checked when the worker starts. Unset: unsigned.
+   */
+  CORRAL_LOG_SIGNING_KEY_FILE: z.string().min(1).optional(),
+  /** The public key (PEM) GET /v1/runs/:id/verify checks signatures with; default: the signing key's public half, when this process has it. */
+  CORRAL_LOG_VERIFY_KEY_FILE: z.string().min(1).optional(),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

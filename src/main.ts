@@ -12,6 +12,7 @@ import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import type { FastifyInstance } from 'fastify';
 import { SHUTDOWN_CLEANUP_MS, type Config } from './config';
+import { LogSigner, loadVerifyKey } from './report/log-signature';
 import { CorralError, InvalidInputError, StoreUnavailableError } from './domain/errors';
 import type { Model } from './domain/model';
 import type { RunSpec } from './domain/run-spec';
@@ -224,6 +225,11 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     if ('error' in p) throw new CorralError('invalid_input', `CORRAL_GIT_REMOTES: ${r}: ${p.error}`);
   }
   const templates = roles.api ? loadTemplates(config.CORRAL_TEMPLATES_DIR) : [];
+  // The operator's log keys are checked now: a bad key file stops start-up, not a run's end.
+  const logSigner = roles.worker && config.CORRAL_LOG_SIGNING_KEY_FILE ? LogSigner.fromFile(config.CORRAL_LOG_SIGNING_KEY_FILE) : undefined;
+  const logVerifyKey = !roles.api ? undefined
+    : config.CORRAL_LOG_VERIFY_KEY_FILE ? loadVerifyKey(config.CORRAL_LOG_VERIFY_KEY_FILE)
+      : config.CORRAL_LOG_SIGNING_KEY_FILE ? loadVerifyKey(config.CORRAL_LOG_SIGNING_KEY_FILE, 'CORRAL_LOG_SIGNING_KEY_FILE') : undefined;
   const auth = loadTenantAuth(config); // before anything starts: a bad token list fails fast
   // Auth off is for one person on one machine: the API then listens on loopback only unless the
   // operator says otherwise (and its Host and Origin checks keep web pages out: origin-guard.ts).
@@ -321,6 +327,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         // The API's uploads (PUT /v1/workspaces): in the object store (fetched into this host's data dir, a
         // cache), or on the data directory this worker shares with the API.
         uploads: workerUploads,
+        ...(logSigner ? { logSigner } : {}),
       });
       onClose('worker', async () => {
         const graceMs = config.CORRAL_SHUTDOWN_GRACE_S * 1000;
@@ -409,6 +416,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], environments, templates, schedules,
         quota: new TenantQuota(apiRedis, queue), held, idempotency: new IdempotencyStore(apiRedis), uploads, uploadQuota, artifacts,
         log: (msg, fields) => log(msg, fields), operatorTenants: config.CORRAL_OPERATOR_TENANTS,
+        ...(logVerifyKey ? { logVerifyKey } : {}),
         readyChecks: {
           ...(dockerPing ? { docker: dockerPing, ...gateReadyCheck(config.DOCKER_HOST) } : {}),
           ...(artifacts.kind !== 'local' ? { artifacts: () => artifacts.check() } : {}),

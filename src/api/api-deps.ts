@@ -15,6 +15,7 @@ import type { RunTemplate } from '../domain/run-template';
 import type { ScheduleStore } from '../queue/schedule-store';
 import type { WorkspaceUploads } from '../workspaces/workspace-uploads';
 import type { TenantAuth } from './auth';
+import type { LogVerifyKey } from './log-verify';
 
 export interface ApiDeps {
   config: Config;
@@ -65,4 +66,6 @@ export interface ApiDeps {
   log?: (msg: string, fields?: Record<string, unknown>) => void;
   /** Shown in the OpenAPI document. */
   version?: string;
+  /** Checks the signatures of run logs' seals (GET /v1/runs/:id/verify); absent: signatures are reported unchecked. */
+  logVerifyKey?: LogVerifyKey;
 }

@@ -28,6 +28,7 @@ import { HttpError, sendError } from './http-errors';
 import type { RouteDoc } from './openapi';
 import { registerOpsRoutes } from './ops-routes';
 import { registerRunFileRoutes } from './run-files';
+import { registerVerifyRoute } from './log-verify';
 import { registerRunRoutes } from './run-routes';
 import { checkSpec } from './submit-run';
 import { registerScheduleRoutes } from './schedule-routes';
@@ -169,6 +170,7 @@ export function buildApp(given: ApiDeps): CorralApp {
   });
   registerRunRoutes(app, deps, docs);
   registerRunFileRoutes(app, deps, docs);
+  registerVerifyRoute(app, deps, docs);
   registerTemplateRoutes(app, deps, docs);
   registerEnvironmentRoutes(app, deps, docs);
   registerScheduleRoutes(app, deps, docs);

@@ -20,6 +20,7 @@ const COMMANDS: Record<string, Loader> = {
   approve: () => import('./approve'),
   cancel: () => import('./cancel'),
   report: () => import('./report'),
+  verify: () => import('./verify'),
   artifacts: () => import('./artifacts'),
   replay: () => import('./replay'),
   sandbox: () => import('./sandbox-exec'),

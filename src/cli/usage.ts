@@ -144,6 +144,24 @@ ${API_OPTIONS}
 Exit status: 0 when cancelled (or cancelling), 1 when the run had already ended or the API failed.
 `,
   },
+  verify: {
+    summary: "check that a finished run's stored log is the one its worker wrote: corral verify RUN",
+    usage: `usage: corral verify RUN [--json] [--api URL] [--token T]
+       corral verify --log FILE [--final-hash HASH --lines N]
+
+Recomputes the hash chain of a finished run's stored events.jsonl (through the API: the object
+store's copy or the data dir's) and checks it against the run record's seal: the first line starts
+from the run's spec, every line links to the one before, the last line's hash and the line count are
+the ones the worker recorded, and the seal's Ed25519 signature is valid (when the operator signs
+logs). Names the first line that differs: a changed byte, a removed, inserted or moved line, a cut tail.
+  --json           print the API's answer as JSON
+  --log FILE       check a log file offline (its chain; its end against --final-hash and --lines,
+                   taken from the run record's logSeal or the report's Audit section)
+${API_OPTIONS}
+
+Exit status: 0 when verified, 1 when not (or the API failed).
+`,
+  },
   report: {
     summary: "print a finished run's markdown report: corral report RUN",
     usage: `usage: corral report RUN [--output FILE] [--api URL] [--token T]

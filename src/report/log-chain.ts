@@ -67,7 +67,7 @@ export interface ChainBreak {
   line: number;
   /** The event's seq on that line when it could be read. */
   seq?: number;
-  problem: 'not-chained' | 'cut-short' | 'altered' | 'out-of-order' | 'wrong-start' | 'missing-tail' | 'extra-lines' | 'final-hash';
+  problem: 'no-log' | 'not-chained' | 'cut-short' | 'altered' | 'out-of-order' | 'wrong-start' | 'missing-tail' | 'extra-lines' | 'final-hash' | 'too-large' | 'signature';
   detail: string;
 }
 
