@@ -14,7 +14,7 @@
  */
 const FLOORS = [
   /* 1 */ ['src/domain', 'src/console'],
-  /* 2 */ ['src/config.ts', 'src/queue', 'src/llm', 'src/git', 'src/report'],
+  /* 2 */ ['src/config.ts', 'src/queue', 'src/llm', 'src/git', 'src/report', 'src/telemetry'],
   /* 3 */ ['src/artifacts', 'src/sandbox', 'src/tools'],
   /* 4 */ ['src/docker-gate', 'src/workspaces', 'src/policy', 'src/environments', 'src/run', 'src/mcp'],
   /* 5 */ ['src/api', 'src/worker'],

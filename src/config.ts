@@ -12,6 +12,28 @@ const int = (def: number) => z.coerce.number().int().positive().default(def);
 const num = (def: number) => z.coerce.number().positive().default(def);
 const bool = (def: boolean) =>
   z.enum(['true', 'false', '1', '0']).default(def ? 'true' : 'false').transform((v) => v === 'true' || v === '1');
+const httpUrl = z.string().url().refine((u) => !URL.canParse(u) || /^https?:$/.test(new URL(u).protocol), 'must be an http(s) URL');
+const otlpProtocol = z.enum(['http/protobuf', 'http/json', 'grpc']);
+/** "key=value,key2=value2" (OTEL_*_HEADERS, OTEL_RESOURCE_ATTRIBUTES): values percent-decoded. */
+const keyValues = z.string().transform((s, ctx) => {
+  const out: Record<string, string> = {};
+  for (const part of s.split(',')) {
+    if (part.trim() === '') continue;
+    const eq = part.indexOf('=');
+    const key = eq > 0 ? part.slice(0, eq).trim() : '';
+    if (!key) {
+      ctx.addIssue({ code: 'custom', message: `"${part.trim().slice(0, 40)}" is not key=value` });
+      return z.NEVER;
+    }
+    try {
+      out[key] = decodeURIComponent(part.slice(eq + 1).trim());
+    } catch {
+      ctx.addIssue({ code: 'custom', message: `the value of ${key} is not percent-encoded text` });
+      return z.NEVER;
+    }
+  }
+  return out;
+});
 
 export const ConfigSchema = z.object({
   /** Redis for the queue, run state and event streams. */
@@ -399,6 +421,56 @@ export const ConfigSchema = z.object({
   CORRAL_MAX_PARKED_PER_TENANT: int(4),
 
   /**
+   * Traces (OpenTelemetry, OTLP over HTTP), configured by the standard OTEL_* variables and read
+   * here only (tracingSettings below). Off unless an endpoint is set.
+   */
+  OTEL_SDK_DISABLED: bool(false),
+  /** `otlp` (the default) or `none`; no other exporter is built in. */
+  OTEL_TRACES_EXPORTER: z.string().default('otlp').transform((s, ctx) => {
+    const list = s.split(',').map((x) => x.trim()).filter(Boolean);
+    const bad = list.filter((x) => x !== 'otlp' && x !== 'none');
+    if (bad.length) ctx.addIssue({ code: 'custom', message: `unsupported exporter(s) ${bad.join(', ')}: corral exports traces with otlp (or none)` });
+    return list.includes('otlp') ? 'otlp' as const : 'none' as const;
+  }),
+  /** The collector's base URL: traces go to ENDPOINT/v1/traces. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl.optional(),
+  /** The traces URL as is (wins over OTEL_EXPORTER_OTLP_ENDPOINT). */
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: httpUrl.optional(),
+  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol.optional(),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol.optional(),
+  /** Headers sent with every export ("key=value,key2=value2", values percent-encoded): often a collector's credential, never logged. */
+  OTEL_EXPORTER_OTLP_HEADERS: keyValues.optional(),
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: keyValues.optional(),
+  /** One export's time limit (ms). */
+  OTEL_EXPORTER_OTLP_TIMEOUT: z.coerce.number().int().positive().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: z.coerce.number().int().positive().optional(),
+  OTEL_EXPORTER_OTLP_COMPRESSION: z.enum(['gzip', 'none']).optional(),
+  OTEL_EXPORTER_OTLP_TRACES_COMPRESSION: z.enum(['gzip', 'none']).optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).max(200).default('corral'),
+  /** Resource attributes ("key=value,…") on every span of this process (deployment.environment=prod …). */
+  OTEL_RESOURCE_ATTRIBUTES: keyValues.optional(),
+  OTEL_TRACES_SAMPLER: z.enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']).default('parentbased_always_on'),
+  /** The ratio of the *traceidratio samplers, 0..1 (default 1). */
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).optional(),
+  /**
+   * The export queue: spans wait at most OTEL_BSP_MAX_QUEUE_SIZE in memory (more are dropped and
+   * counted in /metrics, corral_trace_spans_dropped_total), go out in batches of at most
+   * OTEL_BSP_MAX_EXPORT_BATCH_SIZE every OTEL_BSP_SCHEDULE_DELAY ms, each export bounded by
+   * OTEL_BSP_EXPORT_TIMEOUT ms. A collector that is down or slow never holds a run.
+   */
+  OTEL_BSP_MAX_QUEUE_SIZE: int(2048),
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE: int(512),
+  OTEL_BSP_SCHEDULE_DELAY: int(5000),
+  OTEL_BSP_EXPORT_TIMEOUT: int(30_000),
+  /** A link to a run's trace in the operator's viewer: {traceId} is replaced (https://jaeger.example/trace/{traceId}). */
+  CORRAL_TRACE_URL_TEMPLATE: z.string().max(2000)
+    .refine((t) => t.includes('{traceId}'), 'must contain {traceId}')
+    .refine((t) => /^https?:\/\//.test(t) && URL.canParse(t.replaceAll('{traceId}', '0'.repeat(32))), 'must be an http(s) URL with {traceId} in it')
+    .optional(),
+  /** true: the run's span carries the task text (corral.task, cut to 4 KiB); off by default (task text can hold anything). */
+  CORRAL_TRACE_TASK_TEXT: bool(false),
+
+  /**
    * Tamper-evident logs: each run log's final hash is signed with this Ed25519 private key (PEM,
    * PKCS#8: openssl genpkey -algorithm ed25519); checked when the worker starts. Unset: unsigned.
    */
@@ -408,6 +480,44 @@ export const ConfigSchema = z.object({
 });
 
 export type Config = z.infer<typeof ConfigSchema>;
+
+/** What the tracer of a process needs, from the OTEL_* variables; null when traces are off. */
+export interface TracingSettings {
+  /** The full URL spans are POSTed to. */
+  url: string;
+  protocol: 'http/protobuf' | 'http/json';
+  headers: Record<string, string>;
+  timeoutMs: number;
+  compression: 'gzip' | 'none';
+  serviceName: string;
+  resourceAttributes: Record<string, string>;
+  sampler: { kind: Config['OTEL_TRACES_SAMPLER']; ratio: number };
+  queue: { maxQueueSize: number; maxExportBatchSize: number; scheduledDelayMillis: number; exportTimeoutMillis: number };
+  taskText: boolean;
+  urlTemplate?: string;
+}
+
+export function tracingSettings(c: Config): TracingSettings | null {
+  if (c.OTEL_SDK_DISABLED || c.OTEL_TRACES_EXPORTER === 'none') return null;
+  const url = c.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (c.OTEL_EXPORTER_OTLP_ENDPOINT ? `${c.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces` : undefined);
+  if (!url) return null;
+  const protocol = c.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? c.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf';
+  return {
+    url, protocol: protocol === 'grpc' ? 'http/protobuf' : protocol,
+    headers: { ...c.OTEL_EXPORTER_OTLP_HEADERS, ...c.OTEL_EXPORTER_OTLP_TRACES_HEADERS },
+    timeoutMs: c.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT ?? c.OTEL_EXPORTER_OTLP_TIMEOUT ?? 10_000,
+    compression: c.OTEL_EXPORTER_OTLP_TRACES_COMPRESSION ?? c.OTEL_EXPORTER_OTLP_COMPRESSION ?? 'none',
+    serviceName: c.OTEL_SERVICE_NAME,
+    resourceAttributes: c.OTEL_RESOURCE_ATTRIBUTES ?? {},
+    sampler: { kind: c.OTEL_TRACES_SAMPLER, ratio: c.OTEL_TRACES_SAMPLER_ARG ?? 1 },
+    queue: {
+      maxQueueSize: c.OTEL_BSP_MAX_QUEUE_SIZE, maxExportBatchSize: Math.min(c.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, c.OTEL_BSP_MAX_QUEUE_SIZE),
+      scheduledDelayMillis: c.OTEL_BSP_SCHEDULE_DELAY, exportTimeoutMillis: c.OTEL_BSP_EXPORT_TIMEOUT,
+    },
+    taskText: c.CORRAL_TRACE_TASK_TEXT,
+    ...(c.CORRAL_TRACE_URL_TEMPLATE ? { urlTemplate: c.CORRAL_TRACE_URL_TEMPLATE } : {}),
+  };
+}
 
 /** After the grace period, how long cancelled runs have to clean up (sandbox removal, records). */
 export const SHUTDOWN_CLEANUP_MS = 10_000;
@@ -436,6 +546,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new InvalidInputError('configuration: CORRAL_ROUTING_CHEAP_MODEL must differ from CORRAL_ROUTING_STRONG_MODEL', 'CORRAL_ROUTING_CHEAP_MODEL');
   }
   parseArtifactsUrl(c.CORRAL_ARTIFACTS); // a bad store URL stops start-up, saying what is wrong
+  for (const k of ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'OTEL_EXPORTER_OTLP_PROTOCOL'] as const) {
+    if (c[k] === 'grpc' && (k === 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' || c.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL === undefined)) {
+      throw new InvalidInputError(`configuration: ${k}=grpc: corral exports traces over OTLP/HTTP only; use http/protobuf (the default) or http/json, and the collector's HTTP port (4318)`, k);
+    }
+  }
   if ((c.CORRAL_WEB_SEARCH === undefined) !== (c.CORRAL_WEB_SEARCH_URL === undefined)) {
     throw new InvalidInputError('configuration: CORRAL_WEB_SEARCH and CORRAL_WEB_SEARCH_URL go together: set both (web_search) or neither', 'CORRAL_WEB_SEARCH');
   }
