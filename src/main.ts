@@ -11,7 +11,10 @@ import { FlowProducer } from 'bullmq';
 import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import type { FastifyInstance } from 'fastify';
-import { SHUTDOWN_CLEANUP_MS, type Config } from './config';
+import { SHUTDOWN_CLEANUP_MS, tracingSettings, type Config } from './config';
+import { startTracing } from './telemetry/tracer';
+import { CorralTracing } from './telemetry/corral-tracing';
+import { startCountsPusher } from './telemetry/counts-pusher';
 import { LogSigner, loadVerifyKey } from './report/log-signature';
 import { CorralError, InvalidInputError, StoreUnavailableError } from './domain/errors';
 import type { Model } from './domain/model';
@@ -75,6 +78,15 @@ export interface StartedCorral {
 /** One line of JSON per log record, on stderr. */
 export function jsonLog(component: string): WorkerLog {
   return (msg, fields) => process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), component, msg, ...fields })}\n`);
+}
+
+const CORRAL_VERSION = '0.1.0';
+
+/** The model server's address for model spans (server.address/port). */
+function modelServerOf(config: Config): { address: string; port?: number } | undefined {
+  if (config.CORRAL_REPLAY) return undefined;
+  const u = new URL(config.OPENAI_BASE_URL ?? 'https://api.openai.com/v1');
+  return { address: u.hostname, ...(u.port ? { port: Number(u.port) } : {}) };
 }
 
 /** How runs reach a model: the configured OpenAI-compatible endpoint, or a replayed transcript. */
@@ -257,6 +269,19 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
   const store = new RedisRunStore(redis, undefined, config.CORRAL_LOG_MAX_EVENTS + 16 + config.CORRAL_STREAM_MAX_DELTAS);
   const tree = new RunTree(redis);
   const metrics = new RunMetrics(redis);
+  // Traces (OTEL_* settings; off without an endpoint): one tracer for this process, its export counts into /metrics.
+  const traceSettings = tracingSettings(config);
+  const tracer = traceSettings ? startTracing(traceSettings, { role: roles.api && roles.worker ? 'api+worker' : roles.api ? 'api' : 'worker', instance: workerId, version: CORRAL_VERSION }) : undefined;
+  const tracing = tracer ? new CorralTracing(tracer, { ...(modelServerOf(config) ? { modelServer: modelServerOf(config)! } : {}) }) : undefined;
+  if (tracer) {
+    const pusher = startCountsPusher(() => tracer.counts(), (d) => metrics.addTraceCounts(d), 5000, (err) => log('could not record span counts', { error: err.message }));
+    onClose('traces', async () => {
+      await tracer.shutdown();
+      await pusher.stop();
+    });
+    const u = new URL(traceSettings!.url);
+    log('traces go to an OTLP collector', { url: `${u.origin}${u.pathname}`, protocol: traceSettings!.protocol, sampler: traceSettings!.sampler.kind });
+  }
   /** Set when this process runs a worker: /readyz then checks the Docker engine too. */
   let dockerPing: (() => Promise<unknown>) | undefined;
   const started: StartedCorral = { workerId, modelDescription: '', close };
@@ -327,7 +352,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         // The API's uploads (PUT /v1/workspaces): in the object store (fetched into this host's data dir, a
         // cache), or on the data directory this worker shares with the API.
         uploads: workerUploads,
-        ...(logSigner ? { logSigner } : {}),
+        ...(logSigner ? { logSigner } : {}), ...(tracing ? { tracing } : {}),
       });
       onClose('worker', async () => {
         const graceMs = config.CORRAL_SHUTDOWN_GRACE_S * 1000;
@@ -416,7 +441,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         config, store: apiStore, queue, metrics: new RunMetrics(apiRedis), tree: new RunTree(apiRedis), auth, newRunId, clock: Date.now, policyNames: [...policies.keys()], environments, templates, schedules,
         quota: new TenantQuota(apiRedis, queue), held, idempotency: new IdempotencyStore(apiRedis), uploads, uploadQuota, artifacts,
         log: (msg, fields) => log(msg, fields), operatorTenants: config.CORRAL_OPERATOR_TENANTS,
-        ...(logVerifyKey ? { logVerifyKey } : {}),
+        ...(tracing ? { tracing } : {}), ...(logVerifyKey ? { logVerifyKey } : {}),
         readyChecks: {
           ...(dockerPing ? { docker: dockerPing, ...gateReadyCheck(config.DOCKER_HOST) } : {}),
           ...(artifacts.kind !== 'local' ? { artifacts: () => artifacts.check() } : {}),

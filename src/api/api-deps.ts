@@ -16,6 +16,7 @@ import type { ScheduleStore } from '../queue/schedule-store';
 import type { WorkspaceUploads } from '../workspaces/workspace-uploads';
 import type { TenantAuth } from './auth';
 import type { LogVerifyKey } from './log-verify';
+import type { SubmitTracing } from '../domain/run-trace';
 
 export interface ApiDeps {
   config: Config;
@@ -66,6 +67,8 @@ export interface ApiDeps {
   log?: (msg: string, fields?: Record<string, unknown>) => void;
   /** Shown in the OpenAPI document. */
   version?: string;
+  /** Traces submissions (a span per POST /v1/runs, whose context the job carries); absent: a caller's traceparent still reaches the run. */
+  tracing?: SubmitTracing;
   /** Checks the signatures of run logs' seals (GET /v1/runs/:id/verify); absent: signatures are reported unchecked. */
   logVerifyKey?: LogVerifyKey;
 }

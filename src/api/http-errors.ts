@@ -100,3 +100,12 @@ export function sendError(reply: FastifyReply, err: unknown): FastifyReply {
   // other way round — a Redis reply or a stack says nothing useful to a client and may say too much).
   return serverError(reply, 500, 'internal');
 }
+
+/** The status sendError answers `err` with (for a span or a log line that records the answer). */
+export function httpStatusOf(err: unknown): number {
+  if (err instanceof HttpError) return err.status;
+  if (err instanceof CorralError) return STATUS[err.code] ?? 500;
+  const e = err as { statusCode?: number };
+  if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) return e.statusCode;
+  return isStoreOutage(err) ? 503 : 500;
+}

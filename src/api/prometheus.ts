@@ -76,6 +76,12 @@ export async function renderMetrics(m: MetricsInput): Promise<string> {
   tokens.inc({ kind: 'output' }, num(a['model_tokens:output']));
   new Counter({ name: 'corral_model_cost_usd_total', help: 'Estimated model cost of agent turns, USD.', registers }).inc(num(a.cost_usd));
 
+  if (m.tenant === undefined) {
+    new Counter({ name: 'corral_trace_spans_exported_total', help: 'Spans the API and worker processes delivered to the OTLP collector.', registers }).inc(num(a['trace_spans:exported']));
+    const dropped = new Counter({ name: 'corral_trace_spans_dropped_total', help: 'Spans not delivered: the bounded export queue was full (queue_full) or the collector did not take a batch (export_failed).', labelNames: ['reason'], registers });
+    for (const reason of ['queue_full', 'export_failed']) dropped.inc({ reason }, num(a[`trace_spans:dropped:${reason}`]));
+  }
+
   if (m.http) {
     const http = new Counter({ name: 'corral_http_responses_total', help: 'HTTP answers of this API process, by method, route template and status class.', labelNames: ['method', 'route', 'status_class'], registers });
     for (const c of m.http) http.inc({ method: c.method, route: c.route, status_class: c.statusClass }, c.count);

@@ -14,6 +14,7 @@ import type { RunView } from '../queue/run-store';
 import type { ApiDeps } from './api-deps';
 import { streamEvents } from './event-stream';
 import { limitReached, parseInput } from './http-errors';
+import { failSubmitTrace, startSubmitTrace, traceUrl } from './submit-trace';
 import { route, type RouteDoc } from './openapi';
 import { runLinks } from './run-links';
 import {
@@ -56,14 +57,26 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
       429: { description: 'a per-tenant limit was hit (error.limit says which)', schema: ErrorBody, headers: { 'retry-after': 'seconds to wait' } },
     },
   }, async (req, reply) => {
-    const admitted = await admitBody(deps, req.body, req.tenant);
-    const spec = admitted.spec;
-    if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') return reply.status(200).send(planRun(spec, deps.config, deps.environments, admitted));
-    const rawKey = req.headers[idemHeader];
-    const key = rawKey === undefined ? undefined : parseInput(IdempotencyKeyHeader, Array.isArray(rawKey) ? rawKey.join(',') : rawKey, 'header Idempotency-Key');
-    const r = await submitRun(deps, req.tenant, spec, key);
-    if (r.body.idempotentReplay) void reply.header('idempotent-replayed', 'true');
-    return reply.status(r.status).send(r.body);
+    // The submission's span (the caller's traceparent, if any, is its parent): the run's trace hangs below it.
+    const t = startSubmitTrace(deps, req, '/v1/runs');
+    try {
+      const admitted = await t.phase('admission', () => admitBody(deps, req.body, req.tenant));
+      const spec = admitted.spec;
+      if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') {
+        t.end({ status: 200 });
+        return reply.status(200).send(planRun(spec, deps.config, deps.environments, admitted));
+      }
+      const rawKey = req.headers[idemHeader];
+      const key = rawKey === undefined ? undefined : parseInput(IdempotencyKeyHeader, Array.isArray(rawKey) ? rawKey.join(',') : rawKey, 'header Idempotency-Key');
+      const r = await submitRun(deps, req.tenant, spec, key, t);
+      t.end({ status: r.status, runId: r.body.id });
+      if (r.body.idempotentReplay) void reply.header('idempotent-replayed', 'true');
+      const url = traceUrl(deps, r.body.traceId);
+      return reply.status(r.status).send({ ...r.body, ...(url ? { traceUrl: url } : {}) });
+    } catch (err) {
+      failSubmitTrace(t, err);
+      throw err;
+    }
   });
 
   route(app, docs, {
@@ -102,7 +115,8 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
     const { id } = parseInput(RunParams, req.params, 'path');
     const run = await ownRun(deps, req, id);
     const children = deps.tree ? await deps.tree.childViews(deps.store, id) : [];
-    return { ...run, budgets: await budgetUse(deps, run), ...(children.length ? { children: children.map((c) => ({ ...c, links: runLinks(c.id) })) } : {}), links: runLinks(id) };
+    const url = traceUrl(deps, run.traceId);
+    return { ...run, ...(url ? { traceUrl: url } : {}), budgets: await budgetUse(deps, run), ...(children.length ? { children: children.map((c) => ({ ...c, links: runLinks(c.id) })) } : {}), links: runLinks(id) };
   });
 
   route(app, docs, {

@@ -197,6 +197,8 @@ export const RunCreated = z.object({
   links: RunLinks,
   replayOf: z.string().optional(),
   idempotentReplay: z.boolean().optional().meta({ description: 'true when an earlier request with the same Idempotency-Key created this run' }),
+  traceId: z.string().optional().meta({ description: 'the run\'s OpenTelemetry trace id (when this API traces, or the request carried a traceparent)' }),
+  traceUrl: z.string().optional().meta({ description: 'the trace in the operator\'s viewer (CORRAL_TRACE_URL_TEMPLATE)' }),
 });
 
 export const RunEventDoc = z.looseObject({ type: z.string(), runId: z.string(), seq: z.number(), ts: z.string() }).meta({ description: 'a RunEvent (src/domain/events.ts); fields depend on type' });

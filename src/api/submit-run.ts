@@ -17,6 +17,7 @@ import type { TenantQuota } from '../queue/tenant-quota';
 import { toolsFor } from '../tools/registry';
 import { HttpError, parseInput } from './http-errors';
 import { runLinks } from './run-links';
+import type { SubmitTrace } from '../domain/run-trace';
 
 export interface SubmitDeps {
   config: Config;
@@ -34,8 +35,11 @@ export interface SubmitDeps {
 
 export interface Submitted {
   status: 200 | 201;
-  body: { id: string; status: string; links: ReturnType<typeof runLinks>; idempotentReplay?: true };
+  body: { id: string; status: string; links: ReturnType<typeof runLinks>; idempotentReplay?: true; traceId?: string };
 }
+
+/** The submission's trace: the job carries its context, the record its trace id. */
+export type SubmitTraceRef = Pick<SubmitTrace, 'traceparent' | 'traceId'>;
 
 /**
  * A run can be replayed only once it has ended and only if it got at least one model answer: its
@@ -79,7 +83,7 @@ export async function admitBody(deps: SubmitDeps, body: unknown, tenant: string)
  * Creates a run of `tenant` for a checked spec. With an idempotency key, a repeat of an earlier
  * request returns that request's run (200), and the same key with a different spec is a 409.
  */
-export async function submitRun(deps: SubmitDeps, tenant: string, spec: RunSpec, idempotencyKey?: string): Promise<Submitted> {
+export async function submitRun(deps: SubmitDeps, tenant: string, spec: RunSpec, idempotencyKey?: string, trace?: SubmitTraceRef): Promise<Submitted> {
   const id = deps.newRunId();
   if (idempotencyKey !== undefined) {
     const r = await deps.idempotency.reserve(tenant, idempotencyKey, hashJson(spec), id, deps.config.CORRAL_IDEMPOTENCY_TTL_S);
@@ -92,16 +96,16 @@ export async function submitRun(deps: SubmitDeps, tenant: string, spec: RunSpec,
     }
   }
   try {
-    await createRun(deps, tenant, id, spec);
+    await createRun(deps, tenant, id, spec, trace);
   } catch (err) {
     if (idempotencyKey !== undefined) await deps.idempotency.release(tenant, idempotencyKey, id);
     throw err;
   }
-  return { status: 201, body: { id, status: 'queued', links: runLinks(id) } };
+  return { status: 201, body: { id, status: 'queued', links: runLinks(id), ...(trace?.traceId ? { traceId: trace.traceId } : {}) } };
 }
 
 /** The tenant's limits, then the record and the job; a limit hit is a 429 saying which one. */
-export async function createRun(deps: SubmitDeps, tenant: string, id: string, spec: RunSpec): Promise<void> {
+export async function createRun(deps: SubmitDeps, tenant: string, id: string, spec: RunSpec, trace?: SubmitTraceRef): Promise<void> {
   const now = deps.clock();
   const rate = await deps.quota.takeSubmit(tenant, deps.config.CORRAL_TENANT_SUBMITS_PER_MIN, id, now);
   if (!rate.ok) throw tooMany(rate);
@@ -116,12 +120,13 @@ export async function createRun(deps: SubmitDeps, tenant: string, id: string, sp
   }
   try {
     await deps.store.create(id, spec, new Date(now), tenant);
+    if (trace?.traceId) await deps.store.update(id, { traceId: trace.traceId });
   } catch (err) {
     await deps.quota.releaseActive(tenant, id);
     throw err;
   }
   try {
-    await enqueueRun(deps.queue, id, spec, tenant);
+    await enqueueRun(deps.queue, id, spec, tenant, trace?.traceparent);
   } catch (err) {
     await deps.quota.releaseActive(tenant, id);
     await endUnqueued(deps, id, err);

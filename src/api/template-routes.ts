@@ -17,6 +17,7 @@ import { route, type RouteDoc } from './openapi';
 import { planRun, RunPlan } from './run-plan';
 import { ErrorBody, IdempotencyKeyHeader, RunCreated, SubmitQuery } from './schemas';
 import { admitBody, submitRun } from './submit-run';
+import { failSubmitTrace, startSubmitTrace, traceUrl } from './submit-trace';
 
 const TemplateParamDoc = z.object({ name: z.string(), description: z.string(), default: z.string().optional(), pattern: z.string().optional() });
 const TemplateSummary = z.object({ name: z.string(), description: z.string(), params: z.array(TemplateParamDoc), examples: z.array(z.record(z.string(), z.string())) });
@@ -86,16 +87,27 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: ApiDeps, docs
       429: { description: 'a per-tenant limit was hit (error.limit says which)', schema: ErrorBody, headers: { 'retry-after': 'seconds to wait' } },
     },
   }, async (req, reply) => {
-    const t = find(parseInput(TemplateParams, req.params, 'path').name);
-    const body = parseInput(TemplateRunBody, req.body, 'body');
-    const rendered = renderTemplate(t, body.params);
-    const admitted = await admitBody(deps, body.workspace === undefined ? rendered : { ...rendered, workspace: body.workspace }, req.tenant);
-    const spec = admitted.spec;
-    if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') return reply.status(200).send(planRun(spec, deps.config, deps.environments, admitted));
-    const rawKey = req.headers['idempotency-key'];
-    const key = rawKey === undefined ? undefined : parseInput(IdempotencyKeyHeader, Array.isArray(rawKey) ? rawKey.join(',') : rawKey, 'header Idempotency-Key');
-    const r = await submitRun(deps, req.tenant, spec, key);
-    if (r.body.idempotentReplay) void reply.header('idempotent-replayed', 'true');
-    return reply.status(r.status).send(r.body);
+    const tr = startSubmitTrace(deps, req, '/v1/templates/:name/runs');
+    try {
+      const t = find(parseInput(TemplateParams, req.params, 'path').name);
+      const body = parseInput(TemplateRunBody, req.body, 'body');
+      const rendered = renderTemplate(t, body.params);
+      const admitted = await tr.phase('admission', () => admitBody(deps, body.workspace === undefined ? rendered : { ...rendered, workspace: body.workspace }, req.tenant));
+      const spec = admitted.spec;
+      if (parseInput(SubmitQuery, req.query, 'query').dryRun === 'true') {
+        tr.end({ status: 200 });
+        return reply.status(200).send(planRun(spec, deps.config, deps.environments, admitted));
+      }
+      const rawKey = req.headers['idempotency-key'];
+      const key = rawKey === undefined ? undefined : parseInput(IdempotencyKeyHeader, Array.isArray(rawKey) ? rawKey.join(',') : rawKey, 'header Idempotency-Key');
+      const r = await submitRun(deps, req.tenant, spec, key, tr);
+      tr.end({ status: r.status, runId: r.body.id });
+      if (r.body.idempotentReplay) void reply.header('idempotent-replayed', 'true');
+      const url = traceUrl(deps, r.body.traceId);
+      return reply.status(r.status).send({ ...r.body, ...(url ? { traceUrl: url } : {}) });
+    } catch (err) {
+      failSubmitTrace(tr, err);
+      throw err;
+    }
   });
 }

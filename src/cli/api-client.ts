@@ -171,7 +171,7 @@ export class ApiClient {
     }
   }
 
-  submit(spec: unknown): Promise<{ id: string; status: string }> {
+  submit(spec: unknown): Promise<{ id: string; status: string; traceId?: string; traceUrl?: string }> {
     return this.json('POST', '/v1/runs', spec);
   }
 

@@ -13,6 +13,7 @@ import { ApiClient } from './api-client';
 import { UsageError } from './cli-args';
 import { planText } from './plan-text';
 import { buildSpec, parseSubmitArgs, type WorkspaceSummary } from './submit-spec';
+import { traceNote } from './trace-note';
 import { watchToExit } from './watch';
 import { WorkspacePackError } from './workspace-tar';
 
@@ -34,11 +35,13 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(planText(plan, workspace));
     return 0;
   }
-  const { id } = template !== undefined ? await client.submitTemplate(template, spec) : await client.submit(spec);
+  const created = template !== undefined ? await client.submitTemplate(template, spec) : await client.submit(spec);
+  const id = created.id;
   if (!o.watch) {
     process.stdout.write(`${id}\n`);
     return 0;
   }
-  process.stdout.write(`submitted ${id} to ${client.baseUrl}\n`);
+  process.stdout.write(`submitted ${id} to ${client.baseUrl}${traceNote(created)}\n`);
   return watchToExit(client, id, { out: process.stdout, live: o.plain ? false : undefined, approveFlags: o.api ? ` --api ${o.api}` : '' });
 }
+

@@ -265,6 +265,9 @@ export type RunSpecInput = z.input<typeof RunSpec>;
 export const RunJob = z.object({
   runId: RunId,
   spec: RunSpec,
+  /** W3C Trace Context of the submission (the API's submit span, or the producer's): the run's trace joins it. */
+  traceparent: z.string().max(55).regex(/^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/, 'must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)').optional(),
+  tracestate: z.string().max(512).optional(),
   tenant: z.string().regex(TENANT_NAME, 'must be a tenant name (letters, digits, ".", "_", "-"; at most 64)').optional(),
   parent: ParentLink.optional(),
 }).strict();

@@ -102,6 +102,19 @@ export class RunMetrics {
     };
   }
 
+  /**
+   * Adds a process's span export counts since its last report (every tenant's: traces are the
+   * operators' view): exported, and dropped because the export queue was full or an export failed.
+   */
+  async addTraceCounts(d: { exported: number; droppedQueueFull: number; droppedExportFailed: number }): Promise<void> {
+    if (d.exported === 0 && d.droppedQueueFull === 0 && d.droppedExportFailed === 0) return;
+    await this.redis.multi()
+      .hincrby(this.key, 'trace_spans:exported', d.exported)
+      .hincrby(this.key, 'trace_spans:dropped:queue_full', d.droppedQueueFull)
+      .hincrby(this.key, 'trace_spans:dropped:export_failed', d.droppedExportFailed)
+      .exec();
+  }
+
   /** Every counter and histogram field, of all tenants or of one (the API renders them as Prometheus text). */
   async read(tenant?: string): Promise<Record<string, number>> {
     const h = await this.redis.hgetall(tenant === undefined ? this.key : this.tenantKey(tenant));

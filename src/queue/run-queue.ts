@@ -24,7 +24,8 @@ export function createRunQueue(name: string, connection: ConnectionOptions): Que
   return new Queue(name, { connection });
 }
 
-export async function enqueueRun(queue: Queue, runId: string, spec: RunSpec, tenant?: string): Promise<void> {
-  const data: RunJob = { runId, spec, ...(tenant !== undefined ? { tenant } : {}) };
+/** `traceparent`: the submission's trace context, so the run's trace joins it. */
+export async function enqueueRun(queue: Queue, runId: string, spec: RunSpec, tenant?: string, traceparent?: string): Promise<void> {
+  const data: RunJob = { runId, spec, ...(tenant !== undefined ? { tenant } : {}), ...(traceparent ? { traceparent } : {}) };
   await queue.add(RUN_JOB_NAME, data, { ...RUN_JOB_OPTIONS, jobId: runId });
 }

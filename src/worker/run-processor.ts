@@ -39,6 +39,7 @@ import { EventRecorder } from '../report/event-recorder';
 import { JsonlSink, chainEnd, readJsonl } from '../report/jsonl-sink';
 import { logGenesis } from '../report/log-chain';
 import type { LogSigner } from '../report/log-signature';
+import { untracedRun, type RunTracing } from '../domain/run-trace';
 import { finishLog } from './run-log-end';
 import { buildReport } from '../report/report-markdown';
 import { runAgentLoop, type DelegationResult, type Prices } from '../run/agent-loop';
@@ -97,6 +98,8 @@ export interface RunProcessorDeps {
   secrets?: SecretMasker;
   /** Signs each run log's final hash with the operator's key (CORRAL_LOG_SIGNING_KEY_FILE); absent: unsigned. */
   logSigner?: LogSigner;
+  /** Traces runs (OpenTelemetry); absent: runs keep the trace id their job carried and make no spans. */
+  tracing?: RunTracing;
 }
 
 export interface RunSummary {
@@ -191,6 +194,8 @@ export interface Attempt {
   lockKey?: string;
   /** This run's worker slot: given back while the run waits for a human (parking). */
   lease?: SlotLease;
+  /** When the job was put on the queue (ms since the epoch): the trace's queue-wait span starts there. */
+  queuedAt?: number;
 }
 
 export async function processRun(data: unknown, signal: AbortSignal, deps: RunProcessorDeps, attempt: Attempt = { attempt: 1, crashedBefore: false }, job?: JobPort): Promise<RunSummary> {
@@ -220,16 +225,22 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   }
   const tenant = recorded ?? parsed.data.tenant ?? DEFAULT_TENANT;
   const unnamedTenant = recorded === null && parsed.data.tenant === undefined && !parent;
+  const trace = (deps.tracing ?? { startRun: untracedRun }).startRun({
+    runId, tenant, attempt: attempt.attempt, startedAt: clock(), resumed: deps.tracing ? !!(await tree?.loadSuspension(runId).catch(() => null)) : false, task: spec.task,
+    ...(parsed.data.traceparent ? { traceparent: parsed.data.traceparent } : {}), ...(parsed.data.tracestate ? { tracestate: parsed.data.tracestate } : {}),
+    ...(attempt.queuedAt !== undefined ? { queuedAt: attempt.queuedAt } : {}), ...(parent ? { parentRunId: parent.runId } : {}),
+  });
   if (unnamedTenant) log('a job put straight on the queue names no tenant: its run is tenant "default"\'s, which no token sees when auth is on (set data.tenant)', { runId });
   // The admission the API applies, again: a producer may have written this job straight to the queue,
   // or the server's configuration changed since it was submitted. Refused: nothing runs, the record says why.
   let admitted: Admitted;
   try {
-    admitted = await admitSpec(spec, {
+    admitted = await trace.phase('admission', () => admitSpec(spec, {
       config, policyNames: deps.policyNames, toolNames: toolsFor(config).map((t) => t.name),
       tenant, ...(deps.uploads ? { uploads: deps.uploads } : {}), ...(deps.environments ? { environments: deps.environments } : {}),
-    });
+    }));
   } catch (err) {
+    trace.end({ outcome: 'error', errorCode: err instanceof CorralError ? err.code : 'internal' });
     if (!(err instanceof InvalidInputError)) throw err;
     const reason = `not admitted: ${err.message}`;
     await recordRefused(store, runId, spec, reason, new Date(clock()), tenant, jobFence(attempt));
@@ -258,6 +269,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     // Whatever broke keeps its class (a Redis outage is store_unavailable, not bad input); the end is
     // written only while this attempt still holds the job.
     const failure = CorralError.wrap(err, `cannot resume: ${(err as Error).message}`);
+    trace.end({ outcome: 'error', errorCode: failure.code });
     await store.end(runId, 'error', failure.message, new Date(clock()), jobFence(attempt), failure.code)
       .catch((e: Error) => log('could not record that the run cannot resume', { runId, error: e.message }));
     throw failure;
@@ -313,6 +325,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
         else return;
         if (!guard) sandbox?.noteToolCall?.(currentCall);
       },
+      trace.sink,
       ...(observe ? [(e: RunEvent) => {
         redisWrites.push(observe(e).catch((err: Error) => log('could not record metrics', { runId, seq: e.seq, error: err.message })));
       }] : []),
@@ -322,16 +335,20 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
 
   await store.ensure(runId, spec, now(), tenant);
   if (attempt.fence && !(await store.claim(runId, attempt.fence, attempt.lockKey))) {
+    trace.end({ outcome: 'error', errorCode: 'conflict' });
     throw new CorralError('conflict', `run ${runId} was not claimed: another attempt holds its job, or it has ended`);
   }
   // Memory is per tenant: another tenant naming the same key gets its own notes.
   const memorySpec = !parent && spec.memory ? { ...spec.memory, key: tenant === DEFAULT_TENANT ? spec.memory.key : `${tenant}/${spec.memory.key}` } : undefined;
   const stored = (name: RunFileName) => runFileLocation(deps.artifacts, tenant, runId, name);
-  await update({ status: 'running', ...(resumeFrom ? {} : { startedAt: now().toISOString() }), workerId: deps.workerId, logPath: stored('events.jsonl'), reportPath: stored('report.md') });
+  await update({
+    status: 'running', ...(resumeFrom ? {} : { startedAt: now().toISOString() }), workerId: deps.workerId, logPath: stored('events.jsonl'), reportPath: stored('report.md'),
+    ...(trace.traceId ? { traceId: trace.traceId } : {}),
+  });
   // The run's first start: wall time counts from here across waits for sub-runs.
   const t0 = resumeFrom ? resumeFrom.loop.meter.startedAt : clock();
-  const model = await deps.modelFor(spec);
   const routing = routingFor(spec, config);
+  const model = trace.model(await deps.modelFor(spec), spec.model ?? routing?.strong ?? config.CORRAL_MODEL);
   // A sub-run ends by its parent's deadline whatever its own wall-time budget says.
   const budgets: RunBudgets = parent ? { ...spec.budgets, wallTimeS: Math.max(0, Math.min(spec.budgets.wallTimeS, Math.floor((parent.deadlineAt - t0) / 1000))) } : spec.budgets;
   if (!resumeFrom) {
@@ -543,7 +560,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       const checkpoint = nextCheckpoint(lastCheckpoint);
       const started = await startSubRuns(
         { config, store, tree: tree!, job: job!, newRunId: deps.newRunId!, clock, emit, ...(attempt.fence ? { fence: attempt.fence } : {}) },
-        { runId, spec, tenant, runDir, depth, contract, authorizedTask }, sandbox, result, checkpoint,
+        { runId, spec, tenant, runDir, depth, contract, authorizedTask, traceparentFor: (callId) => trace.traceparentFor(callId) }, sandbox, result, checkpoint,
       );
       if ('failed' in started) {
         inPlace = { state: result.state, results: started.failed };
@@ -604,6 +621,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       deltas?.close();
       await Promise.all(redisWrites);
       log('run waits for its sub-runs', { runId });
+      trace.end({ outcome: 'suspended', suspended: true });
       throw err;
     }
     if (err instanceof EarlyEnd) {
@@ -627,7 +645,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   // A log that could not be written is no record of the run: the end says so (log_failed).
   const logEnd = await finishLog({ jsonl, recorder, emit, log, runId, end: { outcome, reason, finalAnswer, usage, errorCode }, signer: deps.logSigner });
   ({ outcome, reason, errorCode } = logEnd.end);
-  writeFileSync(reportPath, buildReport(recorder.events(), { audit: logEnd.seal }));
+  const traceUrl = trace.traceId && config.CORRAL_TRACE_URL_TEMPLATE ? config.CORRAL_TRACE_URL_TEMPLATE.replaceAll('{traceId}', trace.traceId) : undefined;
+  writeFileSync(reportPath, buildReport(recorder.events(), { audit: { ...logEnd.seal, ...(trace.traceId ? { traceId: trace.traceId } : {}), ...(traceUrl ? { traceUrl } : {}) } }));
   // The workspace copies made for sub-runs are not needed once the run has ended.
   for (const f of readdirSync(runDir)) if (/^checkpoint-[0-9]+\.(tar|patch)$/.test(f)) rmSync(join(runDir, f), { force: true });
   // The files leave this host: every end comes here (a crash of this process is finished by another worker).
@@ -643,7 +662,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   if (await update({ status: outcome, outcome, ...(code ? { errorCode: code } : {}), reason, finalAnswer, usage, artifacts, ...(exportSummary ? { workspace: exportSummary } : {}), ...logEnd.record, finishedAt: now().toISOString() })) {
     await store.expireFinished(runId);
   }
-  log('run finished', { runId, outcome, reason, llmCalls: usage.llmCalls, toolCalls: usage.toolCalls });
+  trace.end({ outcome, ...(outcome === 'error' ? { errorCode } : {}) });
+  log('run finished', { runId, outcome, reason, llmCalls: usage.llmCalls, toolCalls: usage.toolCalls, ...(trace.traceId ? { traceId: trace.traceId } : {}) });
   const summary: RunSummary = { runId, outcome, reason, finalAnswer, reportPath, logPath, ...(outcome === 'error' ? { errorCode } : {}) };
   if (parent) {
     // A sub-run's end, whatever it is, is a result for its parent: its job completes with the sheet.

@@ -207,7 +207,7 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
           const port = o.flow && token ? flowJobPort(o.flow, o.queueName, job, token) : undefined;
           const lock = jobLock(job, token);
           return await processRun(job.data, signal ?? new AbortController().signal, o, {
-            attempt: job.attemptsStarted, crashedBefore: job.stalledCounter > 0, lease, ...(typeof lock === 'object' ? lock : {}),
+            attempt: job.attemptsStarted, crashedBefore: job.stalledCounter > 0, lease, queuedAt: job.timestamp, ...(typeof lock === 'object' ? lock : {}),
           }, port);
         } catch (err) {
           if (err instanceof RunSuspended) throw new WaitingChildrenError();

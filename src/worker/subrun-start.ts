@@ -53,6 +53,8 @@ export interface ParentRun {
   contract: TaskContract;
   /** The submitter's task at the root of the tree (a top-level run's own task). */
   authorizedTask: string;
+  /** The trace context a child started by a delegate call carries (that call's span): the child's trace is the parent's. */
+  traceparentFor?: (callId: string) => string | undefined;
 }
 
 function failAll(s: RunLoopSuspended, why: string): { failed: DelegationResult[] } {
@@ -113,9 +115,10 @@ export async function startSubRuns(
     const runId = d.newRunId();
     const h = s.state.history;
     const history = h ? { history: { written: h.written.slice(-500), links: h.links.slice(-500) } } : {};
+    const traceparent = p.traceparentFor?.(del.callId);
     children.push({
       callId: del.callId, task: del.sheet.task.slice(0, 500),
-      job: { runId, spec, parent: { runId: p.runId, callId: del.callId, depth: p.depth + 1, checkpoint, deadlineAt, authorizedTask: p.authorizedTask, ...history } },
+      job: { runId, spec, ...(traceparent ? { traceparent } : {}), parent: { runId: p.runId, callId: del.callId, depth: p.depth + 1, checkpoint, deadlineAt, authorizedTask: p.authorizedTask, ...history } },
     });
   }
   const now = new Date(d.clock());

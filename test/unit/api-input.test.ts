@@ -41,7 +41,7 @@ const concrete = (url: string) => url.replace(':id', 'run_abcdef123').replace(':
 describe('auth', () => {
   test('every route but /healthz, /readyz, /openapi.json and /docs answers 401 JSON without a valid token', async () => {
     const guarded = app.routeDocs.filter((d) => !d.public);
-    expect(guarded.length).toBe(20);
+    expect(guarded.length).toBe(21);
     expect(app.routeDocs.filter((d) => d.public).map((d) => d.url).sort()).toEqual(['/docs', '/healthz', '/openapi.json', '/readyz', '/ui', '/ui/console.css', '/ui/console.js', '/ui/icon.svg']);
     for (const d of guarded) {
       for (const [how, o] of [

@@ -19,6 +19,8 @@
       if (k === 'class') n.className = v;
       else if (k === 'text') n.textContent = String(v);
       else if (k === 'href') n.setAttribute('href', String(v).startsWith('#/') ? v : '#/runs');
+      // a link out of the console (the operator's trace viewer): http(s) only, opened apart
+      else if (k === 'external-href') { if (/^https?:\/\//.test(String(v))) { n.setAttribute('href', String(v)); n.setAttribute('target', '_blank'); n.setAttribute('rel', 'noopener noreferrer'); } }
       else if (k === 'on') for (const [ev, fn] of Object.entries(v)) n.addEventListener(ev, fn);
       else if (k.startsWith('data-') || k.startsWith('aria-') || ['type', 'name', 'id', 'value', 'placeholder', 'for', 'role', 'autocomplete', 'accept', 'min', 'max', 'step', 'inputmode'].includes(k)) n.setAttribute(k, String(v));
       else if (k === 'multiple' || k === 'webkitdirectory') n.setAttribute(k, '');
@@ -343,6 +345,8 @@
         el('h1', {}, `Run ${run.id} `, el('span', { class: `status ${run.status}`, id: 'run-status', text: run.status })),
         el('p', { class: 'task', text: clip(run.task, 600) }),
         run.reason ? el('p', { id: 'run-reason' }, el('strong', { text: 'Reason: ' }), run.reason) : null,
+        run.traceId ? el('p', { id: 'run-trace', class: 'muted' }, 'Trace: ',
+          run.traceUrl ? el('a', { 'external-href': run.traceUrl, text: run.traceId }) : el('code', { text: run.traceId })) : null,
         buttons].filter(Boolean));
       const b = run.budgets || {};
       budgets.replaceChildren(...Object.entries(b).map(([k, u]) => el('div', {},
