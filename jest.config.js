@@ -3,8 +3,11 @@ const transform = {
   '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript' }, target: 'es2023' } }],
   // cookie 2.x (used by Fastify's inject()) ships only ES modules, which Jest's CommonJS registry cannot load.
   '/node_modules/cookie/.+\\.js$': ['@swc/jest', { jsc: { target: 'es2023' }, module: { type: 'commonjs' } }],
+  // The OTLP exporters load node:http with import(), which Jest's VM refuses without
+  // --experimental-vm-modules: compiled to require() for tests only (node runs the package as is).
+  '/node_modules/@opentelemetry/otlp-exporter-base/.+\\.cjs$': ['@swc/jest', { jsc: { target: 'es2023' }, module: { type: 'commonjs' } }],
 };
-const transformIgnorePatterns = ['/node_modules/(?!cookie/)'];
+const transformIgnorePatterns = ['/node_modules/(?!cookie/|@opentelemetry/otlp-exporter-base/)'];
 module.exports = {
   testEnvironment: 'node',
   maxWorkers: 2,
