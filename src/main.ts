@@ -12,9 +12,6 @@ import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import type { FastifyInstance } from 'fastify';
 import { SHUTDOWN_CLEANUP_MS, tracingSettings, type Config } from './config';
-import { startTracing } from './telemetry/tracer';
-import { CorralTracing } from './telemetry/corral-tracing';
-import { startCountsPusher } from './telemetry/counts-pusher';
 import { LogSigner, loadVerifyKey } from './report/log-signature';
 import { CorralError, InvalidInputError, StoreUnavailableError } from './domain/errors';
 import type { Model } from './domain/model';
@@ -271,10 +268,12 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
   const metrics = new RunMetrics(redis);
   // Traces (OTEL_* settings; off without an endpoint): one tracer for this process, its export counts into /metrics.
   const traceSettings = tracingSettings(config);
-  const tracer = traceSettings ? startTracing(traceSettings, { role: roles.api && roles.worker ? 'api+worker' : roles.api ? 'api' : 'worker', instance: workerId, version: CORRAL_VERSION }) : undefined;
-  const tracing = tracer ? new CorralTracing(tracer, { ...(modelServerOf(config) ? { modelServer: modelServerOf(config)! } : {}) }) : undefined;
-  if (tracer) {
-    const pusher = startCountsPusher(() => tracer.counts(), (d) => metrics.addTraceCounts(d), 5000, (err) => log('could not record span counts', { error: err.message }));
+  // The SDK is loaded only when traces are on: with them off no module of it is in the process.
+  const otel = traceSettings ? { ...(await import('./telemetry/tracer')), ...(await import('./telemetry/corral-tracing')), ...(await import('./telemetry/counts-pusher')) } : undefined;
+  const tracer = traceSettings && otel ? otel.startTracing(traceSettings, { role: roles.api && roles.worker ? 'api+worker' : roles.api ? 'api' : 'worker', instance: workerId, version: CORRAL_VERSION }) : undefined;
+  const tracing = tracer && otel ? new otel.CorralTracing(tracer, { ...(modelServerOf(config) ? { modelServer: modelServerOf(config)! } : {}) }) : undefined;
+  if (tracer && otel) {
+    const pusher = otel.startCountsPusher(() => tracer.counts(), (d) => metrics.addTraceCounts(d), 5000, (err) => log('could not record span counts', { error: err.message }));
     onClose('traces', async () => {
       await tracer.shutdown();
       await pusher.stop();
