@@ -23,7 +23,8 @@
  *                               with BENCH_SETUP_UPLOAD_MB=200 each run starts from a 200 MB upload (setup_cache_upload)
  *  13. effects                  the per-call effect check (protected files read through the engine) beside a call without
  *                               it, for three workspace sizes, and the secret scan of a tool output (bench/effects.ts; BENCH_EFFECT_CALLS)
- * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate, =workspace-upload, =setup-cache, =artifact-store, =effects) runs stage 5 (or 6, 7, 8, 9, 10, 11, 12, 13) alone and merges its result into bench/results.json.
+ *  14. tracing                  runs with OTLP traces on beside off, alternating in the same minutes: run wall time, CPU, spans (bench/tracing.ts; BENCH_TRACE_RUNS, BENCH_TRACE_TOOLS)
+ * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate, =workspace-upload, =setup-cache, =artifact-store, =effects, =tracing) runs stage 5 (or 6, 7, 8, 9, 10, 11, 12, 13, 14) alone and merges its result into bench/results.json.
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
  *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_ISOLATION_EXECS (30)  BENCH_ISOLATION_ACQUIRES (8)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
@@ -53,6 +54,7 @@ import { benchIsolation } from './isolation';
 import { benchPolicy, type PolicyBench } from './policy';
 import { benchSandbox } from './sandbox-exec';
 import { benchStreaming } from './streaming';
+import { benchTracing } from './tracing';
 import { envInt, note, round } from './stats';
 
 const CONCURRENCIES = [1, 4, 8] as const;
@@ -177,7 +179,19 @@ async function effectsOnly(): Promise<void> {
   mergeResults('effects', effects, effectTargets(effects));
 }
 
+/** Stage 14 alone (BENCH_STAGES=tracing): its result merged into bench/results.json. */
+async function tracingOnly(): Promise<void> {
+  const redisBox = await benchRedis();
+  try {
+    note('stage 14: tracing — runs with traces exported over OTLP beside runs without, alternating');
+    mergeResults('tracing', await benchTracing({ redisUrl: redisBox.url, runs: envInt('BENCH_TRACE_RUNS', 12), tools: envInt('BENCH_TRACE_TOOLS', 3) }));
+  } finally {
+    await redisBox.close();
+  }
+}
+
 async function main(): Promise<void> {
+  if (process.env.BENCH_STAGES === 'tracing') return tracingOnly();
   if (process.env.BENCH_STAGES === 'effects') return effectsOnly();
   if (process.env.BENCH_STAGES === 'artifact-store') return storeOnly();
   if (process.env.BENCH_STAGES === 'setup-cache') return setupOnly();
