@@ -111,6 +111,7 @@ async function finished(id: string, tenant: string): Promise<void> {
   await f.store.update(id, {
     status: 'succeeded', outcome: 'succeeded', reason: 'done', finalAnswer: 'ok', startedAt: new Date(f.clock.now - 5000).toISOString(), finishedAt: new Date(f.clock.now).toISOString(),
     workerId: 'w-test', logPath: join(dir, 'events.jsonl'), reportPath: join(dir, 'report.md'),
+    logSeal: { finalHash: 'a'.repeat(64), lines: 2 }, traceId: 'b'.repeat(32),
     usage: { llmCalls: 3, toolCalls: 2, inputTokens: 1500, outputTokens: 500, costUsd: 0.002, wallTimeMs: 4200 },
     artifacts: [{ name: 'workspace.tar', path: join(dir, 'workspace.tar'), bytes: 1024 }, { name: 'workspace.patch', path: join(dir, 'workspace.patch'), bytes: 33 }, { name: 'agent.bundle', path: join(dir, 'agent.bundle'), bytes: 16 }, { name: 'needs-review.jsonl', path: join(dir, 'needs-review.jsonl'), bytes: 74 }],
   });
@@ -198,6 +199,8 @@ test('every route, every documented status: each answer is documented for its ro
   await call(app, 'POST', '/v1/runs/bad/cancel');
   // The cancelled run has ended: its replay needs model turns (409); its files are not written (404).
   await call(app, 'POST', `/v1/runs/${id}/replay`);
+  await call(app, 'GET', `/v1/runs/${id}/verify`); // 404: it ended before it ran, no log was sealed
+  await call(app, 'GET', '/v1/runs/bad/verify');
   for (const file of ['report', 'logs', 'artifacts/workspace.tar', 'artifacts/patch', 'artifacts/agent.bundle', 'artifacts/needs-review.jsonl']) {
     await call(app, 'GET', `/v1/runs/${id}/${file}`);
     await call(app, 'GET', `/v1/runs/bad/${file}`);
@@ -206,6 +209,7 @@ test('every route, every documented status: each answer is documented for its ro
   const waiting = (await call(app, 'POST', '/v1/runs', { body: run({ approvals: true }) })).body as { id: string };
   await f.store.claim(waiting.id, 'token-contract'); // a worker took it: running, owned, its job no longer waiting
   await (await f.queue.getJob(waiting.id))?.remove();
+  await call(app, 'GET', `/v1/runs/${waiting.id}/verify`); // 409: its log is still being written
   await f.store.setPending(waiting.id, { callId: 'call_p', tool: 'bash', args: { command: 'rm -r x' }, reason: 'needs a human', since: new Date().toISOString() });
   await call(app, 'POST', `/v1/runs/${waiting.id}/approvals/call_p`, { body: { decision: 'approve', by: 'contract' } });
   await call(app, 'POST', `/v1/runs/${waiting.id}/approvals/call_p`, { body: { decision: 'approve' } });
@@ -214,6 +218,8 @@ test('every route, every documented status: each answer is documented for its ro
   const done = newRunId();
   await finished(done, 'acme');
   for (const file of ['report', 'logs', 'artifacts/workspace.tar', 'artifacts/patch', 'artifacts/agent.bundle', 'artifacts/needs-review.jsonl']) await call(app, 'GET', `/v1/runs/${done}/${file}`);
+  // 200: the check's answer (this fixture's log is not a chained one: verified false, line 1 named)
+  expect((await call(app, 'GET', `/v1/runs/${done}/verify`)).body).toMatchObject({ verified: false, firstBreak: { line: 1, problem: 'not-chained' } });
   await call(app, 'POST', `/v1/runs/${done}/replay`);
   const globexDone = newRunId();
   await finished(globexDone, 'globex');
