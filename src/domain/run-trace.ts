@@ -30,6 +30,8 @@ export interface RunTraceStart {
   resumed: boolean;
   task: string;
   parentRunId?: string;
+  /** The tools the server offers: a call naming another (the model's own text) is shown as `_OTHER`. */
+  toolNames?: readonly string[];
 }
 
 export interface RunEnd {

@@ -19,6 +19,9 @@ import type { RunEnd, RunTrace, RunTraceStart } from '../domain/run-trace';
 import { contextFrom, traceparentOf } from './trace-context';
 
 const ms = (iso: string): number => Date.parse(iso);
+/** HTTP methods shown as such (the OTel convention); any other word a sandbox sent is `_OTHER`. */
+const METHODS = new Set(['CONNECT', 'DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT', 'TRACE']);
+const methodOf = (m: string): string => (METHODS.has(m) ? m : '_OTHER');
 /** Tool calls whose spans are remembered for late events (egress after the result, a sub-run's context). */
 const MAX_CALLS = 4096;
 
@@ -41,10 +44,12 @@ export class OtelRunTrace implements RunTrace {
   private approvals = new Map<string, Span>();
   private setup: Span | undefined;
   private ended = false;
+  private readonly toolNames: ReadonlySet<string> | undefined;
 
   constructor(s: RunTraceStart, private readonly o: RunTraceOptions) {
     this.tracer = o.tracer;
     this.now = o.now ?? Date.now;
+    this.toolNames = s.toolNames ? new Set(s.toolNames) : undefined;
     const parent = contextFrom(s.traceparent, s.tracestate);
     const start = !s.resumed && s.queuedAt !== undefined && s.queuedAt <= s.startedAt ? s.queuedAt : s.startedAt;
     this.run = this.tracer.startSpan('corral.run', {
@@ -171,8 +176,12 @@ export class OtelRunTrace implements RunTrace {
         }
         break;
       case 'tool.call': {
-        const span = this.child(`execute_tool ${e.tool}`, at, undefined, {
-          'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': e.tool, 'gen_ai.tool.call.id': e.callId, 'gen_ai.tool.type': 'function',
+        // An unknown tool's name is the model's own text: not shown.
+        const known = !this.toolNames || this.toolNames.has(e.tool);
+        const tool = known ? e.tool : '_OTHER';
+        const span = this.child(`execute_tool ${tool}`, at, undefined, {
+          'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': tool, 'gen_ai.tool.call.id': e.callId, 'gen_ai.tool.type': 'function',
+          ...(known ? {} : { 'corral.tool.unknown': true }),
         });
         if (this.calls.size >= MAX_CALLS) this.calls.delete(this.calls.keys().next().value!);
         this.calls.set(e.callId, { span, ctx: trace.setSpan(this.ctx, span), open: true });
@@ -232,7 +241,7 @@ export class OtelRunTrace implements RunTrace {
       case 'egress': {
         const parent = e.callId ? this.calls.get(e.callId)?.ctx ?? this.ctx : this.ctx;
         this.child('corral.egress', at, at, {
-          'corral.egress.decision': e.decision, 'server.port': e.port, 'http.request.method': e.method.slice(0, 16),
+          'corral.egress.decision': e.decision, 'server.port': e.port, 'http.request.method': methodOf(e.method),
           ...(e.code ? { 'corral.egress.code': e.code } : {}),
           // a refused name is not shown: a name can carry data out
           ...(e.decision === 'allow' ? { 'server.address': e.host } : {}),

@@ -229,6 +229,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     runId, tenant, attempt: attempt.attempt, startedAt: clock(), resumed: deps.tracing ? !!(await tree?.loadSuspension(runId).catch(() => null)) : false, task: spec.task,
     ...(parsed.data.traceparent ? { traceparent: parsed.data.traceparent } : {}), ...(parsed.data.tracestate ? { tracestate: parsed.data.tracestate } : {}),
     ...(attempt.queuedAt !== undefined ? { queuedAt: attempt.queuedAt } : {}), ...(parent ? { parentRunId: parent.runId } : {}),
+    ...(deps.tracing ? { toolNames: toolsFor(config).map((t) => t.name) } : {}),
   });
   if (unnamedTenant) log('a job put straight on the queue names no tenant: its run is tenant "default"\'s, which no token sees when auth is on (set data.tenant)', { runId });
   // The admission the API applies, again: a producer may have written this job straight to the queue,

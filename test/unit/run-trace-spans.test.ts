@@ -56,6 +56,23 @@ test('a denied connection shows no host, arguments and reasons stay out, the tas
   expect(exporter.getFinishedSpans().find((s) => s.name === 'corral.run')!.attributes['corral.task']).toBe('TASK-MARK do things');
 });
 
+test('model- or sandbox-chosen words never become span names or attributes: an unknown tool\'s name, a made-up HTTP method', async () => {
+  const t = new OtelRunTrace({ runId: 'run_1', tenant: 'acme', attempt: 1, startedAt: T0, resumed: false, task: 't', toolNames: ['bash', 'read_file'] }, { tracer, taskText: false, now: () => T0 + 9000 });
+  const leak = 'AKIAQ7XW2ZRTPLMNB3VC';
+  t.sink(ev({ type: 'tool.call', callId: 'c1', tool: leak, args: {} }, 100));
+  t.sink(ev({ type: 'tool.result', callId: 'c1', tool: leak, ok: false, blocked: false, summary: `unknown tool "${leak}"`, ms: 1 }, 110));
+  t.sink(ev({ type: 'tool.call', callId: 'c2', tool: 'bash', args: {} }, 120));
+  t.sink(ev({ type: 'egress', callId: 'c2', host: 'x.test', port: 80, method: leak.slice(0, 16), decision: 'deny', reason: 'bad request line', code: 'bad_request' }, 130));
+  t.sink(ev({ type: 'egress', callId: 'c2', host: 'ok.test', port: 443, method: 'CONNECT', decision: 'allow', reason: 'listed' }, 140));
+  t.end({ outcome: 'succeeded' });
+  await provider.forceFlush();
+  const spans = exporter.getFinishedSpans();
+  expect(strings(spans).filter((x) => x.includes(leak.slice(0, 8)))).toEqual([]);
+  expect(spans.map((s) => s.name)).toEqual(expect.arrayContaining(['execute_tool _OTHER', 'execute_tool bash']));
+  expect(spans.find((s) => s.name === 'execute_tool _OTHER')!.attributes).toMatchObject({ 'gen_ai.tool.name': '_OTHER', 'corral.tool.unknown': true });
+  expect(spans.filter((s) => s.name === 'corral.egress').map((s) => s.attributes['http.request.method'])).toEqual(['_OTHER', 'CONNECT']);
+});
+
 test('an end with a call still open or an approval pending closes them; events after the end are ignored', async () => {
   const t = start(false, '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
   t.sink(ev({ type: 'tool.call', callId: 'c9', tool: 'bash', args: {} }, 100));
