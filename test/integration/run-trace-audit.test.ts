@@ -82,6 +82,10 @@ beforeAll(async () => {
   const agent = scriptedAgent({
     'TRACE-RUN': (body: Record<string, unknown>, turn: number) => (turn < turns.length ? toolCallTurn(turns[turn]!) : finalTurn(`${ANSWER_MARK}: ${messagesOf(body).filter((m) => m.role === 'tool').length} results`)),
     'SLOW-COLLECTOR': (_b: Record<string, unknown>, turn: number) => (turn === 0 ? toolCallTurn([bash('echo hi', 'call_hi')]) : finalTurn('done')),
+    'TRACE-PARENT': (_b: Record<string, unknown>, turn: number) => (turn === 0
+      ? toolCallTurn([{ name: 'delegate', id: 'c_child', args: { task: 'TRACE-CHILD: say hello', budgets: { llmCalls: 2 } } }])
+      : finalTurn('the child answered')),
+    'TRACE-CHILD': () => finalTurn('hello'),
   });
   h = await startHarness('trace', {
     chat: agent,
@@ -331,6 +335,33 @@ describe('tamper-evident log', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('sub-runs', () => {
+  test('a delegate call\'s sub-run is in its parent\'s trace, below the call; the parent\'s second leg too', async () => {
+    const trace = '7e1f0c2b3a4d5e6f708192a3b4c5d6e7';
+    const r = await apiRequest<{ id: string; traceId: string }>(h.url, 'POST', '/v1/runs', {
+      task: '# Task\nTRACE-PARENT: delegate a greeting\n\n# Allowed tools\n- bash\n- delegate\n', approvals: false, budgets: { llmCalls: 6, toolCalls: 4, wallTimeS: 120 },
+    }, { traceparent: `00-${trace}-${CALLER_SPAN}-01` });
+    expect(r.status).toBe(201);
+    const parent = await h.waitFor(r.body.id, undefined, 240_000);
+    expect(parent).toMatchObject({ status: 'succeeded', traceId: trace });
+    const childId = ((parent.children ?? []) as Array<{ id: string }>)[0]?.id;
+    expect(childId).toEqual(expect.any(String));
+    const spans = await eventually(() => receiver.spans.filter((x) => x.traceId === trace), {
+      what: 'the parent\'s two legs and the child\'s run', timeoutMs: 60_000,
+      until: (xs) => xs.filter((x) => x.name === 'corral.run').length === 3 && xs.filter((x) => x.name === 'corral.end').length === 2,
+    });
+    const runs = spans.filter((x) => x.name === 'corral.run');
+    const submit = spans.find((x) => x.name === 'corral.submit')!;
+    const legs = runs.filter((x) => x.attributes['corral.run.id'] === r.body.id).sort((a, b) => (a.startNs < b.startNs ? -1 : 1));
+    expect(legs.map((x) => [x.parentSpanId === submit.spanId, x.attributes['corral.run.resumed'], x.attributes['corral.run.outcome']])).toEqual([[true, false, 'suspended'], [true, true, 'succeeded']]);
+    const call = spans.find((x) => x.name === 'execute_tool delegate')!;
+    expect(call.parentSpanId).toBe(legs[0]!.spanId);
+    const child = runs.find((x) => x.attributes['corral.run.id'] === childId)!;
+    expect(child).toMatchObject({ parentSpanId: call.spanId, attributes: expect.objectContaining({ 'corral.run.parent_id': r.body.id, 'corral.run.outcome': 'succeeded' }) });
+    expect(spans.filter((x) => x.name === 'chat fake-agent' && x.parentSpanId === child.spanId)).toHaveLength(1);
   });
 });
 
