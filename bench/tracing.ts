@@ -8,17 +8,11 @@
  * and for the traced side the spans a run made and the OTLP bytes per span the receiver got.
  * `BENCH_STAGES=tracing npm run bench` (BENCH_TRACE_RUNS, default 12 per side; BENCH_TRACE_TOOLS, 3).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { loadConfig } from '../src/config';
-import { startCorral, type StartedCorral } from '../src/main';
 import { apiRequest } from '../test/support/api-request';
 import { eventually } from '../test/support/eventually';
-import { startFakeDecisionsServer } from '../test/support/fake-decisions-server';
+import { startHarness } from '../test/support/corral-harness';
 import { loadAgent, loadTask } from '../test/support/load-agent';
 import { startOtlpReceiver } from '../test/support/otlp-receiver';
-import { sandboxTestEnv } from '../test/support/sandbox-env';
 import { note, round, stats, type P50P95 } from './stats';
 
 export interface TracingBench {
@@ -34,28 +28,18 @@ export async function benchTracing(o: { redisUrl: string; runs: number; tools: n
   const receiver = await startOtlpReceiver('ok', { lazy: true });
   const otlp = receiver.url;
   const sent = () => ({ bytes: receiver.requests.reduce((a, r) => a + r.bytes, 0), spans: receiver.spans.length });
-  const model = await startFakeDecisionsServer({ chat: loadAgent() });
-  const dirs: string[] = [];
-  const start = async (name: string, env: Record<string, string>): Promise<StartedCorral> => {
-    const dir = mkdtempSync(join(tmpdir(), `corral-bench-${name}-`));
-    dirs.push(dir);
-    const config = loadConfig({
-      REDIS_URL: o.redisUrl, CORRAL_QUEUE: `bench-trace-${name}-${process.pid}`, CORRAL_DATA_DIR: dir, CORRAL_API_PORT: '0',
-      CORRAL_WORKER_ID: `bench-${name}`, CORRAL_POLICY_DIR: resolve(__dirname, '../policies'), OPENAI_API_KEY: 'bench', OPENAI_BASE_URL: model.baseURL,
-      CORRAL_MODEL: 'fake-agent', CORRAL_CLASSIFIER: 'false', CORRAL_REAP_INTERVAL_S: '3600', ...sandboxTestEnv(), ...env,
-    });
-    return startCorral(config, { api: true, worker: true }, () => undefined);
-  };
-  const off = await start('off', {});
-  const on = await start('on', { OTEL_EXPORTER_OTLP_ENDPOINT: otlp, OTEL_BSP_SCHEDULE_DELAY: '200' });
-  const sides = { off: { corral: off, ms: [] as number[], cpu: [] as number[] }, on: { corral: on, ms: [] as number[], cpu: [] as number[] } };
+  // Two whole corral servers as the tests start them (API + worker, the worker through its own docker gate).
+  const harness = (name: string, env: Record<string, string>) => startHarness(`bench-trace-${name}`, { chat: loadAgent() }, { REDIS_URL: o.redisUrl, ...env });
+  const offH = await harness('off', {});
+  const onH = await harness('on', { OTEL_EXPORTER_OTLP_ENDPOINT: otlp, OTEL_BSP_SCHEDULE_DELAY: '200' });
+  const sides = { off: { url: offH.url, ms: [] as number[], cpu: [] as number[] }, on: { url: onH.url, ms: [] as number[], cpu: [] as number[] } };
   const traced = new Set<string>();
-  const oneRun = async (c: StartedCorral): Promise<{ ms: number; cpu: number }> => {
+  const oneRun = async (url: string): Promise<{ ms: number; cpu: number }> => {
     const cpu0 = process.cpuUsage();
     const t0 = Date.now();
-    const r = await apiRequest<{ id: string; traceId?: string }>(c.url!, 'POST', '/v1/runs', { task: loadTask(o.tools, 'tracing bench'), approvals: false });
+    const r = await apiRequest<{ id: string; traceId?: string }>(url, 'POST', '/v1/runs', { task: loadTask(o.tools, 'tracing bench'), approvals: false });
     if (r.status !== 201) throw new Error(`submit: ${r.status} ${JSON.stringify(r.body)}`);
-    const run = await eventually(async () => (await apiRequest<Record<string, unknown>>(c.url!, 'GET', `/v1/runs/${r.body.id}`)).body, {
+    const run = await eventually(async () => (await apiRequest<Record<string, unknown>>(url, 'GET', `/v1/runs/${r.body.id}`)).body, {
       what: 'the run to end', until: (x) => !!x.finishedAt, timeoutMs: 120_000, intervalMs: 20,
     });
     if (run.status !== 'succeeded') throw new Error(`run ${r.body.id}: ${String(run.status)} ${String(run.reason)}`);
@@ -65,18 +49,18 @@ export async function benchTracing(o: { redisUrl: string; runs: number; tools: n
   };
   let onClosed = false;
   try {
-    await oneRun(off); // warm-up, both sides (images, pools, JIT)
-    await oneRun(on);
+    await oneRun(offH.url); // warm-up, both sides (images, pools, JIT)
+    await oneRun(onH.url);
     traced.clear();
     for (let i = 0; i < o.runs; i++) {
       for (const side of i % 2 === 0 ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
-        const m = await oneRun(sides[side].corral);
+        const m = await oneRun(sides[side].url);
         sides[side].ms.push(m.ms);
         sides[side].cpu.push(m.cpu);
       }
       note(`tracing: ${i + 1}/${o.runs} pairs`);
     }
-    await on.close(); // flushes what is queued
+    await onH.close(); // its tracer flushes what is queued
     onClosed = true;
     const mean = (xs: number[]) => round(xs.reduce((x, y) => x + y, 0) / xs.length);
     receiver.decodeNow();
@@ -89,10 +73,8 @@ export async function benchTracing(o: { redisUrl: string; runs: number; tools: n
       overhead: { run_ms_p50: round(onStats.run_ms.p50 - offStats.run_ms.p50), cpu_ms_mean: round(onStats.cpu_ms_mean - offStats.cpu_ms_mean) },
     };
   } finally {
-    await off.close();
-    if (!onClosed) await on.close();
-    await model.close();
+    await offH.close();
+    if (!onClosed) await onH.close();
     await receiver.close();
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }
 }

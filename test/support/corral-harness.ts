@@ -32,7 +32,7 @@ export interface Harness {
 }
 
 export async function startHarness(name: string, handlers: { chat: Handler; decisions?: Handler }, env: Record<string, string> = {}, extras: CorralExtras = {}): Promise<Harness> {
-  if (!process.env.REDIS_URL) throw new Error('REDIS_URL is not set: the integration global setup did not run');
+  if (!process.env.REDIS_URL && !env.REDIS_URL) throw new Error('REDIS_URL is not set: the integration global setup did not run');
   const fake = await startFakeDecisionsServer(handlers);
   const suffix = `${name}-${process.pid}-${Date.now().toString(36)}`;
   const base = loadConfig({
