@@ -272,8 +272,9 @@ export const ConfigSchema = z.object({
   /**
    * Every concurrent sandbox on a host runs as uids of its own: slot n has its PID 1 as uid
    * BASE+2n and the agent as BASE+2n+1 (n < CORRAL_SANDBOX_SLOTS). The slot is leased by the
-   * container's name, so every worker on one engine shares the range safely. Pick a range no host
-   * user or subordinate-uid range uses; the sandbox image names these uids (sandbox.Dockerfile).
+   * container's name on its engine and by a lease in CORRAL_HOST_LEASE_DIR on its host, so every
+   * worker and engine of a host shares the range safely. Pick a range no host user or subordinate-uid
+   * range uses; the sandbox image names these uids (sandbox.Dockerfile).
    */
   CORRAL_SANDBOX_UID_BASE: z.coerce.number().int().min(1000).max(2 ** 31 - 2 ** 20).default(2_000_000),
   CORRAL_SANDBOX_SLOTS: z.coerce.number().int().min(1).max(65_536).default(500),
@@ -283,6 +284,12 @@ export const ConfigSchema = z.object({
    * the host); default: $TMPDIR/corral-egress.
    */
   CORRAL_EGRESS_DIR: z.string().startsWith('/', 'must be an absolute path').optional(),
+  /**
+   * The host's uid-slot leases (src/sandbox/host-leases.ts): one directory for every deployment, engine
+   * and docker gate of a host, writable only by whoever allocates slots (the gate, or a worker holding
+   * the engine itself); default: $TMPDIR/corral-leases.
+   */
+  CORRAL_HOST_LEASE_DIR: z.string().startsWith('/', 'must be an absolute path').optional(),
   /** false: allowlist entries with a wildcard (`*.suffix`) are refused at submit and by the worker. */
   CORRAL_EGRESS_WILDCARDS: bool(true),
   /** Per run, through its egress proxy: connections open at once (each is 2 of the proxy's file descriptors). */

@@ -390,7 +390,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
         onClose('health file', async () => health.stop());
       }
       const reaper: Reaper = startReaper(config, {
-        docker, log, graceMs: config.CORRAL_REAP_GRACE_S * 1000, queue: config.CORRAL_QUEUE, engine: engineKeyOf(config),
+        docker, log, graceMs: config.CORRAL_REAP_GRACE_S * 1000, queue: config.CORRAL_QUEUE, engine: engineKeyOf(config), sandboxEngine: sandboxes.engine,
         isActive: async (runId, owner) => {
           // Pool containers: this worker's while held; another worker's until their deadline.
           if (runId.startsWith(POOL_PREFIX)) return owner === workerId ? sandboxes.poolOwns(runId) : true;

@@ -7,7 +7,7 @@
 import { chmod } from 'node:fs/promises';
 import { loadConfig } from '../config';
 import { parseArgs, UsageError } from './cli-args';
-import { engineSocketPath, policyFromConfig, readKey, startGate } from '../docker-gate';
+import { engineSocketPath, leaseDirFromConfig, policyFromConfig, readKey, startGate } from '../docker-gate';
 
 export async function run(argv: string[]): Promise<number> {
   const { opts: values, positionals: extra } = parseArgs(argv, { listen: 'string', image: 'list', 'key-file': 'string', 'socket-mode': 'string' });
@@ -21,9 +21,9 @@ export async function run(argv: string[]): Promise<number> {
   const policy = policyFromConfig(config, { ...(values.image.length ? { images: values.image } : {}), ...(keyFile ? { key: readKey(keyFile) } : {}) });
   if (!keyFile) process.stderr.write('corral docker-gate: no --key-file: a fresh ownership key; after a restart the gate will not recognise sandboxes it created before (the engine still ends them at their deadline)\n');
   const path = new URL(listen).pathname;
-  const gate = await startGate({ policy, listen: path, engineSocket: engineSocketPath(config.DOCKER_HOST) });
+  const gate = await startGate({ policy, listen: path, engineSocket: engineSocketPath(config.DOCKER_HOST), leaseDir: leaseDirFromConfig(config) });
   await chmod(path, parseInt(mode, 8));
-  process.stderr.write(`${JSON.stringify({ msg: 'docker-gate listening', listen: path, images: policy.images, queue: policy.queue, egressRoot: policy.egressRoot })}\n`);
+  process.stderr.write(`${JSON.stringify({ msg: 'docker-gate listening', listen: path, images: policy.images, queue: policy.queue, egressRoot: policy.egressRoot, leaseDir: leaseDirFromConfig(config) })}\n`);
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);

@@ -1,14 +1,24 @@
 /**
  * The docker gate: an HTTP server (Node's own parser) on a unix socket that alone talks to the engine
- * and forwards only the Engine API subset corral uses, each request checked (rules.ts). Requests are
- * rebuilt from validated parts (method, path segments, query) rather than forwarded as bytes; bodies
- * are bounded; hijacked exec streams are piped byte for byte after the engine answered 101. Every
- * refusal is a 403 `{"message": "docker-gate refused (rule …): …"}` and a log line.
+ * and serves only the Engine API subset corral uses (routes.ts lists it). Nothing the client sends
+ * reaches the engine as sent: each request is rebuilt from checked parts — method, path segments, a
+ * query rebuilt from its table, and a JSON body rebuilt from the fields the rules checked (rules.ts,
+ * create-rules.ts); no client body bytes are ever relayed. Hijacked exec streams are piped byte for
+ * byte only after the engine answered 101. Every refusal is a 403 `{"message": "docker-gate refused
+ * (rule …): …"}` and a log line.
+ *
+ * Beside the engine the gate owns what a create needs on the host: the egress directories (egress-root.ts),
+ * the host's uid-slot leases (src/sandbox/host-leases.ts) and each slot's pty volume (pty-volume.ts).
  */
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { LABELS } from '../sandbox/container-spec';
-import { checkCreate, checkExec, GATE_LABEL, owned, ownershipTag, Refusal, type GatePolicy } from './rules';
+import { HostLeases } from '../sandbox/host-leases';
+import { isPtyVolume, ptyVolumeCreateBody } from '../sandbox/pty-volume';
+import { EgressRoot } from './egress-root';
+import { parseGoJson, type JValue } from './go-json';
+import { checkCreate, checkExec, checkExecStart, checkQuery, GATE_LABEL, owned, ownershipTag, recordedUid, Refusal, type GatePolicy } from './rules';
+import { matchRoute, MIN_API_VERSION, serveRoute, type Owned, type RouteContext } from './routes';
 
 export type GateLog = (msg: string, fields?: Record<string, unknown>) => void;
 
@@ -16,39 +26,42 @@ export interface GateOptions {
   policy: GatePolicy;
   /** The engine's unix socket. */
   engineSocket: string;
+  /** The host's uid-slot lease directory (shared by every allocator on the host). */
+  leaseDir: string;
   log?: GateLog;
+  /** How often orphaned leases and egress directories are swept (ms; 0 = only at start). */
+  sweepMs?: number;
 }
 
 const MAX_JSON_BODY = 1024 * 1024;
 const MAX_SMALL_BODY = 64 * 1024;
-const MAX_ARCHIVE_BODY = 512 * 1024 * 1024;
 const MAX_LIST_RESPONSE = 16 * 1024 * 1024;
 const CACHE_MAX = 10_000;
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 const FULL_ID = /^[0-9a-f]{64}$/;
-const CONTAINER_OPS = new Map<string, string[]>([
-  ['start', ['POST']], ['wait', ['POST']], ['kill', ['POST']], ['stop', ['POST']], ['json', ['GET']],
-  ['archive', ['GET', 'PUT', 'HEAD']], ['exec', ['POST']],
-]);
 
-class HttpError extends Error {
+export class HttpError extends Error {
   constructor(readonly status: number, message: string) {
     super(message);
   }
 }
-
-interface Owned { id: string; labels: Record<string, string> }
 
 export class DockerGate {
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   private readonly ownedIds = new Map<string, Owned>();
   private readonly execs = new Map<string, string>();
   private readonly log: GateLog;
+  private engineIdP: Promise<string> | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  readonly egress: EgressRoot;
+  readonly leases: HostLeases | undefined;
+  private leasesP: Promise<HostLeases> | undefined;
   readonly server: http.Server;
   refusals = 0;
 
   constructor(private readonly o: GateOptions) {
     this.log = o.log ?? ((msg, fields) => process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), msg, ...fields })}\n`));
+    this.egress = new EgressRoot(o.policy.egressRoot, { queue: o.policy.queue, engine: () => this.engineId() });
     this.server = http.createServer({ maxHeaderSize: 16 * 1024 }, (req, res) => {
       this.handle(req, res).catch((err: unknown) => this.fail(req, res, err));
     });
@@ -60,17 +73,61 @@ export class DockerGate {
     });
   }
 
-  listen(path: string): Promise<void> {
-    return new Promise((resolve, reject) => {
+  async listen(path: string): Promise<void> {
+    await this.egress.ready();
+    await new Promise<void>((resolve, reject) => {
       this.server.once('error', reject);
       this.server.listen(path, () => resolve());
     });
+    void this.sweep();
+    if (this.o.sweepMs !== 0) {
+      this.sweepTimer = setInterval(() => void this.sweep(), this.o.sweepMs ?? 60_000);
+      this.sweepTimer.unref();
+    }
   }
 
   async close(): Promise<void> {
+    clearInterval(this.sweepTimer);
     this.server.closeAllConnections();
     await new Promise<void>((r) => this.server.close(() => r()));
     this.agent.destroy();
+  }
+
+  /** The engine's ID (GET /info): what leases and egress markers name as their engine. */
+  engineId(): Promise<string> {
+    this.engineIdP ??= this.engineJson('GET', '/info').then((r) => {
+      const id = (r.body as { ID?: unknown } | null)?.ID;
+      if (r.status !== 200 || typeof id !== 'string' || !id) throw new HttpError(503, 'the engine did not say its ID');
+      return `engine:${id}`;
+    });
+    this.engineIdP.catch(() => (this.engineIdP = undefined));
+    return this.engineIdP;
+  }
+
+  private hostLeases(): Promise<HostLeases> {
+    this.leasesP ??= this.engineId().then(async (id) => {
+      const { ensureSecureDir } = await import('../sandbox/secure-dir');
+      await ensureSecureDir(this.o.leaseDir, 0o755);
+      return new HostLeases(this.o.leaseDir, id);
+    });
+    this.leasesP.catch(() => (this.leasesP = undefined));
+    return this.leasesP;
+  }
+
+  /** Releases leases and removes egress directories whose container is gone from this engine. */
+  async sweep(): Promise<void> {
+    try {
+      const r = await this.engineJson('GET', `/containers/json?all=1&filters=${encodeURIComponent(JSON.stringify({ label: [LABELS.corral] }))}`);
+      if (r.status !== 200 || !Array.isArray(r.body)) return;
+      const list = r.body as Array<{ Names?: string[]; Labels?: Record<string, string> }>;
+      const names = new Set(list.flatMap((c) => (c.Names ?? []).map((n) => n.replace(/^\//, ''))));
+      const dirs = new Set(list.map((c) => c.Labels?.[LABELS.egressDir]).filter((d): d is string => !!d));
+      const released = await (await this.hostLeases()).sweep(names);
+      const removed = await this.egress.sweep(dirs);
+      if (released.length || removed.length) this.log('docker-gate swept', { releasedLeases: released, removedEgressDirs: removed });
+    } catch (err) {
+      this.log('docker-gate sweep failed', { error: (err as Error).message });
+    }
   }
 
   private describe(req: http.IncomingMessage, err: unknown): { status: number; message: string } {
@@ -98,8 +155,13 @@ export class DockerGate {
   private route(req: http.IncomingMessage): { version: string; seg: string[]; query: URLSearchParams } {
     const u = new URL(req.url ?? '/', 'http://gate');
     let path = u.pathname;
-    const v = /^\/v\d{1,2}\.\d{1,3}(?=\/)/.exec(path);
+    const v = /^\/v(\d{1,2})\.(\d{1,3})(?=\/)/.exec(path);
     const version = v ? v[0] : '';
+    // Older API versions change what the engine reads (a HostConfig in a start body below 1.24, host
+    // cgroup and IPC namespaces by default below 1.41): only this version and newer are served.
+    if (v && (Number(v[1]) < MIN_API_VERSION[0] || (Number(v[1]) === MIN_API_VERSION[0] && Number(v[2]) < MIN_API_VERSION[1]))) {
+      throw new Refusal('api-version', `API version ${version.slice(2)} is older than ${MIN_API_VERSION.join('.')}, the oldest the gate serves`);
+    }
     path = path.slice(version.length);
     let seg: string[];
     try {
@@ -111,48 +173,16 @@ export class DockerGate {
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const m = req.method ?? 'GET';
     const { version, seg, query } = this.route(req);
-    const q = query.toString();
-    const qs = q ? `?${q}` : '';
-    const [a, b, c] = seg;
-    if (seg.length === 1 && a === '_ping' && (m === 'GET' || m === 'HEAD')) return this.forward(req, res, `${version}/_ping`, 'none');
-    if (seg.length === 1 && a === 'version' && m === 'GET') return this.forward(req, res, `${version}/version`, 'none');
-    if (seg.length === 2 && a === 'corral-gate' && b === 'health' && m === 'GET') return this.health(res);
-    if (seg.length === 1 && a === 'info' && m === 'GET') return this.info(res, version);
-    if (a === 'images' && seg.at(-1) === 'json' && m === 'GET' && seg.length >= 3) {
-      const name = seg.slice(1, -1).join('/');
-      if (!this.o.policy.images.includes(name)) throw new Refusal('image-allowlist', `image inspect only of the sandbox images (got ${name})`);
-      return this.forward(req, res, `${version}/images/${name.split('/').map(encodeURIComponent).join('/')}/json`, 'none');
-    }
-    if (a === 'containers' && seg.length === 2 && b === 'create' && m === 'POST') return this.create(req, res, version, query);
-    if (a === 'containers' && seg.length === 2 && b === 'json' && m === 'GET') return this.list(res, version, query);
-    if (a === 'events' && seg.length === 1 && m === 'GET') return this.forward(req, res, `${version}/events?${forceFilters(query, this.o.policy.queue).toString()}`, 'none');
-    if (a === 'containers' && b !== undefined && ID_RE.test(b)) {
-      if (seg.length === 2 && m === 'DELETE') {
-        const own = await this.ownedContainer(b);
-        await this.forward(req, res, `${version}/containers/${own.id}${qs}`, 'small');
-        if (res.statusCode < 300) this.ownedIds.delete(own.id);
-        return;
-      }
-      if (seg.length === 3 && c !== undefined && CONTAINER_OPS.get(c)?.includes(m)) {
-        const own = await this.ownedContainer(b);
-        if (c === 'exec') return this.execCreate(req, res, version, own);
-        return this.forward(req, res, `${version}/containers/${own.id}/${c}${qs}`, c === 'archive' ? 'archive' : 'small');
-      }
-    }
-    if (a === 'exec' && b !== undefined && ID_RE.test(b) && seg.length === 3) {
-      const ok = (c === 'json' && m === 'GET') || (c === 'resize' && m === 'POST') || (c === 'start' && m === 'POST');
-      if (ok) {
-        await this.ownedExec(b);
-        return this.forward(req, res, `${version}/exec/${b}/${c}${qs}`, 'small');
-      }
-    }
-    throw new Refusal('endpoint-not-allowed', `${m} ${'/' + seg.join('/')} is not in the API subset corral uses`);
+    const route = matchRoute(req.method ?? 'GET', seg, { upgrade: false, policy: this.o.policy });
+    await serveRoute(route, { gate: this, req, res, version, seg, policy: this.o.policy }, query);
   }
 
+  // ---- what routes.ts calls ----
+
   /** A container of this deployment created through the gate (by its labels and ownership tag), or a Refusal. */
-  private async ownedContainer(idOrName: string): Promise<Owned> {
+  async ownedContainer(idOrName: string): Promise<Owned> {
+    if (!ID_RE.test(idOrName)) throw new Refusal('path', 'not a container id or name');
     const hit = FULL_ID.test(idOrName) ? this.ownedIds.get(idOrName) : undefined;
     if (hit) return hit;
     const r = await this.engineJson('GET', `/containers/${encodeURIComponent(idOrName)}/json`);
@@ -161,12 +191,13 @@ export class DockerGate {
     const info = r.body as { Id: string; Name: string; Config?: { Labels?: Record<string, string> } };
     const labels = info.Config?.Labels ?? {};
     if (!owned(info.Name, labels, this.o.policy)) throw new Refusal('container-not-ours', `container ${idOrName} is not one of this deployment's sandboxes (labels ${LABELS.corral}, ${LABELS.queue}=${this.o.policy.queue} and the gate's ${GATE_LABEL})`);
-    const own = { id: info.Id, labels };
+    const own: Owned = { id: info.Id, name: info.Name.replace(/^\//, ''), labels, agentUid: recordedUid(info.Name, labels)! };
     this.remember(this.ownedIds, info.Id, own);
     return own;
   }
 
-  private async ownedExec(execId: string): Promise<void> {
+  async ownedExec(execId: string): Promise<void> {
+    if (!ID_RE.test(execId)) throw new Refusal('path', 'not an exec id');
     let container = this.execs.get(execId);
     if (!container) {
       const r = await this.engineJson('GET', `/exec/${encodeURIComponent(execId)}/json`);
@@ -182,57 +213,91 @@ export class DockerGate {
     if (map.size > CACHE_MAX) map.delete(map.keys().next().value as string);
   }
 
-  private async create(req: http.IncomingMessage, res: http.ServerResponse, version: string, query: URLSearchParams): Promise<void> {
-    const body = await readJson(req, MAX_JSON_BODY);
-    // dockerode sends the name in the query and in the body; the engine reads the query's.
-    const inBody = (body as { name?: unknown } | null)?.name;
-    const name = query.get('name') ?? (typeof inBody === 'string' ? inBody : null);
-    if (inBody !== undefined && inBody !== name) throw new Refusal('container-name', 'the name in the body and in the query differ');
-    if (inBody !== undefined) delete (body as { name?: unknown }).name;
-    const { runId } = checkCreate(body, name, this.o.policy);
-    const b = body as { Labels: Record<string, string> };
-    b.Labels[GATE_LABEL] = ownershipTag(this.o.policy.key, name!, runId);
-    const q = new URLSearchParams({ name: name! });
-    const r = await this.engineJson('POST', `${version}/containers/create?${q.toString()}`, b);
-    if (r.status === 201) {
-      const id = String((r.body as { Id?: string }).Id ?? '');
-      if (FULL_ID.test(id)) this.remember(this.ownedIds, id, { id, labels: b.Labels });
-    }
-    send(res, r.status, r.body);
+  forget(id: string): void {
+    this.ownedIds.delete(id);
   }
 
-  private async execCreate(req: http.IncomingMessage, res: http.ServerResponse, version: string, own: Owned): Promise<void> {
-    const body = await readJson(req, MAX_JSON_BODY);
-    checkExec(body, own.labels);
-    const r = await this.engineJson('POST', `${version}/containers/${own.id}/exec`, body);
+  /** POST /containers/create: checked, the host's side prepared (egress dir, pty volume, uid lease), rebuilt, forwarded. */
+  async create(ctx: RouteContext): Promise<void> {
+    const body = await readJson(ctx.req, MAX_JSON_BODY);
+    const name = ctx.query.get('name');
+    const c = checkCreate(body, name, this.o.policy);
+    if (c.egressDir) await this.egress.check(c.egressDir);
+    if (c.ptyVolume) await this.ensurePtyVolume(c.agentUid);
+    const leases = await this.hostLeases();
+    const lease = await leases.take(c.agentUid, c.name);
+    if (!lease.ok) {
+      throw new HttpError(409, `Conflict: uid slot ${c.agentUid} is leased on this host by ${lease.holder ? `${lease.holder.name} on ${lease.holder.engine}` : 'an unreadable lease'} (host leases: ${leases.dir})`);
+    }
+    const labels = c.body.Labels as Record<string, string>;
+    labels[GATE_LABEL] = ownershipTag(this.o.policy.key, c.name, c.runId);
+    let r: { status: number; body: unknown };
+    try {
+      r = await this.engineJson('POST', `${ctx.version}/containers/create?${new URLSearchParams({ name: c.name }).toString()}`, c.body);
+    } catch (err) {
+      if (lease.fresh) await leases.release(c.agentUid, c.name);
+      throw err;
+    }
+    // 409: a container of that name exists on this engine, and the lease is rightly its.
+    if (r.status !== 201 && r.status !== 409 && lease.fresh) await leases.release(c.agentUid, c.name);
+    if (r.status === 201) {
+      const id = String((r.body as { Id?: string }).Id ?? '');
+      if (FULL_ID.test(id)) this.remember(this.ownedIds, id, { id, name: c.name, labels, agentUid: c.agentUid });
+    }
+    send(ctx.res, r.status, r.body);
+  }
+
+  /** The slot's pty volume: made by the gate when missing; an existing one must be exactly that. */
+  private async ensurePtyVolume(agentUid: number): Promise<void> {
+    const want = ptyVolumeCreateBody(agentUid);
+    let r = await this.engineJson('GET', `/volumes/${encodeURIComponent(want.Name)}`);
+    if (r.status === 404) {
+      await this.engineJson('POST', '/volumes/create', want);
+      r = await this.engineJson('GET', `/volumes/${encodeURIComponent(want.Name)}`);
+    }
+    if (r.status !== 200) throw new HttpError(502, `the pty volume ${want.Name}: ${JSON.stringify(r.body).slice(0, 200)}`);
+    if (!isPtyVolume(r.body as Record<string, unknown>, agentUid)) throw new Refusal('pty-budget', `the volume ${want.Name} exists with other options than a sandbox's pty volume`);
+  }
+
+  async execCreate(ctx: RouteContext, own: Owned): Promise<void> {
+    const body = checkExec(await readJson(ctx.req, MAX_JSON_BODY), own.agentUid);
+    const r = await this.engineJson('POST', `${ctx.version}/containers/${own.id}/exec`, body);
     if (r.status === 201) {
       const id = String((r.body as { Id?: string }).Id ?? '');
       if (ID_RE.test(id)) this.remember(this.execs, id, own.id);
     }
-    send(res, r.status, r.body);
+    send(ctx.res, r.status, r.body);
   }
 
-  private async list(res: http.ServerResponse, version: string, query: URLSearchParams): Promise<void> {
-    const r = await this.engineJson('GET', `${version}/containers/json?${forceFilters(query, this.o.policy.queue).toString()}`);
-    if (r.status !== 200 || !Array.isArray(r.body)) return send(res, r.status, r.body);
+  /** After the engine removed a container: its uid lease and egress directory go too. */
+  async removed(own: Owned): Promise<void> {
+    this.forget(own.id);
+    await (await this.hostLeases()).release(own.agentUid, own.name).catch(() => undefined);
+    const dir = own.labels[LABELS.egressDir];
+    if (dir) await this.egress.remove(dir.slice(dir.lastIndexOf('/') + 1)).catch(() => undefined);
+  }
+
+  async list(ctx: RouteContext, path: string): Promise<void> {
+    const r = await this.engineJson('GET', path);
+    if (r.status !== 200 || !Array.isArray(r.body)) return send(ctx.res, r.status, r.body);
     const mine = (r.body as Array<{ Names?: string[]; Labels?: Record<string, string> }>).filter((c) => owned(c.Names?.[0] ?? '', c.Labels, this.o.policy));
-    send(res, 200, mine);
+    send(ctx.res, 200, mine);
   }
 
-  private async info(res: http.ServerResponse, version: string): Promise<void> {
-    const r = await this.engineJson('GET', `${version}/info`);
-    if (r.status !== 200) return send(res, r.status, r.body);
+  async info(ctx: RouteContext): Promise<void> {
+    const r = await this.engineJson('GET', `${ctx.version}/info`);
+    if (r.status !== 200) return send(ctx.res, r.status, r.body);
     const i = r.body as Record<string, unknown>;
     const keep = ['Runtimes', 'DefaultRuntime', 'ServerVersion', 'OSType', 'Architecture', 'NCPU', 'MemTotal', 'CgroupVersion', 'SecurityOptions'];
-    send(res, 200, Object.fromEntries(keep.filter((k) => k in i).map((k) => [k, i[k]])));
+    send(ctx.res, 200, Object.fromEntries(keep.filter((k) => k in i).map((k) => [k, i[k]])));
   }
 
-  private async health(res: http.ServerResponse): Promise<void> {
+  async health(ctx: RouteContext): Promise<void> {
     const r = await this.engineJson('GET', '/_ping').catch((err: Error) => ({ status: 0, body: err.message }));
-    send(res, r.status === 200 ? 200 : 503, { gate: 'ok', engine: r.status === 200 ? 'ok' : `unreachable: ${String(r.body).slice(0, 200)}`, refusals: this.refusals });
+    send(ctx.res, r.status === 200 ? 200 : 503, { gate: 'ok', engine: r.status === 200 ? 'ok' : `unreachable: ${String(r.body).slice(0, 200)}`, refusals: this.refusals });
   }
 
-  private engineJson(method: string, path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+  engineJson(method: string, path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
     return new Promise((resolve, reject) => {
       const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
       const up = http.request({
@@ -252,62 +317,42 @@ export class DockerGate {
     });
   }
 
-  /** Streams the request (bounded) to the engine at `path` and the answer back. */
-  private forward(req: http.IncomingMessage, res: http.ServerResponse, path: string, bodyKind: 'none' | 'small' | 'archive'): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const headers: http.OutgoingHttpHeaders = { Host: 'docker' };
-      for (const h of ['content-type', 'content-length', 'transfer-encoding']) if (req.headers[h] !== undefined) headers[h] = req.headers[h];
-      if (bodyKind === 'none') {
-        delete headers['content-length'];
-        delete headers['transfer-encoding'];
-      }
-      const up = http.request({ socketPath: this.o.engineSocket, agent: this.agent, method: req.method, path, headers }, (r) => {
+  /**
+   * Forwards a bodiless request to the engine at `path` (a rebuilt path and query) and streams the
+   * answer back; a request that came with a body is refused (no client bytes reach the engine).
+   */
+  async forward(ctx: RouteContext, path: string, body?: unknown): Promise<void> {
+    if (body === undefined) await refuseBody(ctx.req);
+    const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    await new Promise<void>((resolve, reject) => {
+      const headers: http.OutgoingHttpHeaders = { Host: 'docker', ...(data ? { 'Content-Type': 'application/json', 'Content-Length': data.length } : {}) };
+      const up = http.request({ socketPath: this.o.engineSocket, agent: this.agent, method: ctx.req.method, path, headers }, (r) => {
         const out: http.OutgoingHttpHeaders = {};
         for (const [k, v] of Object.entries(r.headers)) if (!['connection', 'keep-alive', 'transfer-encoding'].includes(k) && v !== undefined) out[k] = v;
-        res.writeHead(r.statusCode ?? 502, out);
+        ctx.res.writeHead(r.statusCode ?? 502, out);
         // A streamed answer (wait, events) gets its headers at once; a sized one goes in one write.
-        if (r.headers['content-length'] === undefined) res.flushHeaders();
-        r.pipe(res);
+        if (r.headers['content-length'] === undefined) ctx.res.flushHeaders();
+        r.pipe(ctx.res);
         r.once('end', () => resolve());
         r.once('error', reject);
       });
       up.once('error', reject);
-      res.once('close', () => {
-        if (!res.writableFinished) up.destroy();
+      ctx.res.once('close', () => {
+        if (!ctx.res.writableFinished) up.destroy();
         resolve();
       });
-      if (bodyKind === 'none') {
-        req.resume();
-        up.end();
-        return;
-      }
-      const cap = bodyKind === 'archive' ? MAX_ARCHIVE_BODY : MAX_SMALL_BODY;
-      let n = 0;
-      req.on('data', (chunk: Buffer) => {
-        n += chunk.length;
-        if (n > cap) {
-          up.destroy();
-          reject(new Refusal('body-size', `the request body exceeds ${cap} bytes`));
-          return;
-        }
-        if (!up.write(chunk)) {
-          req.pause();
-          up.once('drain', () => req.resume());
-        }
-      });
-      req.once('end', () => up.end());
+      up.end(data);
     });
   }
 
-  /** POST /exec/{id}/start with `Upgrade: tcp`: checked, then piped both ways once the engine answered 101. */
+  /** POST /exec/{id}/start with `Upgrade: tcp`: checked, rebuilt, then piped both ways once the engine answered 101. */
   private async upgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     const { version, seg, query } = this.route(req);
-    if (req.method !== 'POST' || seg.length !== 3 || seg[0] !== 'exec' || seg[2] !== 'start' || !ID_RE.test(seg[1] ?? '')) {
-      throw new Refusal('endpoint-not-allowed', `${req.method} /${seg.join('/')} (upgrade) is not in the API subset corral uses; only exec start is hijacked`);
-    }
+    matchRoute(req.method ?? 'GET', seg, { upgrade: true, policy: this.o.policy });
+    await this.ownedExec(seg[1]!);
+    checkQuery(query, {});
     const len = Number(req.headers['content-length'] ?? 0);
     if (!Number.isInteger(len) || len < 0 || len > MAX_SMALL_BODY || req.headers['transfer-encoding'] !== undefined) throw new Refusal('body-size', 'exec start needs a Content-Length body of at most 64 KiB');
-    await this.ownedExec(seg[1]!);
     // The request body (Content-Length bytes) comes first; what follows is the exec's stdin.
     let pending = head;
     while (pending.length < len) {
@@ -320,12 +365,11 @@ export class DockerGate {
       pending = Buffer.concat([pending, more]);
     }
     socket.pause();
-    const body = pending.subarray(0, len);
+    const body = Buffer.from(JSON.stringify(checkExecStart(parseBody(pending.subarray(0, len)))));
     const rest = pending.subarray(len);
-    const q = query.toString();
     await new Promise<void>((resolve, reject) => {
       const up = http.request({
-        socketPath: this.o.engineSocket, agent: false, method: 'POST', path: `${version}/exec/${seg[1]}/start${q ? `?${q}` : ''}`,
+        socketPath: this.o.engineSocket, agent: false, method: 'POST', path: `${version}/exec/${seg[1]}/start`,
         headers: { Host: 'docker', 'Content-Type': 'application/json', 'Content-Length': body.length, Connection: 'Upgrade', Upgrade: 'tcp' },
       });
       up.once('error', reject);
@@ -358,31 +402,14 @@ export class DockerGate {
       up.end(body);
     });
   }
-}
 
-/** The query's filters with this deployment's labels forced on (and nothing else widened). */
-export function forceFilters(query: URLSearchParams, queue: string): URLSearchParams {
-  let filters: Record<string, unknown> = {};
-  const raw = query.get('filters');
-  if (raw) {
-    try {
-      const f = JSON.parse(raw) as unknown;
-      if (typeof f === 'object' && f !== null && !Array.isArray(f)) filters = f as Record<string, unknown>;
-    } catch {
-      throw new Refusal('filters', 'filters must be JSON');
-    }
+  /** A JSON body read whole (bounded) and parsed as the engine's decoder sees it. */
+  readJson(req: http.IncomingMessage): Promise<JValue> {
+    return readJson(req, MAX_JSON_BODY);
   }
-  const labelsOf = (v: unknown): string[] => (Array.isArray(v) ? v.map(String) : typeof v === 'object' && v !== null ? Object.keys(v) : []);
-  const labels = new Set([...labelsOf(filters.label), `${LABELS.corral}=1`, `${LABELS.queue}=${queue}`]);
-  filters.label = [...labels];
-  if (query.has('type') || filters.type !== undefined) filters.type = ['container'];
-  const out = new URLSearchParams();
-  for (const [k, v] of query) if (k !== 'filters') out.append(k, v);
-  out.set('filters', JSON.stringify(filters));
-  return out;
 }
 
-function send(res: http.ServerResponse, status: number, body: unknown): void {
+export function send(res: http.ServerResponse, status: number, body: unknown): void {
   const data = body === null || body === undefined ? '' : typeof body === 'string' ? body : JSON.stringify(body);
   res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) }).end(data);
 }
@@ -405,11 +432,27 @@ function readBody(s: NodeJS.ReadableStream, max: number): Promise<Buffer> {
   });
 }
 
-async function readJson(req: http.IncomingMessage, max: number): Promise<unknown> {
-  const buf = await readBody(req, max);
-  try {
-    return JSON.parse(buf.toString('utf8'));
-  } catch {
-    throw new Refusal('create-body', 'the body is not JSON');
+/** Refuses a request that carries a body where the endpoint takes none. */
+async function refuseBody(req: http.IncomingMessage): Promise<void> {
+  const len = req.headers['content-length'];
+  if (req.headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0')) {
+    const buf = await readBody(req, MAX_SMALL_BODY).catch(() => Buffer.alloc(1));
+    // `{}` or `null` as an empty body (some clients send one) is no content; anything else is refused.
+    const t = buf.toString('utf8').trim();
+    if (t !== '' && t !== '{}' && t !== 'null') throw new Refusal('body-not-allowed', 'this endpoint takes no request body');
   }
+}
+
+function parseBody(buf: Buffer): JValue {
+  try {
+    return parseGoJson(buf.length ? buf.toString('utf8') : '{}');
+  } catch (err) {
+    throw new Refusal('json', `the body is not JSON as the engine reads it: ${(err as Error).message}`);
+  }
+}
+
+async function readJson(req: http.IncomingMessage, max: number): Promise<JValue> {
+  const type = String(req.headers['content-type'] ?? '');
+  if (!/^application\/json\s*(;|$)/i.test(type)) throw new Refusal('json', `the body must be application/json (got ${JSON.stringify(type).slice(0, 60)})`);
+  return parseBody(await readBody(req, max));
 }

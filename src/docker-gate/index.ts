@@ -7,23 +7,30 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import type { Config } from '../config';
 import { defaultEgressRoot } from '../sandbox/docker-sandbox';
+import { defaultLeaseDir } from '../sandbox/host-leases';
 import { DockerGate, type GateLog } from './gate-server';
 import type { GatePolicy } from './rules';
 
 export { DockerGate } from './gate-server';
 export { Refusal, checkCreate, checkExec, type GatePolicy } from './rules';
 
+/** The host's lease directory from the config (the gate and direct-engine workers share it). */
+export function leaseDirFromConfig(config: Config): string {
+  return config.CORRAL_HOST_LEASE_DIR ?? defaultLeaseDir();
+}
+
 export function policyFromConfig(config: Config, o: { images?: string[]; key?: Buffer; egressRoot?: string } = {}): GatePolicy {
   return {
     images: o.images ?? [...new Set([config.CORRAL_SANDBOX_IMAGE, ...config.CORRAL_SANDBOX_IMAGES])],
-    runtimes: ['runc', config.CORRAL_GVISOR_RUNTIME],
+    gvisorRuntime: config.CORRAL_GVISOR_RUNTIME,
     queue: config.CORRAL_QUEUE,
     egressRoot: o.egressRoot ?? config.CORRAL_EGRESS_DIR ?? defaultEgressRoot(),
     maxMemoryMb: config.CORRAL_MAX_MEMORY_MB,
     maxCpus: config.CORRAL_MAX_CPUS,
     maxPids: config.CORRAL_MAX_PIDS,
     maxWorkspaceMb: config.CORRAL_MAX_WORKSPACE_MB,
-    minUid: config.CORRAL_SANDBOX_UID_BASE,
+    uidBase: config.CORRAL_SANDBOX_UID_BASE,
+    slots: config.CORRAL_SANDBOX_SLOTS,
     key: o.key ?? randomBytes(32),
   };
 }
@@ -48,9 +55,12 @@ export function readKey(path: string): Buffer {
   return key;
 }
 
-export async function startGate(o: { policy: GatePolicy; listen: string; engineSocket: string; log?: GateLog }): Promise<DockerGate> {
+export async function startGate(o: { policy: GatePolicy; listen: string; engineSocket: string; leaseDir?: string; log?: GateLog; sweepMs?: number }): Promise<DockerGate> {
   await rm(o.listen, { force: true });
-  const gate = new DockerGate({ policy: o.policy, engineSocket: o.engineSocket, ...(o.log ? { log: o.log } : {}) });
+  const gate = new DockerGate({
+    policy: o.policy, engineSocket: o.engineSocket, leaseDir: o.leaseDir ?? defaultLeaseDir(),
+    ...(o.log ? { log: o.log } : {}), ...(o.sweepMs !== undefined ? { sweepMs: o.sweepMs } : {}),
+  });
   await gate.listen(o.listen);
   return gate;
 }

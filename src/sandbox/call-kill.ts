@@ -15,6 +15,7 @@
  */
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
+import { EXEC_START } from './sandbox-engine';
 
 /** Clock ticks per second of /proc/<pid>/stat start times (USER_HZ: 100 on every Linux ABI corral runs on). */
 const USER_HZ = 100;
@@ -51,7 +52,7 @@ exit 0`;
 export async function killCall(container: Docker.Container, user: string, callAgeMs: number): Promise<boolean> {
   try {
     const exec = await container.exec({ Cmd: killCallArgv(callAgeMs), User: user, AttachStdout: true, AttachStderr: true, Tty: false });
-    const s = (await exec.start({ hijack: true, stdin: false, Detach: false, Tty: false })) as unknown as Readable;
+    const s = (await exec.start({ hijack: true, stdin: false, ...EXEC_START })) as unknown as Readable;
     s.resume();
     await new Promise<void>((resolve) => {
       s.once('end', () => resolve());

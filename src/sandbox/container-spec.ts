@@ -22,6 +22,8 @@
  */
 import type Docker from 'dockerode';
 import type { IsolationClass } from '../domain/sandbox';
+import { ptyMount } from './pty-volume';
+import { sandboxBudget } from './sandbox-budgets';
 import { seccompJson } from './seccomp-profile';
 import { UID_LABEL, type UidSlot } from './uid-slots';
 
@@ -34,15 +36,6 @@ export const RELAY_CMD = `socat TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork UN
 export const TMP_MB = 64;
 export const HOME_MB = 16;
 export const SHM_MB = 16;
-export const NOFILE = 4096;
-/**
- * Under gVisor (ptrace platform) the container's pids cgroup counts the Sentry's and the gofer's host
- * threads (≈40 idle) and ≈7–13 host threads per sandbox process (measured: 507 at 64 sleeping processes, ≈830 under a fork bomb at RLIMIT_NPROC 64; when the cgroup refuses the Sentry a thread, the whole sandbox dies), so the cgroup gets room for
- * those; the sandbox's own process limit is then RLIMIT_NPROC, which the Sentry enforces.
- */
-export const GVISOR_HOST_PIDS_PER_PROCESS = 24;
-export const GVISOR_HOST_PIDS_BASE = 256;
-
 export const LABELS = {
   corral: 'corral',
   runId: 'corral.run-id',
@@ -63,7 +56,9 @@ export const LABELS = {
  * and machine (the kernel command line and config, symbols, modules, BTF type info, devices, I/O and
  * memory maps, disks, the boot id). A masked file reads as empty, a masked directory is an empty
  * read-only tmpfs. What cannot be masked this way: /proc/self/mountinfo (per process; under runc it
- * shows the overlay2 layer paths), /proc/cpuinfo and /proc/meminfo (programs size themselves by them).
+ * shows the overlay2 layer paths), /proc/cpuinfo and /proc/meminfo (programs size themselves by them),
+ * /proc/stat and /proc/vmstat (ps, top and psutil need /proc/stat; both count host-wide activity), and
+ * /sys/devices/system/cpu (the cpu topology). A path absent on a host is skipped by the runtime.
  */
 export const MASKED_PATHS = [
   // Docker 20.10's defaults (setting MaskedPaths replaces them)
@@ -76,7 +71,17 @@ export const MASKED_PATHS = [
   '/proc/pagetypeinfo', '/proc/vmallocinfo', '/proc/slabinfo', '/proc/key-users', '/proc/consoles', '/proc/crypto',
   '/proc/execdomains', '/proc/sys/kernel/random/boot_id',
   '/sys/kernel', '/sys/module', '/sys/power', '/sys/block', '/sys/bus', '/sys/class', '/sys/dev',
-  '/sys/devices/virtual/dmi', '/sys/devices/virtual/powercap',
+  // host-wide activity: every process's pressure stall times and the host's load average
+  '/proc/pressure', '/proc/loadavg',
+  // /sys/devices: the machine's devices with their I/O statistics (disks, block and virtual devices),
+  // memory and NUMA counters, clocks, idle and frequency residency. Kept: the cpu topology under
+  // system/cpu (glibc, nproc and runtimes size themselves by it); not masked there: the per-cpu
+  // cpuN/cpuidle directories (their number differs by host).
+  '/sys/devices/virtual', '/sys/devices/platform', '/sys/devices/pci0000:00', '/sys/devices/LNXSYSTM:00', '/sys/devices/pnp0',
+  '/sys/devices/software', '/sys/devices/tracepoint', '/sys/devices/uprobe', '/sys/devices/kprobe', '/sys/devices/breakpoint',
+  '/sys/devices/msr', '/sys/devices/faux', '/sys/devices/system/memory', '/sys/devices/system/node',
+  '/sys/devices/system/clockevents', '/sys/devices/system/clocksource', '/sys/devices/system/container',
+  '/sys/devices/system/machinecheck', '/sys/devices/system/edac', '/sys/devices/system/cpu/cpuidle', '/sys/devices/system/cpu/cpufreq',
 ];
 
 export interface ContainerSpecInput {
@@ -161,6 +166,7 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
   const tmpfsOpts = 'rw,exec,nosuid,nodev';
   const agent = input.slot.agentUid;
   const gvisor = input.isolation === 'gvisor';
+  const budget = sandboxBudget(limits.pids, input.isolation);
   const labels: Record<string, string> = {
     [LABELS.corral]: '1',
     [LABELS.runId]: input.runId,
@@ -183,7 +189,9 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
       '/tmp': `${tmpfsOpts},size=${TMP_MB}m,mode=1777`,
       [HOME_DIR]: `${tmpfsOpts},size=${HOME_MB}m,uid=${agent},gid=${agent},mode=0700`,
     },
-    Mounts: gvisor ? [] : [workspaceMount(limits.workspaceMb, agent)],
+    // runc: the workspace volume (above), and the slot's own devpts instance, at most PTYS ptys
+    // (pty-volume.ts); under gVisor neither: its workspace is the tmpfs above, its ptys are the Sentry's.
+    Mounts: gvisor ? [] : [workspaceMount(limits.workspaceMb, agent), ptyMount(agent) as unknown as Docker.MountSettings],
     ShmSize: SHM_MB * mb,
     Binds: input.egressDir !== undefined ? [`${input.egressDir}:${EGRESS_MOUNT}:ro`] : [],
     CapDrop: ['ALL'],
@@ -198,15 +206,16 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     PidMode: '',
     UTSMode: '',
     UsernsMode: '',
-    PidsLimit: gvisor ? limits.pids * GVISOR_HOST_PIDS_PER_PROCESS + GVISOR_HOST_PIDS_BASE : limits.pids,
+    PidsLimit: budget.pidsCgroup,
     Memory: memoryBytes,
     MemorySwap: memoryBytes,
     NanoCpus: Math.round(limits.cpus * 1e9),
+    // nofile × nproc bounds the file-table entries the sandbox can hold (sandbox-budgets.ts). nproc is
+    // per uid, and the uids are this sandbox's own: the same bound as the pids cgroup (under gVisor the
+    // process limit itself, enforced by the Sentry).
     Ulimits: [
-      { Name: 'nofile', Soft: NOFILE, Hard: NOFILE },
-      // Per uid, and the uids are this sandbox's own: the same bound as the pids cgroup (under gVisor the
-      // process limit itself, enforced by the Sentry).
-      { Name: 'nproc', Soft: limits.pids, Hard: limits.pids },
+      { Name: 'nofile', Soft: budget.nofile, Hard: budget.nofile },
+      { Name: 'nproc', Soft: budget.nproc, Hard: budget.nproc },
     ],
     // docker-init (tini) as PID 1, as the init uid: it reaps orphans and forwards signals.
     Init: true,

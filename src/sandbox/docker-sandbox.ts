@@ -9,7 +9,7 @@
  * it made.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -32,6 +32,9 @@ import { CORRAL_FS, listWorkspace, readWorkspaceFile, removeWorkspaceFile, write
 import { IsolationResolver } from './isolation';
 import { resolveLimits } from './limits';
 import { createInFreeSlot, type UidSlot } from './uid-slots';
+import { AutoEgressDirs, LocalEgressDirs, type EgressDirs } from './egress-dirs';
+import { defaultLeaseDir } from './host-leases';
+import { SandboxEngine, socketPathOf } from './sandbox-engine';
 import { WarmPool } from './warm-pool';
 import { indexSeedFile, type SeedFileIndex } from './seed-file';
 import { sideOf, type FileSide } from './workspace-diff';
@@ -52,6 +55,10 @@ export interface DockerSandboxProviderOptions {
   egressRoot?: string;
   /** Test-only egress overrides (DNS servers, exempt loopback addresses); never set from config. */
   egressTestHooks?: EgressTestHooks;
+  /** Where egress socket directories come from (default: the gate's when the engine socket is one, else made under egressRoot). */
+  egressDirs?: EgressDirs;
+  /** The host's uid-slot lease directory (default: CORRAL_HOST_LEASE_DIR or $TMPDIR/corral-leases). */
+  leaseDir?: string;
 }
 
 /** Default parent of egress socket dirs; short, because a unix socket path must stay under 108 bytes. */
@@ -67,8 +74,7 @@ export function engineKeyOf(config: Pick<Config, 'DOCKER_HOST'>): string {
   return config.DOCKER_HOST ?? 'unix:///var/run/docker.sock';
 }
 
-/** The file beside an egress directory naming its engine (not inside it: the directory is the sandbox's mount). */
-export const engineMarkerOf = (dir: string) => `${dir}.engine`;
+export { engineMarkerOf } from './egress-dirs';
 
 const INTERNAL_TIMEOUT_MS = 60_000;
 const MAX_SEED_BYTES = 256 * 1024 * 1024;
@@ -79,6 +85,9 @@ export class DockerSandboxProvider implements SandboxProvider {
   private readonly log: SandboxLog;
   private readonly now: () => Date;
   readonly egressRoot: string;
+  /** Creates and removes sandbox containers (host uid leases and pty volumes when there is no gate). */
+  readonly engine: SandboxEngine;
+  private readonly egressDirs: EgressDirs;
 
   /** Resolves when the Docker engine answers; throws SandboxError('sandbox_unavailable') otherwise. */
   async ping(): Promise<void> {
@@ -101,7 +110,7 @@ export class DockerSandboxProvider implements SandboxProvider {
     if (size <= 0 || this.pool) return;
     const { execTimeoutS: _t, ...limits } = resolveLimits(undefined, this.config);
     const isolation = await this.isolation.defaultClass();
-    this.pool = new WarmPool({ docker: this.docker, config: this.config, workerId, size, ttlMs, limits: { ...limits, isolation }, log: this.log, now: this.now });
+    this.pool = new WarmPool({ engine: this.engine, config: this.config, workerId, size, ttlMs, limits: { ...limits, isolation }, log: this.log, now: this.now });
     await this.pool.start();
   }
 
@@ -125,6 +134,8 @@ export class DockerSandboxProvider implements SandboxProvider {
     this.now = opts.now ?? (() => new Date());
     this.egressRoot = opts.egressRoot ?? defaultEgressRoot();
     this.isolation = new IsolationResolver(this.docker, this.config, this.log);
+    this.engine = new SandboxEngine(this.docker, { leaseDir: opts.leaseDir ?? this.config.CORRAL_HOST_LEASE_DIR ?? defaultLeaseDir() });
+    this.egressDirs = opts.egressDirs ?? new AutoEgressDirs(socketPathOf(this.docker), new LocalEgressDirs(this.egressRoot, engineKeyOf(this.config)));
   }
 
   async acquire(req: SandboxRequest): Promise<LeasedSandbox> {
@@ -187,14 +198,9 @@ export class DockerSandboxProvider implements SandboxProvider {
       let egressDir: string | undefined;
       let proxyStarting: Promise<EgressProxyHandle> | undefined;
       if (req.egressAllow.length > 0 || req.egressProxy) {
-        await mkdir(this.egressRoot, { recursive: true, mode: 0o711 });
-        egressDir = await mkdtemp(join(this.egressRoot, 'r-'));
+        egressDir = await this.egressDirs.create();
         const dir = egressDir;
-        cleanup.push(() => rm(dir, { recursive: true, force: true }));
-        // Which engine's sandbox this directory serves: another engine's reaper on this host leaves it alone.
-        await writeFile(engineMarkerOf(dir), engineKeyOf(this.config), { mode: 0o644 });
-        cleanup.push(() => rm(engineMarkerOf(dir), { force: true }));
-        await chmod(dir, 0o755);
+        cleanup.push(() => this.egressDirs.remove(dir));
         // The proxy process starts while the container is created; acquire() waits for both.
         const starting = startEgressProxy({
           runId: req.runId, dir, allow: req.egressAllow, config: this.config,
@@ -242,16 +248,18 @@ export class DockerSandboxProvider implements SandboxProvider {
         // its name: the name is its uid slot's lease.
         ({ container, slot } = pooled);
         const c = container;
+        const s = slot;
         const pool = this.pool!;
-        cleanup.push(() => c.remove({ force: true, v: true }).then(() => undefined).finally(() => pool.release(pooled.poolId)));
+        cleanup.push(() => this.engine.remove(c, s).finally(() => pool.release(pooled.poolId)));
       } else {
         try {
-          ({ container, slot } = await createInFreeSlot(this.docker, this.uidRange(), (s) => this.docker.createContainer(specFor(s))));
+          ({ container, slot } = await createInFreeSlot(this.docker, this.uidRange(), (s) => this.engine.create(specFor(s))));
         } catch (err) {
           throw toSandboxError(err, 'create sandbox container');
         }
         const c = container;
-        cleanup.push(() => c.remove({ force: true, v: true }).then(() => undefined));
+        const s = slot;
+        cleanup.push(() => this.engine.remove(c, s));
         try {
           await container.start();
         } catch (err) {

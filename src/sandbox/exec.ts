@@ -17,6 +17,7 @@
  */
 import type { Duplex, Readable } from 'node:stream';
 import type Docker from 'dockerode';
+import { EXEC_START } from './sandbox-engine';
 import { CancelledError, SandboxError } from '../domain/errors';
 import { killCall } from './call-kill';
 import { describeDeath, type ContainerDeath, type DeathSignal } from './container-watch';
@@ -111,7 +112,7 @@ export async function runExec(container: Docker.Container, opts: ExecOptions): P
       Tty: false,
       Privileged: false,
     });
-    stream = (await exec.start({ hijack: true, stdin: hasStdin, Detach: false, Tty: false })) as unknown as Duplex;
+    stream = (await exec.start({ hijack: true, stdin: hasStdin, ...EXEC_START })) as unknown as Duplex;
   } catch (err) {
     throw toSandboxError(err, 'exec');
   }

@@ -15,6 +15,7 @@ import type Docker from 'dockerode';
 import type { Config } from '../config';
 import { LABELS } from './container-spec';
 import { defaultEgressRoot, engineMarkerOf, type SandboxLog } from './docker-sandbox';
+import type { SandboxEngine } from './sandbox-engine';
 
 export interface ReaperOptions {
   docker: Docker;
@@ -30,6 +31,8 @@ export interface ReaperOptions {
   queue?: string;
   /** This worker's engine (docker-sandbox.ts engineKeyOf); egress directories marked with another are left alone. */
   engine?: string;
+  /** Releases the host's uid leases of what it removes and of containers gone otherwise (with the engine itself; a gate does that for itself). */
+  sandboxEngine?: SandboxEngine;
 }
 
 export interface SweepResult {
@@ -75,6 +78,8 @@ export async function sweepSandboxes(o: ReaperOptions): Promise<SweepResult> {
     }
     try {
       await o.docker.getContainer(c.Id).remove({ force: true, v: true });
+      const uid = Number(labels[LABELS.uid]);
+      if (Number.isSafeInteger(uid)) await o.sandboxEngine?.released({ agentUid: uid, name: (c.Names?.[0] ?? '').replace(/^\//, '') });
       result.removed.push({ id: c.Id, runId, workerId, reason });
       log('reaper: removed sandbox', { container: c.Id, runId, workerId, reason });
     } catch (err) {
@@ -89,6 +94,7 @@ export async function sweepSandboxes(o: ReaperOptions): Promise<SweepResult> {
   }
   // Socket dirs whose container is gone (the worker died between mkdtemp and create, or before dispose).
   if (!o.onlyWorkerId) {
+    await o.sandboxEngine?.sweepLeases().catch((err: Error) => log('reaper: sweeping uid leases failed', { error: err.message }));
     // The egress root is shared by every deployment on this host: a directory is orphaned only when no
     // corral container at all (of any queue) refers to it.
     if (o.queue) {

@@ -7,7 +7,11 @@
  * Against Docker's default profile for 20.10 (the baseline; we never hold capabilities, so none of
  * its capability-gated rules apply) this one also refuses:
  * - socket families other than AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK (an allowlist on the first
- *   argument, so high bits cannot smuggle a family past it). AF_VSOCK reaches the host VM's vsock
+ *   argument, so high bits cannot smuggle a family past it), and netlink protocols other than
+ *   NETLINK_ROUTE (getifaddrs, getaddrinfo, `ip`) and NETLINK_SOCK_DIAG (`ss`): NETLINK_KOBJECT_UEVENT
+ *   would deliver the host's device events (the kernel broadcasts them to every network namespace
+ *   owned by the initial user namespace, which a sandbox's is), the others reach audit, netfilter,
+ *   xfrm, connector and crypto code. AF_VSOCK reaches the host VM's vsock
  *   port space, which `--network none` does not cover; the rest (TIPC, RDS, ALG, SMC, CAN, …) are
  *   kernel modules auto-loaded on first use with a record of local privilege escalations
  *   (CVE-2022-0435 TIPC, CVE-2010-3904 RDS, CVE-2021-26708 vsock);
@@ -38,6 +42,8 @@ const AF_UNIX = 1;
 const AF_INET = 2;
 const AF_INET6 = 10;
 const AF_NETLINK = 16;
+/** Netlink protocols a sandbox may open: NETLINK_ROUTE, NETLINK_SOCK_DIAG. */
+const NETLINK_PROTOCOLS = [0, 4];
 /** clone flags that create namespaces (CLONE_NEWNS|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWCGROUP). */
 const CLONE_NAMESPACE_FLAGS = 0x7e020000;
 /** personality(2) values Docker's default allows: PER_LINUX, UNAME26, ADDR_NO_RANDOMIZE combinations, query. */
@@ -56,8 +62,8 @@ const ALLOW: Record<string, string[]> = {
     'sendfile', 'splice', 'tee', 'vmsplice', 'getxattr', 'lgetxattr', 'fgetxattr', 'listxattr', 'llistxattr', 'flistxattr',
     'setxattr', 'lsetxattr', 'fsetxattr', 'removexattr', 'lremovexattr', 'fremovexattr', 'inotify_init', 'inotify_init1',
     'inotify_add_watch', 'inotify_rm_watch', 'memfd_create',
-    // Linux AIO (not io_uring): databases and some build tools use it
-    'io_setup', 'io_submit', 'io_getevents', 'io_pgetevents', 'io_cancel', 'io_destroy',
+    // Linux AIO without io_setup (below): nothing to submit to, harmless
+    'io_submit', 'io_getevents', 'io_pgetevents', 'io_cancel', 'io_destroy',
   ],
   memory: [
     'brk', 'mmap', 'munmap', 'mremap', 'mprotect', 'madvise', 'mincore', 'mlock', 'mlock2', 'mlockall', 'munlock',
@@ -94,7 +100,7 @@ const ALLOW: Record<string, string[]> = {
 
 /** Refused although Docker's 20.10 default allows them; the unit test checks none slipped into ALLOW. */
 export const REFUSED_BEYOND_DOCKER_DEFAULT = [
-  'io_uring_setup', 'io_uring_enter', 'io_uring_register', 'ptrace', 'modify_ldt', 'socketcall',
+  'io_uring_setup', 'io_uring_enter', 'io_uring_register', 'ptrace', 'modify_ldt', 'socketcall', 'io_setup',
 ] as const;
 
 /** Never allowed (capability-gated in Docker's default, and we hold no capabilities); listed for the test. */
@@ -143,9 +149,15 @@ export function allowedSyscalls(opts: { gvisor?: boolean } = {}): string[] {
 export function seccompProfile(opts: { arch?: SeccompArch; gvisor?: boolean } = {}): SeccompProfile {
   const syscalls: SyscallRule[] = [
     { names: Object.values(ALLOW).flat(), action: 'SCMP_ACT_ALLOW' },
-    ...[AF_UNIX, AF_INET, AF_INET6, AF_NETLINK].map((family): SyscallRule => ({
+    ...[AF_UNIX, AF_INET, AF_INET6].map((family): SyscallRule => ({
       names: ['socket'], action: 'SCMP_ACT_ALLOW', args: [{ index: 0, value: family, op: 'SCMP_CMP_EQ' }],
     })),
+    ...NETLINK_PROTOCOLS.map((protocol): SyscallRule => ({
+      names: ['socket'], action: 'SCMP_ACT_ALLOW', args: [{ index: 0, value: AF_NETLINK, op: 'SCMP_CMP_EQ' }, { index: 2, value: protocol, op: 'SCMP_CMP_EQ' }],
+    })),
+    // Linux AIO contexts are counted host-wide (fs.aio-max-nr): one sandbox could take them all, for
+    // every other sandbox and host root too. ENOSYS, so libaio users fall back to threads.
+    { names: ['io_setup'], action: 'SCMP_ACT_ERRNO', errnoRet: ENOSYS },
     { names: ['socketpair'], action: 'SCMP_ACT_ALLOW', args: [{ index: 0, value: AF_UNIX, op: 'SCMP_CMP_EQ' }] },
     { names: ['clone'], action: 'SCMP_ACT_ALLOW', args: [{ index: 0, value: CLONE_NAMESPACE_FLAGS, valueTwo: 0, op: 'SCMP_CMP_MASKED_EQ' }] },
     // glibc falls back to clone on ENOSYS. gVisor's loader ignores errnoRet (clone3 would get EPERM and

@@ -13,6 +13,7 @@ import type { IsolationClass } from '../domain/sandbox';
 import { containerSpec } from './container-spec';
 import type { SandboxLog } from './docker-sandbox';
 import type { ResolvedLimits } from './limits';
+import type { SandboxEngine } from './sandbox-engine';
 import { createInFreeSlot, type UidSlot } from './uid-slots';
 
 /** The class of sandbox a pool serves: the default limits and the default isolation class. */
@@ -21,7 +22,7 @@ export type PoolClass = Omit<ResolvedLimits, 'execTimeoutS' | 'isolation'> & { i
 export const POOL_PREFIX = 'pool_';
 
 export interface WarmPoolOptions {
-  docker: Docker;
+  engine: SandboxEngine;
   config: Config;
   workerId: string;
   size: number;
@@ -88,7 +89,7 @@ export class WarmPool {
     this.stopped = true;
     clearTimeout(this.retryTimer);
     const idle = this.idle.splice(0);
-    await Promise.all(idle.map((p) => p.container.remove({ force: true, v: true }).catch(() => undefined)));
+    await Promise.all(idle.map((p) => this.o.engine.remove(p.container, p.slot).catch(() => undefined)));
   }
 
   private async fill(): Promise<void> {
@@ -96,7 +97,7 @@ export class WarmPool {
       this.filling += 1;
       try {
         const p = await this.create();
-        if (this.stopped) await p.container.remove({ force: true, v: true }).catch(() => undefined);
+        if (this.stopped) await this.o.engine.remove(p.container, p.slot).catch(() => undefined);
         else this.idle.push(p);
       } catch (err) {
         this.o.log('warm pool: could not start a sandbox; retrying in 5 s', { error: (err as Error).message });
@@ -115,8 +116,8 @@ export class WarmPool {
     const now = this.o.now();
     const deadline = new Date(now.getTime() + this.o.ttlMs);
     const c = this.o.config;
-    const { container, slot } = await createInFreeSlot(this.o.docker, { base: c.CORRAL_SANDBOX_UID_BASE, slots: c.CORRAL_SANDBOX_SLOTS }, (s) =>
-      this.o.docker.createContainer(containerSpec({
+    const { container, slot } = await createInFreeSlot(this.o.engine.docker, { base: c.CORRAL_SANDBOX_UID_BASE, slots: c.CORRAL_SANDBOX_SLOTS }, (s) =>
+      this.o.engine.create(containerSpec({
         runId: poolId, workerId: this.o.workerId, queue: c.CORRAL_QUEUE, instance: c.CORRAL_INSTANCE, deadline, now,
         limits: this.o.limits, image: c.CORRAL_SANDBOX_IMAGE, isolation: this.o.limits.isolation,
         gvisorRuntime: c.CORRAL_GVISOR_RUNTIME, slot: s,
@@ -124,7 +125,7 @@ export class WarmPool {
     try {
       await container.start();
     } catch (err) {
-      await container.remove({ force: true, v: true }).catch(() => undefined);
+      await this.o.engine.remove(container, slot).catch(() => undefined);
       throw err;
     }
     return { poolId, container, slot, deadline: deadline.getTime() };

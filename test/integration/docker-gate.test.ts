@@ -18,6 +18,7 @@ import { containerSpec } from '../../src/sandbox/container-spec';
 import { DockerSandboxProvider } from '../../src/sandbox';
 import { egressTestHooks } from '../../src/sandbox/egress-test-hooks';
 import { uidSlot } from '../../src/sandbox/uid-slots';
+import { createRequest } from '../../src/sandbox/sandbox-engine';
 import { instanceLabels, sandboxTestEnv } from '../support/sandbox-env';
 
 jest.setTimeout(120_000);
@@ -179,10 +180,10 @@ describe('create bodies one rule away from the sandbox spec', () => {
   test.each(variants)('%s', async (_n, change, rule) => {
     const s = spec();
     change(s);
-    await expect(gateDocker().createContainer(s)).rejects.toMatchObject({ statusCode: 403, message: expect.stringContaining(`rule ${rule}`) });
+    await expect(gateDocker().createContainer(createRequest(s))).rejects.toMatchObject({ statusCode: 403, message: expect.stringContaining(`rule ${rule}`) });
   });
   test('the exact spec passes (and is removed)', async () => {
-    const c = await gateDocker().createContainer(spec());
+    const c = await gateDocker().createContainer(createRequest(spec()));
     await c.remove({ force: true });
   });
 });

@@ -47,9 +47,11 @@ describe('containerSpec', () => {
     for (const o of Object.values(hc.Tmpfs!) as string[]) expect(o).toMatch(/^rw,exec,nosuid,nodev,/);
     expect(hc.ShmSize).toBe(SHM_MB * 1024 * 1024);
   });
-  test('no binds and no volume but the workspace\'s own without egress; only the egress dir, read-only, with it', () => {
+  test('no binds; under runc only the workspace\'s own volume and the slot\'s pty volume at /dev/pts; only the egress dir, read-only, with egress', () => {
     expect(hc.Binds).toEqual([]);
-    expect(hc.Mounts!.map((m) => [m.Type, m.Target, m.Source])).toEqual([['volume', '/workspace', '']]);
+    expect(hc.Mounts!.map((m) => [m.Type, m.Target, m.Source])).toEqual([['volume', '/workspace', ''], ['volume', '/dev/pts', 'corral-pts-u2000015']]);
+    expect(hc.Mounts![1]).toEqual({ Type: 'volume', Source: 'corral-pts-u2000015', Target: '/dev/pts', VolumeOptions: { NoCopy: true } });
+    expect(containerSpec({ ...base, isolation: 'gvisor' }).HostConfig!.Mounts).toEqual([]);
     expect(spec.Volumes).toBeUndefined();
     const e = containerSpec({ ...base, egressDir: '/tmp/corral-egress/r-1' }).HostConfig!;
     expect(e.Binds).toEqual(['/tmp/corral-egress/r-1:/run/corral:ro']);
@@ -81,14 +83,17 @@ describe('containerSpec', () => {
     for (const p of ['/proc/kcore', '/proc/keys', '/proc/timer_list', '/sys/firmware', '/proc/cmdline', '/proc/config.gz', '/proc/kallsyms', '/sys/kernel', '/sys/module']) {
       expect(hc.MaskedPaths).toContain(p);
     }
+    // host-wide activity
+    for (const p of ['/proc/pressure', '/proc/loadavg', '/sys/devices/virtual', '/sys/devices/system/node', '/sys/devices/system/memory']) expect(hc.MaskedPaths).toContain(p);
     // needed inside: the cgroup files (OOM accounting) and the CPU list (nproc, os.cpu_count)
-    expect(hc.MaskedPaths!.some((p: string) => p.startsWith('/sys/fs') || p.startsWith('/sys/devices/system'))).toBe(false);
+    expect(hc.MaskedPaths!.some((p: string) => p.startsWith('/sys/fs') || p === '/sys/devices/system' || p === '/sys/devices/system/cpu' || p === '/sys/devices')).toBe(false);
   });
   test('pids, memory (= memory+swap, covering tmpfs), CPU limits', () => {
     expect(hc.PidsLimit).toBe(256);
-    // under gVisor the cgroup also holds the Sentry's host threads; the process limit is RLIMIT_NPROC
+    // under gVisor the cgroup also holds the Sentry's host threads (capped: a few percent of pid_max); the process limit is RLIMIT_NPROC
     const g = containerSpec({ ...base, isolation: 'gvisor' }).HostConfig!;
-    expect(g.PidsLimit).toBe(256 * 24 + 256);
+    expect(g.PidsLimit).toBe(2048);
+    expect(containerSpec({ ...base, isolation: 'gvisor', limits: { ...base.limits, pids: 32 } }).HostConfig!.PidsLimit).toBe(32 * 24 + 256);
     expect(g.Ulimits!.find((u) => u.Name === 'nproc')).toEqual({ Name: 'nproc', Soft: 256, Hard: 256 });
     const mb = 1024 * 1024;
     expect(hc.Memory).toBe((512 + 128 + TMP_MB + HOME_MB + SHM_MB) * mb);
@@ -98,9 +103,14 @@ describe('containerSpec', () => {
   test('sandbox processes are the first OOM victims on the host', () => {
     expect(hc.OomScoreAdj).toBe(500);
   });
-  test('nofile and nproc ulimits', () => {
+  test('nofile and nproc ulimits: nofile × nproc ≤ 262,144 open files per sandbox', () => {
     const u = Object.fromEntries((hc.Ulimits ?? []).map((l) => [l.Name, l]));
-    expect(u.nofile).toEqual({ Name: 'nofile', Soft: 4096, Hard: 4096 });
+    expect(u.nofile).toEqual({ Name: 'nofile', Soft: 1024, Hard: 1024 });
+    for (const pids of [1, 16, 64, 256, 1000, 1024, 4096]) {
+      const x = Object.fromEntries((containerSpec({ ...base, limits: { ...base.limits, pids } }).HostConfig!.Ulimits ?? []).map((l) => [l.Name, l.Hard]));
+      expect(x.nofile! * x.nproc!).toBeLessThanOrEqual(262_144);
+      expect(x.nofile).toBeLessThanOrEqual(4096);
+    }
     // per uid, and the uid is this sandbox's own: the pids limit
     expect(u.nproc).toEqual({ Name: 'nproc', Soft: 256, Hard: 256 });
   });

@@ -19,9 +19,12 @@ test('io_uring, ptrace, keyrings, userfaultfd, bpf, perf, namespaces and mounts 
   expect(allowedSyscalls({ gvisor: true })).toContain('syslog');
 });
 
-test('socket only for AF_UNIX, AF_INET, AF_INET6, AF_NETLINK (exact values, so high bits cannot pass AF_VSOCK); socketpair only AF_UNIX', () => {
+test('socket only for AF_UNIX, AF_INET, AF_INET6, and AF_NETLINK with NETLINK_ROUTE or NETLINK_SOCK_DIAG (exact values, so high bits cannot pass AF_VSOCK or NETLINK_KOBJECT_UEVENT); socketpair only AF_UNIX', () => {
   const socket = p.syscalls.filter((r) => r.names.includes('socket'));
-  expect(socket.map((r) => r.args)).toEqual([1, 2, 10, 16].map((v) => [{ index: 0, value: v, op: 'SCMP_CMP_EQ' }]));
+  expect(socket.map((r) => r.args)).toEqual([
+    ...[1, 2, 10].map((v) => [{ index: 0, value: v, op: 'SCMP_CMP_EQ' }]),
+    ...[0, 4].map((proto) => [{ index: 0, value: 16, op: 'SCMP_CMP_EQ' }, { index: 2, value: proto, op: 'SCMP_CMP_EQ' }]),
+  ]);
   expect(socket.every((r) => r.action === 'SCMP_ACT_ALLOW')).toBe(true);
   expect(p.syscalls.filter((r) => r.names.includes('socketpair')).map((r) => r.args)).toEqual([[{ index: 0, value: 1, op: 'SCMP_CMP_EQ' }]]);
   // no unconditional rule for either
@@ -32,6 +35,11 @@ test('clone only without namespace flags; clone3 answers ENOSYS under runc (glib
   expect(p.syscalls.find((r) => r.names.includes('clone'))?.args).toEqual([{ index: 0, value: 0x7e020000, valueTwo: 0, op: 'SCMP_CMP_MASKED_EQ' }]);
   expect(p.syscalls.find((r) => r.names.includes('clone3'))).toEqual({ names: ['clone3'], action: 'SCMP_ACT_ERRNO', errnoRet: 38 });
   expect(seccompProfile({ arch: 'SCMP_ARCH_X86_64', gvisor: true }).syscalls.find((r) => r.names.includes('clone3'))?.action).toBe('SCMP_ACT_ALLOW');
+});
+
+test('io_setup (Linux AIO contexts, a host-wide budget) answers ENOSYS; the rest of the AIO calls have nothing to work on', () => {
+  expect(p.syscalls.filter((r) => r.names.includes('io_setup'))).toEqual([{ names: ['io_setup'], action: 'SCMP_ACT_ERRNO', errnoRet: 38 }]);
+  expect(allowedSyscalls()).not.toContain('io_setup');
 });
 
 test('no name is listed twice; the JSON is cached per variant', () => {
