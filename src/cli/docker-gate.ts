@@ -8,6 +8,7 @@ import { chmod } from 'node:fs/promises';
 import { loadConfig } from '../config';
 import { parseArgs, UsageError } from './cli-args';
 import { engineSocketPath, leaseDirFromConfig, policyFromConfig, readKey, startGate } from '../docker-gate';
+import { hostBudgetReport, readHostLimits } from '../sandbox/host-budget-check';
 
 export async function run(argv: string[]): Promise<number> {
   const { opts: values, positionals: extra } = parseArgs(argv, { listen: 'string', image: 'list', 'key-file': 'string', 'socket-mode': 'string' });
@@ -24,6 +25,11 @@ export async function run(argv: string[]): Promise<number> {
   const gate = await startGate({ policy, listen: path, engineSocket: engineSocketPath(config.DOCKER_HOST), leaseDir: leaseDirFromConfig(config) });
   await chmod(path, parseInt(mode, 8));
   process.stderr.write(`${JSON.stringify({ msg: 'docker-gate listening', listen: path, images: policy.images, queue: policy.queue, egressRoot: policy.egressRoot, leaseDir: leaseDirFromConfig(config) })}\n`);
+  const budgets = hostBudgetReport(readHostLimits(), {
+    maxPids: config.CORRAL_MAX_PIDS, maxMemoryMb: config.CORRAL_MAX_MEMORY_MB, maxWorkspaceMb: config.CORRAL_MAX_WORKSPACE_MB,
+    slots: config.CORRAL_SANDBOX_SLOTS, gvisor: config.CORRAL_ISOLATION_CLASSES.includes('gvisor'),
+  });
+  process.stderr.write(`${JSON.stringify({ msg: 'docker-gate host budgets', budgets: budgets.lines, problems: budgets.problems })}\n`);
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);

@@ -1,0 +1,461 @@
+/**
+ * A compromised worker against a real docker gate and the real engine (issue 35). The gate's engine
+ * socket is a byte recorder in front of /var/run/docker.sock, so every refusal is also checked where it
+ * matters: the attack's body never reached the engine.
+ * - JSON keys: every field the create, exec and exec-start rules check, in every case-folded,
+ *   Unicode-folded (ſ for s, K for k) and repeated spelling, beside the checked one → duplicate-field;
+ *   a lookalike no Go field folds to → unknown-field. Positive controls: the engine itself takes the
+ *   last spelling (a bridge network, a root exec), and a lone variant spelling passes the gate and
+ *   reaches the engine in canonical spelling.
+ * - query strings: repeated, case-variant and unknown parameters; archive paths outside the sandbox's.
+ * - old API versions (a HostConfig in a start body), bodies where none is taken.
+ * - the egress root: a planted link, a directory outside it, an unsafe root, a link swapped in after
+ *   the create (refused at start), and a worker uid that can neither write the root nor move the
+ *   gate's directory.
+ * - exec and create User: every spelling of another uid than the slot's own.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdir, mkdtemp, readdir, rename, rm, symlink } from 'node:fs/promises';
+import http from 'node:http';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import Docker from 'dockerode';
+import { loadConfig } from '../../src/config';
+import { policyFromConfig, startGate, type DockerGate } from '../../src/docker-gate';
+import { containerSpec } from '../../src/sandbox/container-spec';
+import { uidSlot } from '../../src/sandbox/uid-slots';
+import { startRecordingEngine, type RecordingEngine } from '../support/recording-engine';
+import { sandboxTestEnv } from '../support/sandbox-env';
+
+jest.setTimeout(180_000);
+const run = promisify(execFile);
+
+const QUEUE = `gatk${randomBytes(3).toString('hex')}`;
+const base = 2_300_000 + 2 * Math.floor(Math.random() * 1000) * 8;
+const SLOTS = 8;
+const config = loadConfig({ ...sandboxTestEnv(), CORRAL_QUEUE: QUEUE, CORRAL_SANDBOX_UID_BASE: String(base), CORRAL_SANDBOX_SLOTS: String(SLOTS) });
+const engine = new Docker();
+const image = config.CORRAL_SANDBOX_IMAGE;
+let dir: string;
+let sock: string;
+let egressRoot: string;
+let gate: DockerGate;
+let rec: RecordingEngine;
+const logs: Array<{ msg: string; rule?: unknown }> = [];
+const TEST_LABEL = 'corral.test';
+const tag = `gate-attacks-${randomBytes(3).toString('hex')}`;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'cga-'));
+  await chmod(dir, 0o755);
+  sock = join(dir, 'gate.sock');
+  egressRoot = join(dir, 'egress');
+  rec = await startRecordingEngine();
+  const policy = policyFromConfig(config, { egressRoot });
+  gate = await startGate({ policy, listen: sock, engineSocket: rec.socket, leaseDir: join(dir, 'leases'), log: (msg, f) => logs.push({ msg, ...f }), sweepMs: 0 });
+});
+
+afterAll(async () => {
+  await gate?.close();
+  await rec?.close();
+  for (const f of [[`corral.queue=${QUEUE}`], [`${TEST_LABEL}=${tag}`]]) {
+    const left = await engine.listContainers({ all: true, filters: { label: f } });
+    await Promise.all(left.map((c) => engine.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  }
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** One HTTP request to the gate (or, with `to`, another socket), body as given (text: no re-encoding). */
+function request(method: string, path: string, body?: string, headers: Record<string, string> = {}, to = sock): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : Buffer.from(body, 'utf8');
+    const req = http.request({
+      socketPath: to, method, path,
+      headers: { Host: 'docker', ...(data ? { 'Content-Type': 'application/json', 'Content-Length': String(data.length) } : {}), ...headers },
+    }, (res) => {
+      let b = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (b += d));
+      res.once('end', () => resolve({ status: res.statusCode ?? 0, body: b }));
+    });
+    req.once('error', reject);
+    req.end(data);
+  });
+}
+
+type J = null | boolean | number | string | J[] | { [k: string]: J };
+
+/** JSON text of `v` with `extra` entries written into the object at `path` (so keys may repeat), before or after its own. */
+function withEntries(v: J, path: string[], extra: Array<[string, J]>, where: 'after' | 'before' = 'after'): string {
+  const ser = (x: J, p: string[]): string => {
+    if (Array.isArray(x)) return `[${x.map((y, i) => ser(y, [...p, String(i)])).join(',')}]`;
+    if (x !== null && typeof x === 'object') {
+      const own = Object.entries(x).map(([k, y]) => `${JSON.stringify(k)}:${ser(y, [...p, k])}`);
+      const here = p.length === path.length && p.every((s, i) => s === path[i]);
+      const add = here ? extra.map(([k, y]) => `${JSON.stringify(k)}:${JSON.stringify(y)}`) : [];
+      return `{${(where === 'after' ? [...own, ...add] : [...add, ...own]).join(',')}}`;
+    }
+    return JSON.stringify(x);
+  };
+  return ser(v, []);
+}
+
+/** Spellings Go's decoder folds onto `name` (case, ſ for s, K for k), the name itself excluded. */
+function foldedSpellings(name: string): string[] {
+  const out = new Set<string>([
+    name.toLowerCase(), name.toUpperCase(), name[0]!.toLowerCase() + name.slice(1),
+    [...name].map((c, i) => (i % 2 ? c.toLowerCase() : c.toUpperCase())).join(''),
+  ]);
+  if (/s/i.test(name)) {
+    out.add(name.replace(/[sS]/g, '\u017f'));
+    out.add(name.replace(/[sS]/, '\u017f'));
+  }
+  if (/k/i.test(name)) out.add(name.replace(/[kK]/g, '\u212a'));
+  out.delete(name);
+  return [...out];
+}
+
+const slot = (n: number) => uidSlot({ base, slots: SLOTS }, n);
+function spec(n: number, isolation: 'runc' | 'gvisor' = 'runc'): Docker.ContainerCreateOptions & { name?: string } {
+  return containerSpec({
+    runId: `run_gatk_${randomBytes(3).toString('hex')}`, workerId: 'gate-attacks', queue: QUEUE, deadline: new Date(Date.now() + 120_000), now: new Date(),
+    limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, image, isolation, gvisorRuntime: config.CORRAL_GVISOR_RUNTIME, slot: slot(n),
+  });
+}
+function bodyOf(s: Docker.ContainerCreateOptions & { name?: string }): J {
+  const { name: _n, ...b } = s;
+  return JSON.parse(JSON.stringify(b)) as J;
+}
+
+const refusedBy = (r: { status: number; body: string }, rule: string) => {
+  expect({ status: r.status, body: r.body }).toEqual({ status: 403, body: expect.stringContaining(`rule ${rule})`) });
+};
+
+/** A value the gate would refuse (or the engine should never get) for a field, as the attack's payload. */
+const EVIL: Record<string, J> = {
+  NetworkMode: 'bridge', Privileged: true, ReadonlyRootfs: false, User: '0:0', Binds: ['/:/host'], CapAdd: ['SYS_ADMIN'], CapDrop: [],
+  SecurityOpt: ['seccomp=unconfined'], MaskedPaths: [], ReadonlyPaths: [], PidMode: 'host', IpcMode: 'host', UTSMode: 'host',
+  UsernsMode: 'host', CgroupnsMode: 'host', Memory: 0, MemorySwap: -1, PidsLimit: 0, NanoCpus: 0, Runtime: 'io.containerd.runc.v2',
+  Devices: [{ PathOnHost: '/dev/sda', PathInContainer: '/dev/sda', CgroupPermissions: 'rwm' }], Tmpfs: { '/etc': 'size=1m' },
+  Ulimits: [], Image: 'debian:bookworm-slim', HostConfig: { Privileged: true }, Labels: {}, Mounts: [{ Type: 'bind', Source: '/', Target: '/host' }],
+  Cmd: ['sh'], Env: ['LD_PRELOAD=/tmp/x.so'], WorkingDir: '/', Hostname: 'host', Init: false, OomScoreAdj: -1000, ShmSize: 1 << 30,
+  LogConfig: { Type: 'syslog', Config: { 'syslog-address': 'tcp://127.0.0.1:1' } }, RestartPolicy: { Name: 'always' }, AutoRemove: true,
+  Tty: true, OpenStdin: true, NetworkDisabled: false, AttachStdin: true, AttachStdout: true, AttachStderr: true, Entrypoint: ['sh'],
+  Detach: true, DetachKeys: 'ctrl-p', Soft: 1 << 20, Hard: 1 << 20, Name: 'core', Type: 'bind', Source: '/', Target: '/host', ReadOnly: true,
+  VolumeOptions: { NoCopy: false }, NoCopy: false,
+};
+
+describe('positive controls: the engine itself takes the last of two spellings', () => {
+  test('NetworkMode then "NetworKMode" (Kelvin K): a container on the bridge network', async () => {
+    const b = withEntries({ Image: image, Cmd: ['true'], Labels: { [TEST_LABEL]: tag }, HostConfig: { NetworkMode: 'none' } }, ['HostConfig'], [['Networ\u212aMode', 'bridge']]);
+    const r = await request('POST', `/containers/create?name=cga-ctl-${randomBytes(3).toString('hex')}`, b, {}, '/var/run/docker.sock');
+    expect(r.status).toBe(201);
+    const c = engine.getContainer((JSON.parse(r.body) as { Id: string }).Id);
+    expect((await c.inspect()).HostConfig.NetworkMode).toBe('bridge');
+  });
+  test('User then "uſer": an exec as root', async () => {
+    const c = await engine.createContainer({ Image: image, Cmd: ['sleep', '60'], Labels: { [TEST_LABEL]: tag }, HostConfig: { NetworkMode: 'none' } });
+    await c.start();
+    const b = withEntries({ Cmd: ['id', '-u'], User: '2000001:2000001', AttachStdout: true }, [], [['u\u017fer', '0:0']]);
+    const r = await request('POST', `/containers/${c.id}/exec`, b, {}, '/var/run/docker.sock');
+    expect(r.status).toBe(201);
+    const info = await engine.getExec((JSON.parse(r.body) as { Id: string }).Id).inspect();
+    expect(info.ProcessConfig.user).toBe('0:0');
+  });
+});
+
+describe('create: every checked field in every folded spelling beside the checked one', () => {
+  const s = bodyOf(spec(0));
+  const top = Object.keys(s as object).filter((k) => k !== 'HostConfig');
+  const host = Object.keys((s as { HostConfig: object }).HostConfig);
+  const cases: Array<[string, string[], string, string]> = [];
+  for (const f of [...top, 'HostConfig']) for (const v of foldedSpellings(f)) cases.push([`${f} as ${JSON.stringify(v)}`, [], f, v]);
+  for (const f of [...host, 'ReadonlyPaths', 'Devices', 'CgroupnsMode']) for (const v of foldedSpellings(f)) cases.push([`HostConfig.${f} as ${JSON.stringify(v)}`, ['HostConfig'], f, v]);
+  for (const f of ['Name', 'Soft', 'Hard']) for (const v of foldedSpellings(f)) cases.push([`HostConfig.Ulimits[0].${f} as ${JSON.stringify(v)}`, ['HostConfig', 'Ulimits', '0'], f, v]);
+  for (const f of ['Type', 'Source', 'Target', 'VolumeOptions']) for (const v of foldedSpellings(f)) cases.push([`HostConfig.Mounts[0].${f} as ${JSON.stringify(v)}`, ['HostConfig', 'Mounts', '0'], f, v]);
+
+  test.each(cases)('%s (after and before it) → duplicate-field; the engine never sees it', async (_n, path, field, variant) => {
+    rec.clear();
+    const marker = `m${randomBytes(6).toString('hex')}`;
+    const body = bodyOf(spec(1)) as { Labels: Record<string, string>; HostConfig: Record<string, J> };
+    body.Labels.marker = marker;
+    // fields the spec leaves out, present with a value the gate accepts, so the variant is the second spelling
+    body.HostConfig.ReadonlyPaths ??= null;
+    body.HostConfig.CgroupnsMode ??= 'private';
+    // Which spelling is "checked" must not matter: the evil value first, then last.
+    for (const where of ['after', 'before'] as const) {
+      const r = await request('POST', `/containers/create?name=${slot(1).name}`, withEntries(body as unknown as J, path, [[variant, EVIL[field] ?? 'evil']], where));
+      refusedBy(r, 'duplicate-field');
+    }
+    // the same key written twice
+    const twice = withEntries(body as unknown as J, path, [[field, EVIL[field] ?? 'evil']]);
+    refusedBy(await request('POST', `/containers/create?name=${slot(1).name}`, twice), 'duplicate-field');
+    expect(rec.seen()).not.toContain(marker);
+  });
+
+  test.each(['Net\u0432orkMode', 'NetworkMode\u200b', 'Network_Mode', 'NetworkMod', 'Privileged ', '\u0130mage'])('a key no field folds to (%j) → unknown-field', async (k) => {
+    rec.clear();
+    const body = bodyOf(spec(1));
+    const r = await request('POST', `/containers/create?name=${slot(1).name}`, withEntries(body, ['HostConfig'], [[k, 'x']]));
+    refusedBy(r, 'unknown-field');
+    expect(rec.seen()).toBe('');
+  });
+
+  test('the deprecated top-level HostConfig fields (read by the engine when "HostConfig" is absent) are refused', async () => {
+    for (const [k, v] of [['Privileged', true], ['Binds', ['/:/host']], ['NetworkMode', 'host'], ['priviLeged', true]] as Array<[string, J]>) {
+      const body = bodyOf(spec(1)) as Record<string, J>;
+      delete body.HostConfig;
+      refusedBy(await request('POST', `/containers/create?name=${slot(1).name}`, withEntries(body, [], [[k, v]])), 'create-body');
+    }
+    expect(rec.seen()).toBe('');
+  });
+
+  test('a lone variant spelling is the same field to the gate as to the engine: it passes, and the engine gets the canonical spelling', async () => {
+    rec.clear();
+    const body = bodyOf(spec(2)) as { HostConfig: Record<string, J> };
+    const nm = body.HostConfig.NetworkMode!;
+    delete body.HostConfig.NetworkMode;
+    const text = withEntries(body as J, ['HostConfig'], [['networ\u212amode', nm]]);
+    const r = await request('POST', `/containers/create?name=${slot(2).name}`, text);
+    expect(r.status).toBe(201);
+    expect(rec.seen()).toContain('"NetworkMode":"none"');
+    expect(rec.seen()).not.toContain('networ\u212amode');
+    const c = engine.getContainer((JSON.parse(r.body) as { Id: string }).Id);
+    expect((await c.inspect()).HostConfig.NetworkMode).toBe('none');
+    await request('DELETE', `/containers/${slot(2).name}?force=1`);
+  });
+
+  test('bodies that are not one JSON value as the engine reads it are refused', async () => {
+    rec.clear();
+    const good = JSON.stringify(bodyOf(spec(1)));
+    for (const b of [`${good}{"HostConfig":{"Privileged":true}}`, `\ufeff${good}`, good.replace('"Image"', '"Im\\ud800age"'), `${good.slice(0, -1)},}`]) {
+      const r = await request('POST', `/containers/create?name=${slot(1).name}`, b);
+      expect(r.status).toBe(403);
+    }
+    expect(rec.seen()).toBe('');
+  });
+});
+
+describe('exec and exec start bodies', () => {
+  let own: string;
+  let agent: number;
+  beforeAll(async () => {
+    const r = await request('POST', `/containers/create?name=${slot(3).name}`, JSON.stringify(bodyOf(spec(3))));
+    expect(r.status).toBe(201);
+    own = (JSON.parse(r.body) as { Id: string }).Id;
+    agent = slot(3).agentUid;
+    expect((await request('POST', `/containers/${own}/start`)).status).toBe(204);
+  });
+  const execBody = () => ({ Cmd: ['id', '-u'], User: `${agent}:${agent}`, AttachStdout: true, AttachStderr: true, Tty: false, Privileged: false, Env: ['A=1'], WorkingDir: '/workspace', Detach: false, DetachKeys: '' } as Record<string, J>);
+
+  test('every exec field in every folded spelling beside the checked one → duplicate-field; never at the engine', async () => {
+    rec.clear();
+    for (const f of Object.keys(execBody())) {
+      for (const v of foldedSpellings(f)) {
+        for (const where of ['after', 'before'] as const) {
+          refusedBy(await request('POST', `/containers/${own}/exec`, withEntries(execBody() as J, [], [[v, EVIL[f] ?? 'evil']], where)), 'duplicate-field');
+        }
+      }
+    }
+    expect(rec.seen()).not.toContain('/exec');
+  });
+
+  test('exec User: every other uid, in every spelling, is refused; the slot\'s own passes and the engine gets exactly it', async () => {
+    rec.clear();
+    const other = slot(4).agentUid;
+    for (const u of ['0', '0:0', 'root', 'root:root', `${agent}:0`, `0:${agent}`, `${agent}`, `${agent}:${agent}:x`, ` ${agent}:${agent}`, `${agent}:${agent} `,
+      `${agent - 1}:${agent - 1}`, `${other}:${other}`, `0${agent}:0${agent}`, `+${agent}:${agent}`, 'agent', '', `${agent}:${agent}\u0000`, `${2 ** 32 + agent}:${agent}`]) {
+      refusedBy(await request('POST', `/containers/${own}/exec`, JSON.stringify({ ...execBody(), User: u })), 'exec-user');
+    }
+    const noUser = execBody();
+    delete noUser.User;
+    refusedBy(await request('POST', `/containers/${own}/exec`, JSON.stringify(noUser)), 'exec-user');
+    refusedBy(await request('POST', `/containers/${own}/exec`, JSON.stringify({ ...execBody(), Privileged: true })), 'exec-not-privileged');
+    expect(rec.seen()).not.toContain('/exec');
+    const lone = execBody();
+    delete lone.User;
+    const r = await request('POST', `/containers/${own}/exec`, withEntries(lone as J, [], [['u\u017fer', `${agent}:${agent}`]]));
+    expect(r.status).toBe(201);
+    expect(rec.seen()).toContain(`"User":"${agent}:${agent}"`);
+    const info = await engine.getExec((JSON.parse(r.body) as { Id: string }).Id).inspect();
+    expect(info.ProcessConfig.user).toBe(`${agent}:${agent}`);
+  });
+
+  test('exec start: folded or repeated Detach/Tty, unknown keys, and a Tty start are refused; a plain start runs as the slot\'s uid', async () => {
+    const r = await request('POST', `/containers/${own}/exec`, JSON.stringify(execBody()));
+    const id = (JSON.parse(r.body) as { Id: string }).Id;
+    rec.clear();
+    for (const b of [withEntries({ Detach: false, Tty: false }, [], [['tty', true]]), withEntries({ Detach: false }, [], [['Detach', true]]),
+      withEntries({ Detach: false, Tty: false }, [], [['hijack', true]]), JSON.stringify({ Detach: false, Tty: true }), withEntries({ Detach: false, Tty: false }, [], [['ConsoleSize', [1, 1]]])]) {
+      const x = await request('POST', `/exec/${id}/start`, b);
+      expect(x.status).toBe(403);
+    }
+    expect(rec.seen()).not.toContain('/start');
+    const ok = await request('POST', `/exec/${id}/start`, JSON.stringify({ Detach: false, Tty: false }));
+    expect(ok.status).toBe(200);
+    expect(ok.body).toContain(String(agent));
+  });
+
+  test('exec start over an upgraded connection: a folded duplicate in its body is refused before anything runs', async () => {
+    const r = await request('POST', `/containers/${own}/exec`, JSON.stringify({ ...execBody(), Cmd: ['touch', '/tmp/started'] }));
+    const id = (JSON.parse(r.body) as { Id: string }).Id;
+    const body = withEntries({ Detach: false, Tty: false }, [], [['TTY', true]]);
+    const answer = await new Promise<string>((resolve) => {
+      const s = connect(sock);
+      let got = '';
+      s.on('data', (d) => (got += d.toString('latin1')));
+      s.once('close', () => resolve(got));
+      s.write(`POST /exec/${id}/start HTTP/1.1\r\nHost: docker\r\nContent-Type: application/json\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 403/);
+    expect(answer).toContain('rule duplicate-field');
+    const probe = await request('POST', `/containers/${own}/exec`, JSON.stringify({ ...execBody(), Cmd: ['test', '-e', '/tmp/started'] }));
+    const pid = (JSON.parse(probe.body) as { Id: string }).Id;
+    await request('POST', `/exec/${pid}/start`, JSON.stringify({ Detach: false, Tty: false }));
+    expect((await engine.getExec(pid).inspect()).ExitCode).toBe(1);
+  });
+
+  test('query strings: repeated, case-variant and unknown parameters, and archive paths outside the sandbox\'s, are refused', async () => {
+    rec.clear();
+    for (const [m, p, rule] of [
+      ['POST', `/containers/create?name=${slot(5).name}&name=${slot(6).name}`, 'query'],
+      ['POST', `/containers/create?Name=${slot(5).name}`, 'query'],
+      ['POST', `/containers/create?name=${slot(5).name}&platform=linux`, 'query'],
+      ['GET', `/containers/${own}/archive?path=/etc/shadow`, 'query'],
+      ['GET', `/containers/${own}/archive?path=/workspace/../etc`, 'query'],
+      ['GET', `/containers/${own}/archive?path=/workspace&path=/etc`, 'query'],
+      ['GET', `/containers/${own}/archive?Path=/etc`, 'query'],
+      ['DELETE', `/containers/${own}?force=1&link=1`, 'query'],
+      ['POST', `/containers/${own}/kill?signal=KILL&signal=HUP`, 'query'],
+      ['GET', `/containers/json?all=1&All=0`, 'query'],
+      ['GET', `/containers/json?filters=${encodeURIComponent(JSON.stringify({ label: ['x'], before: ['y'] }))}`, 'filters'],
+      ['PUT', `/containers/${own}/archive?path=/workspace`, 'endpoint-not-allowed'],
+    ] as const) {
+      refusedBy(await request(m, p, m === 'POST' && p.includes('create') ? JSON.stringify(bodyOf(spec(5))) : undefined), rule);
+    }
+    expect(rec.seen()).not.toMatch(/archive|link=|Name=|platform|kill/);
+    const ok = await request('GET', `/containers/${own}/archive?path=/workspace`);
+    expect(ok.status).toBe(200);
+  });
+
+  test('API versions below 1.41 (a HostConfig in a start body) and bodies where none is taken are refused', async () => {
+    rec.clear();
+    const evil = JSON.stringify({ Privileged: true, Binds: ['/:/host'] });
+    refusedBy(await request('POST', `/v1.23/containers/${own}/start`, evil), 'api-version');
+    refusedBy(await request('POST', `/v1.40/containers/create?name=${slot(5).name}`, JSON.stringify(bodyOf(spec(5)))), 'api-version');
+    refusedBy(await request('POST', `/v1.41/containers/${own}/start`, evil), 'body-not-allowed');
+    refusedBy(await request('POST', `/containers/${own}/kill?signal=KILL`, 'signal=HUP', { 'Content-Type': 'application/x-www-form-urlencoded' }), 'body-not-allowed');
+    expect(rec.seen()).not.toContain('Privileged');
+    expect(rec.seen()).not.toContain('/kill');
+    expect((await engine.getContainer(own).inspect()).HostConfig.Privileged).toBe(false);
+  });
+});
+
+describe('create User: only the PID 1 uid of a slot of this deployment\'s range, bound to the label and the name', () => {
+  test.each([
+    ['root', (s: Record<string, J>) => { s.User = '0:0'; }],
+    ['the agent uid as PID 1', (s: Record<string, J>) => { s.User = `${slot(1).agentUid}:${slot(1).agentUid}`; }],
+    ['another slot\'s PID 1 uid', (s: Record<string, J>) => { s.User = `${slot(2).initUid}:${slot(2).initUid}`; }],
+    ['a uid past the range', (s: Record<string, J>) => { s.User = `${uidSlot({ base, slots: SLOTS + 5 }, SLOTS + 2).initUid}:${uidSlot({ base, slots: SLOTS + 5 }, SLOTS + 2).initUid}`; }],
+    ['a group other than the uid', (s: Record<string, J>) => { s.User = `${slot(1).initUid}:0`; }],
+    ['the uid label of another slot', (s: Record<string, J>) => { (s.Labels as Record<string, J>)['corral.uid'] = String(slot(2).agentUid); }],
+    ['the workspace owned by another uid', (s: Record<string, J>) => { ((s.HostConfig as Record<string, J>).Tmpfs as Record<string, J>)['/workspace'] = `rw,exec,nosuid,nodev,size=8m,uid=0,gid=0,mode=0755`; }],
+  ])('%s → sandbox-user', async (_n, change) => {
+    const s = bodyOf(spec(1)) as Record<string, J>;
+    change(s);
+    refusedBy(await request('POST', `/containers/create?name=${slot(1).name}`, JSON.stringify(s)), 'sandbox-user');
+  });
+  test('a name that is not the slot\'s → container-name', async () => {
+    refusedBy(await request('POST', `/containers/create?name=${slot(2).name}`, JSON.stringify(bodyOf(spec(1)))), 'container-name');
+  });
+});
+
+describe('the egress root', () => {
+  const bindSpec = (src: string) => {
+    const s = bodyOf(spec(6)) as Record<string, J>;
+    (s.HostConfig as Record<string, J>).Binds = [`${src}:/run/corral:ro`];
+    (s.Labels as Record<string, J>)['corral.egress-dir'] = src;
+    return JSON.stringify(s);
+  };
+  const makeDir = async () => {
+    const r = await request('POST', '/corral-gate/egress-dirs');
+    expect(r.status).toBe(201);
+    return (JSON.parse(r.body) as { dir: string }).dir;
+  };
+
+  test('a link planted in the root, a directory elsewhere, and spellings around the root are refused; the engine never sees them', async () => {
+    rec.clear();
+    await symlink('/', join(egressRoot, 'r-planted1'));
+    await mkdir(join(dir, 'r-outside1'));
+    refusedBy(await request('POST', `/containers/create?name=${slot(6).name}`, bindSpec(join(egressRoot, 'r-planted1'))), 'binds-egress-only');
+    for (const src of [join(dir, 'r-outside1'), `${egressRoot}/../r-outside1`, `${egressRoot}//r-planted1`, `${egressRoot}/r-planted1/`, egressRoot, '/var/run', `${egressRoot}/r-planted1/x`]) {
+      refusedBy(await request('POST', `/containers/create?name=${slot(6).name}`, bindSpec(src)), 'binds-egress-only');
+    }
+    const d = await makeDir();
+    for (const b of [`${d}:/run/corral`, `${d}:/run/corral:rw`, `${d}:/run/corral:ro,z`, `${d}:/etc:ro`, `${d}:/run/corral:ro:x`]) {
+      const s = JSON.parse(bindSpec(d)) as Record<string, Record<string, J>>;
+      s.HostConfig!.Binds = [b];
+      refusedBy(await request('POST', `/containers/create?name=${slot(6).name}`, JSON.stringify(s)), 'binds-egress-only');
+    }
+    const m = JSON.parse(bindSpec(d)) as Record<string, Record<string, J>>;
+    m.HostConfig!.Mounts = [{ Type: 'bind', Source: '/', Target: '/dev/pts' }];
+    refusedBy(await request('POST', `/containers/create?name=${slot(6).name}`, JSON.stringify(m)), 'binds-egress-only');
+    expect(rec.seen()).not.toContain('/containers/create');
+    await rm(join(egressRoot, 'r-planted1'));
+  });
+
+  test('a root others can write is refused (nothing under it can be trusted)', async () => {
+    const d = await makeDir();
+    await chmod(egressRoot, 0o777);
+    try {
+      refusedBy(await request('POST', `/containers/create?name=${slot(6).name}`, bindSpec(d)), 'egress-root');
+      refusedBy(await request('POST', '/corral-gate/egress-dirs'), 'egress-root');
+    } finally {
+      await chmod(egressRoot, 0o711);
+    }
+  });
+
+  test('a link swapped in after the create is refused at start: the engine never mounts it', async () => {
+    const d = await makeDir();
+    const r = await request('POST', `/containers/create?name=${slot(6).name}`, bindSpec(d));
+    expect(r.status).toBe(201);
+    const id = (JSON.parse(r.body) as { Id: string }).Id;
+    await rename(d, `${d}-moved`);
+    await symlink('/', d);
+    refusedBy(await request('POST', `/containers/${id}/start`), 'binds-egress-only');
+    expect((await engine.getContainer(id).inspect()).State.Status).toBe('created');
+    await rm(d);
+    await rename(`${d}-moved`, d);
+    expect((await request('POST', `/containers/${id}/start`)).status).toBe(204);
+    const e = await request('POST', `/containers/${id}/exec`, JSON.stringify({ Cmd: ['sh', '-c', 'ls -A /run/corral | wc -l; grep -c " /run/corral " /proc/mounts'], User: `${slot(6).agentUid}:${slot(6).agentUid}`, AttachStdout: true }));
+    const x = await request('POST', `/exec/${(JSON.parse(e.body) as { Id: string }).Id}/start`, JSON.stringify({ Detach: false, Tty: false }));
+    expect(x.body).toMatch(/0\s[\s\S]*1/);
+    expect((await request('DELETE', `/containers/${id}?force=1`)).status).toBe(204);
+  });
+
+  test('a worker uid (not root) can neither make entries in the root nor move or replace the gate\'s directories', async () => {
+    const d = await makeDir();
+    const asWorker = (cmd: string) => run('setpriv', ['--reuid', '10100', '--regid', '10100', '--clear-groups', 'sh', '-c', cmd]).then(() => 'ok', (e: { stderr?: string }) => e.stderr ?? 'failed');
+    expect(await asWorker(`mkdir ${egressRoot}/r-mine1234`)).toMatch(/Permission denied/);
+    expect(await asWorker(`ln -s / ${egressRoot}/r-link1234`)).toMatch(/Permission denied/);
+    expect(await asWorker(`mv ${d} ${d}x`)).toMatch(/Permission denied/);
+    expect(await asWorker(`rm -rf ${d}`)).toMatch(/Permission denied/);
+    expect((await readdir(egressRoot)).filter((n) => n.endsWith('1234'))).toEqual([]);
+  });
+
+  test('the gate removes only its deployment\'s directories', async () => {
+    refusedBy(await request('DELETE', '/corral-gate/egress-dirs/..'), 'endpoint-not-allowed');
+    expect((await request('DELETE', '/corral-gate/egress-dirs/r-nonexistent')).status).toBe(404);
+    const d = await makeDir();
+    expect((await request('DELETE', `/corral-gate/egress-dirs/${d.slice(d.lastIndexOf('/') + 1)}`)).status).toBe(204);
+    expect((await readdir(egressRoot)).includes(d.slice(d.lastIndexOf('/') + 1))).toBe(false);
+  });
+});
+
+test('every refusal above was logged with its rule', () => {
+  const rules = new Set(logs.filter((l) => l.msg === 'docker-gate refused').map((l) => l.rule));
+  for (const r of ['duplicate-field', 'unknown-field', 'create-body', 'exec-user', 'query', 'api-version', 'body-not-allowed', 'binds-egress-only', 'egress-root', 'sandbox-user']) expect(rules).toContain(r);
+});
