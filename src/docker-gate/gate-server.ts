@@ -403,6 +403,11 @@ export class DockerGate {
     });
   }
 
+  /** Refuses a request that carries a body where the endpoint takes none. */
+  refuseBody(req: http.IncomingMessage): Promise<void> {
+    return refuseBody(req);
+  }
+
   /** A JSON body read whole (bounded) and parsed as the engine's decoder sees it. */
   readJson(req: http.IncomingMessage): Promise<JValue> {
     return readJson(req, MAX_JSON_BODY);

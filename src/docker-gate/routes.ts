@@ -132,8 +132,11 @@ function routes(p: GatePolicy): Route[] {
     {
       methods: ['DELETE'], path: ['containers', ':id'], query: { force: boolParam, v: boolParam }, owner: 'container',
       handle: async (c, own) => {
-        await c.gate.forward(c, `${c.version}/containers/${own!.id}${qs(c.query)}`);
-        if (c.res.statusCode < 300 || c.res.statusCode === 404) await c.gate.removed(own!);
+        await c.gate.refuseBody(c.req);
+        const r = await c.gate.engineJson('DELETE', `${c.version}/containers/${own!.id}${qs(c.query)}`);
+        // The lease and the egress directory go before the answer, so a client that saw the 204 sees them gone.
+        if (r.status < 300 || r.status === 404) await c.gate.removed(own!);
+        send(c.res, r.status, r.body);
       },
     },
     {
