@@ -9,7 +9,7 @@
 import { isAbsolute, normalize } from 'node:path';
 import { EGRESS_MOUNT, LABELS, MASKED_PATHS } from '../sandbox/container-spec';
 import { PTY_MOUNT, PTY_VOLUME_PREFIX, ptyMount } from '../sandbox/pty-volume';
-import { FILES, gvisorPidsCgroup } from '../sandbox/sandbox-budgets';
+import { FILES, GVISOR_NPROC_MAX, gvisorPidsCgroup } from '../sandbox/sandbox-budgets';
 import { seccompJson } from '../sandbox/seccomp-profile';
 import { slotOfAgentUid } from '../sandbox/uid-slots';
 import { CONFIG_FIELDS, droppedFields, HOST_CONFIG_FIELDS, LOG_CONFIG_FIELDS, MOUNT_FIELDS, RESTART_POLICY_FIELDS, ULIMIT_FIELDS, VOLUME_OPTIONS_FIELDS, WRAPPER_FIELDS } from './engine-fields';
@@ -310,6 +310,7 @@ export function checkCreate(body: JValue, name: string | null, p: GatePolicy): C
   const u = h.Ulimits as Record<string, { Soft: number; Hard: number }>;
   if (!u.nofile || !u.nproc) refuse('resource-maxima', 'Ulimits must set nofile and nproc');
   if (u.nproc.Hard > p.maxPids) refuse('resource-maxima', `nproc ≤ ${p.maxPids}`);
+  if (isolation === 'gvisor' && u.nproc.Hard > GVISOR_NPROC_MAX) refuse('resource-maxima', `nproc ≤ ${GVISOR_NPROC_MAX} under gVisor (what its host-pid cap holds)`);
   if (u.nofile.Hard * u.nproc.Hard > FILES) refuse('file-budget', `nofile × nproc must be ≤ ${FILES} (the open files one sandbox may hold), got ${u.nofile.Hard} × ${u.nproc.Hard}`);
   const pidsCap = isolation === 'gvisor' ? gvisorPidsCgroup(u.nproc.Hard) : u.nproc.Hard;
   if (num(h.PidsLimit) > pidsCap) refuse('resource-maxima', `PidsLimit must be ≤ ${pidsCap} for nproc ${u.nproc.Hard} under ${isolation}`);

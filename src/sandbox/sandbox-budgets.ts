@@ -13,8 +13,11 @@
  *   sandbox's process limit (per uid, and the uid is the sandbox's own). Files mapped and closed are
  *   charged to the memory cgroup (struct file and VMA are accounted kernel memory).
  * - pids (kernel.pid_max): runc's pids cgroup is the process limit; gVisor's counts the Sentry's host
- *   threads (≈40 idle + ≈8–12 per sandbox process, measured), so it gets room for those, capped at
- *   GVISOR_HOST_PIDS_CAP so one gVisor sandbox never holds more than a few percent of pid_max.
+ *   threads (≈40 idle + ≈5–13 per sandbox process, measured), so it gets room for those, capped at
+ *   GVISOR_HOST_PIDS_CAP so one gVisor sandbox never holds more than an eighth of a default pid_max
+ *   (32,768). Its RLIMIT_NPROC (which the Sentry enforces, threads included) is kept where that room
+ *   suffices (GVISOR_NPROC_MAX), so a fork bomb meets EAGAIN before the cgroup refuses the Sentry a
+ *   thread (which would end the whole sandbox).
  * Pure: the worker's container spec and the docker gate's rules both use it, so they agree.
  */
 import type { IsolationClass } from '../domain/sandbox';
@@ -28,7 +31,11 @@ export const PTYS = 32;
 /** Host pids (threads) of one gVisor sandbox: the Sentry, the gofer and the processes' stubs. */
 export const GVISOR_HOST_PIDS_PER_PROCESS = 24;
 export const GVISOR_HOST_PIDS_BASE = 256;
-export const GVISOR_HOST_PIDS_CAP = 2048;
+export const GVISOR_HOST_PIDS_CAP = 4096;
+/** Host threads one gVisor sandbox process may cost at most (measured 5–13). */
+const GVISOR_HOST_PIDS_WORST = 13;
+/** gVisor's RLIMIT_NPROC ceiling: what GVISOR_HOST_PIDS_CAP holds at the worst cost per process. */
+export const GVISOR_NPROC_MAX = Math.floor((GVISOR_HOST_PIDS_CAP - GVISOR_HOST_PIDS_BASE) / GVISOR_HOST_PIDS_WORST);
 
 export interface SandboxBudget {
   /** RLIMIT_NPROC (per uid: the sandbox's processes and threads). */
@@ -52,7 +59,7 @@ export function gvisorPidsCgroup(pids: number): number {
 }
 
 export function sandboxBudget(pids: number, isolation: IsolationClass): SandboxBudget {
-  const nproc = pids;
+  const nproc = isolation === 'gvisor' ? Math.min(pids, GVISOR_NPROC_MAX) : pids;
   return {
     nproc,
     nofile: nofileFor(nproc),
