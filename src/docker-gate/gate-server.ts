@@ -16,7 +16,7 @@ import { LABELS } from '../sandbox/container-spec';
 import { HostLeases } from '../sandbox/host-leases';
 import { isPtyVolume, ptyVolumeCreateBody } from '../sandbox/pty-volume';
 import { EgressRoot } from './egress-root';
-import { parseGoJson, type JValue } from './go-json';
+import { isObject, parseGoJson, type JValue } from './go-json';
 import { checkCreate, checkExec, checkExecStart, checkQuery, GATE_LABEL, owned, ownershipTag, recordedUid, Refusal, type GatePolicy } from './rules';
 import { matchRoute, MIN_API_VERSION, serveRoute, type Owned, type RouteContext } from './routes';
 
@@ -175,7 +175,7 @@ export class DockerGate {
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const { version, seg, query } = this.route(req);
     const route = matchRoute(req.method ?? 'GET', seg, { upgrade: false, policy: this.o.policy });
-    await serveRoute(route, { gate: this, req, res, version, seg, policy: this.o.policy }, query);
+    await serveRoute(route, { gate: this, req, res, version, seg, policy: this.o.policy, rawQuery: query }, query);
   }
 
   // ---- what routes.ts calls ----
@@ -322,7 +322,7 @@ export class DockerGate {
    * answer back; a request that came with a body is refused (no client bytes reach the engine).
    */
   async forward(ctx: RouteContext, path: string, body?: unknown): Promise<void> {
-    if (body === undefined) await refuseBody(ctx.req);
+    if (body === undefined) await refuseBody(ctx.req, ctx.rawQuery);
     const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     await new Promise<void>((resolve, reject) => {
       const headers: http.OutgoingHttpHeaders = { Host: 'docker', ...(data ? { 'Content-Type': 'application/json', 'Content-Length': data.length } : {}) };
@@ -404,8 +404,8 @@ export class DockerGate {
   }
 
   /** Refuses a request that carries a body where the endpoint takes none. */
-  refuseBody(req: http.IncomingMessage): Promise<void> {
-    return refuseBody(req);
+  refuseBody(req: http.IncomingMessage, rawQuery: URLSearchParams): Promise<void> {
+    return refuseBody(req, rawQuery);
   }
 
   /** A JSON body read whole (bounded) and parsed as the engine's decoder sees it. */
@@ -437,14 +437,30 @@ function readBody(s: NodeJS.ReadableStream, max: number): Promise<Buffer> {
   });
 }
 
-/** Refuses a request that carries a body where the endpoint takes none. */
-async function refuseBody(req: http.IncomingMessage): Promise<void> {
+/**
+ * Refuses a request that carries a body where the endpoint takes none. A body is never forwarded;
+ * what passes is nothing, or a JSON object that only repeats the query (dockerode sends its options as
+ * both: `{"signal":"SIGKILL"}` beside `?signal=SIGKILL`), so nothing a body says goes unchecked.
+ */
+async function refuseBody(req: http.IncomingMessage, rawQuery: URLSearchParams): Promise<void> {
   const len = req.headers['content-length'];
-  if (req.headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0')) {
-    const buf = await readBody(req, MAX_SMALL_BODY).catch(() => Buffer.alloc(1));
-    // `{}` or `null` as an empty body (some clients send one) is no content; anything else is refused.
-    const t = buf.toString('utf8').trim();
-    if (t !== '' && t !== '{}' && t !== 'null') throw new Refusal('body-not-allowed', 'this endpoint takes no request body');
+  if (req.headers['transfer-encoding'] === undefined && (len === undefined || len === '0')) return;
+  const buf = await readBody(req, MAX_SMALL_BODY);
+  const t = buf.toString('utf8').trim();
+  if (t === '' || t === 'null') return;
+  const refused = () => new Refusal('body-not-allowed', 'this endpoint takes no request body (at most a JSON object repeating its query)');
+  if (!/^application\/json\s*(;|$)/i.test(String(req.headers['content-type'] ?? ''))) throw refused();
+  let v: JValue;
+  try {
+    v = parseGoJson(t);
+  } catch {
+    throw refused();
+  }
+  if (!isObject(v)) throw refused();
+  const seen = new Set<string>();
+  for (const [k, x] of v.entries) {
+    if (seen.has(k) || !rawQuery.has(k) || (typeof x !== 'string' && typeof x !== 'number' && typeof x !== 'boolean') || rawQuery.get(k) !== String(x)) throw refused();
+    seen.add(k);
   }
 }
 

@@ -31,6 +31,8 @@ export interface RouteContext {
   seg: string[];
   /** The checked query, rebuilt. */
   query: URLSearchParams;
+  /** The query as the client sent it (a dockerode body may repeat it). */
+  rawQuery: URLSearchParams;
   policy: GatePolicy;
 }
 
@@ -132,7 +134,7 @@ function routes(p: GatePolicy): Route[] {
     {
       methods: ['DELETE'], path: ['containers', ':id'], query: { force: boolParam, v: boolParam }, owner: 'container',
       handle: async (c, own) => {
-        await c.gate.refuseBody(c.req);
+        await c.gate.refuseBody(c.req, c.rawQuery);
         const r = await c.gate.engineJson('DELETE', `${c.version}/containers/${own!.id}${qs(c.query)}`);
         // The lease and the egress directory go before the answer, so a client that saw the 204 sees them gone.
         if (r.status < 300 || r.status === 404) await c.gate.removed(own!);

@@ -211,6 +211,14 @@ export interface SandboxProcess {
   kill(reason: string): Promise<void>;
 }
 
+/** What a setup capture holds beside new files: the workspace's own files or git internals it changed (a capture with any is never cached). */
+export interface CaptureResult {
+  bytes: number;
+  /** Paths (`workspace/…`) of seed files and git internals among the capture's entries, the first few. */
+  ownPaths: string[];
+  ownCount: number;
+}
+
 /** The steps of a setup phase that only the sandbox adapter can take. */
 export interface SetupFacet {
   /**
@@ -225,7 +233,13 @@ export interface SetupFacet {
    * every entry under /workspace and the agent's home whose inode changed after `since` — what setup
    * wrote. SandboxError(limit_exceeded) past `maxBytes`.
    */
-  capture(since: string, dest: string, maxBytes: number, signal?: AbortSignal): Promise<{ bytes: number }>;
+  capture(since: string, dest: string, maxBytes: number, signal?: AbortSignal): Promise<CaptureResult>;
+  /**
+   * A digest of everything setup can read in the workspace before it runs: every entry's name, type,
+   * mode, content and link target (git internals left out), and the commit HEAD names. A setup cache
+   * key holds it, so one repository's setup is never reused for another's.
+   */
+  workspaceDigest(signal?: AbortSignal): Promise<string>;
   /** Extracts a capture (from this tenant's cache) into the sandbox, as the agent's user. */
   restore(path: string, signal?: AbortSignal): Promise<void>;
   /** Adds a capture's workspace files to the patch's baseline: what setup wrote is not the agent's change. */

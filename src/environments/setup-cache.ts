@@ -1,9 +1,12 @@
 /**
  * The setup cache of one worker host: CORRAL_DATA_DIR/setup-cache/<key>.tar, each a capture of what
- * an environment's setup phase wrote (SetupFacet.capture), keyed by the tenant, the environment as
- * loaded (its digest: image, commands, egress) and the digests of the lockfiles it names — so a run of
- * one tenant never restores what another tenant's setup wrote, and a changed lockfile or setup never
- * reuses an old result. Least recently used entries (mtime, touched on every hit) are evicted past
+ * an environment's setup phase wrote (SetupFacet.capture), keyed by everything that capture depends
+ * on: the tenant, the environment as loaded (its digest: image, commands, egress), the digests of the
+ * lockfiles it names, and a digest of the whole workspace setup found (every file, mode and link, and
+ * the commit HEAD names) — so a run of one tenant never restores what another tenant's setup wrote,
+ * one repository's setup is never restored into another's, and a changed lockfile, setup or source
+ * never reuses an old result. An entry holds only files setup made: a capture that changed the
+ * workspace's own files or its git internals is never stored (setup-phase.ts). Least recently used entries (mtime, touched on every hit) are evicted past
  * CORRAL_SETUP_CACHE_MB. A host-local cache: a worker on another host runs setup once for itself.
  */
 import { createHash, randomBytes } from 'node:crypto';
@@ -17,6 +20,8 @@ export interface CacheKeyParts {
   digest: string;
   /** `sha256sum` lines of the lockfiles (or `absent  NAME`), in the environment's order. */
   lockfiles: string[];
+  /** SetupFacet.workspaceDigest: the whole workspace as setup found it. */
+  workspace: string;
 }
 
 const KEY = /^[0-9a-f]{64}$/;
@@ -30,7 +35,7 @@ export class SetupCache {
   }
 
   static key(p: CacheKeyParts): string {
-    return createHash('sha256').update(JSON.stringify(['corral-setup-v1', p.tenant, p.environment, p.digest, p.lockfiles])).digest('hex');
+    return createHash('sha256').update(JSON.stringify(['corral-setup-v2', p.tenant, p.environment, p.digest, p.lockfiles, p.workspace])).digest('hex');
   }
 
   /** The capture stored under `key` (its mtime refreshed: it was used), or null. */

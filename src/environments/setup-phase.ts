@@ -2,8 +2,9 @@
  * The setup phase of a run whose environment has setup commands: after the sandbox is seeded and
  * before the first model call.
  *
- *   1. The cache key: the tenant, the environment's digest and the digests of the lockfiles it names,
- *      taken in the sandbox (`sha256sum`; only the seed is there yet).
+ *   1. The cache key: the tenant, the environment's digest, the digests of the lockfiles it names and
+ *      of the whole workspace (every file, mode and link, and the commit HEAD names), taken in the
+ *      sandbox (only the seed is there yet, nothing of the tenant's has run).
  *   2. A hit: the stored capture is extracted over the workspace and added to the patch's baseline;
  *      the commands do not run.
  *      A miss: each command runs with `bash -c` in /workspace as the agent's user, with the setup
@@ -14,7 +15,9 @@
  *      connection open at that moment is closed (egress.narrowed) — before the first model call.
  *   4. What setup wrote (inode changed since it began, under /workspace and the agent's home) is
  *      captured to a tar: its workspace files join the patch's baseline (node_modules is not the
- *      agent's change), and with a cache the tar becomes the entry for this key.
+ *      agent's change), and with a cache the tar becomes the entry for this key — unless it changed
+ *      any of the workspace's own files or git internals (a hook, the config): such a capture is
+ *      never stored, so a restore only ever adds files setup made.
  *
  * The commands are the operator's (the environment file), not the model's: the gate does not see
  * them. What they run may still be the tenant's (npm runs a package.json's scripts), which is why the
@@ -64,7 +67,12 @@ export async function runSetup(deps: SetupDeps, env: Environment, agentEgress: s
   if (!facet) throw new SandboxError('sandbox_failed', `environment ${env.name}: this sandbox provider cannot run a setup phase`);
   const t0 = clock();
   const cache = env.cache !== false ? deps.cache : undefined;
-  const key = cache && env.cache !== false ? SetupCache.key({ tenant: deps.tenant, environment: env.name, digest: env.digest, lockfiles: await lockfileDigests(sandbox, env.cache.files, deps.signal) }) : undefined;
+  const key = cache && env.cache !== false
+    ? SetupCache.key({
+      tenant: deps.tenant, environment: env.name, digest: env.digest,
+      lockfiles: await lockfileDigests(sandbox, env.cache.files, deps.signal), workspace: await facet.workspaceDigest(deps.signal),
+    })
+    : undefined;
   const hit = key ? cache!.get(key) : null;
   emit({ type: 'setup.started', environment: env.name, commands: env.setup.commands.length, egressAllow: env.setup.egress, cache: !key ? 'off' : hit ? 'hit' : 'miss', ...(key ? { key: key.slice(0, 16) } : {}) });
 
@@ -118,12 +126,15 @@ export async function runSetup(deps: SetupDeps, env: Environment, agentEgress: s
 
   const capture = key ? cache!.scratch() : join(deps.scratchDir, `setup-capture-${process.pid}-${Date.now()}.tar`);
   try {
-    const { bytes } = await facet.capture(since, capture, deps.maxCaptureBytes, deps.signal);
+    const { bytes, ownPaths, ownCount } = await facet.capture(since, capture, deps.maxCaptureBytes, deps.signal);
     const { files } = await facet.rebaseline(capture);
-    const stored = key ? cache!.put(key, capture) : false;
+    // A cache entry holds only what setup made: never the workspace's own files or git internals.
+    const own = ownCount > 0 ? `setup changed ${ownCount} of the workspace's own files or git internals (${ownPaths.slice(0, 5).join(', ')}${ownCount > 5 ? ', …' : ''}), so it is not cached` : undefined;
+    const stored = key && !own ? cache!.put(key, capture) : false;
+    if (own) deps.log('setup capture not cached: it changed the workspace\'s own files', { paths: ownPaths, count: ownCount });
     emit({
       type: 'setup.finished', ok: true, ms: clock() - t0, baselineFiles: files, bytes,
-      ...(key ? { cached: stored ? 'stored' : 'not stored', ...(stored ? {} : { note: 'larger than the setup cache (CORRAL_SETUP_CACHE_MB)' }) } : {}),
+      ...(key ? { cached: stored ? 'stored' : 'not stored', ...(stored ? {} : { note: own ?? 'larger than the setup cache (CORRAL_SETUP_CACHE_MB)' }) } : {}),
     });
   } catch (err) {
     if (!(err instanceof SandboxError) || err.code !== 'limit_exceeded') throw err;

@@ -17,7 +17,7 @@ import type Docker from 'dockerode';
 import type { Config } from '../config';
 import { CancelledError, SandboxError } from '../domain/errors';
 import type {
-  ExecRequest, ExecResult, ExportTarget, FileContent, FileEntry, LeasedSandbox, NetExpectation, SandboxProcess, SandboxProvider, SandboxRequest, SetupFacet, SpawnRequest, WorkspaceExport, WriteOptions,
+  CaptureResult, ExecRequest, ExecResult, ExportTarget, FileContent, FileEntry, LeasedSandbox, NetExpectation, SandboxProcess, SandboxProvider, SandboxRequest, SetupFacet, SpawnRequest, WorkspaceExport, WriteOptions,
 } from '../domain/sandbox';
 import { killCall } from './call-kill';
 import { entriesFromFiles, packTar, readCheckedTar, type ArchiveEntry } from './archive';
@@ -41,6 +41,7 @@ import { sideOf, type FileSide } from './workspace-diff';
 import type { EffectFacet, ProtectedState } from '../domain/effects';
 import { DEFAULT_SNAPSHOT_LIMITS, readProtectedState, type ArchiveReader, type PathStat, type SnapshotLimits } from './protected-snapshot';
 import { restorePlan } from './protected-restore';
+import { scanCapture } from './capture-scan';
 import { ExportWriter, type ExportCaps } from './workspace-export';
 import { loadIgnoreRules } from './patch-ignore';
 
@@ -351,6 +352,7 @@ class DockerSandbox implements LeasedSandbox {
       endSetup: (allow) => this.endSetup(allow),
       clock: () => this.clock(),
       capture: (since, dest, maxBytes, signal) => this.capture(since, dest, maxBytes, signal),
+      workspaceDigest: (signal) => this.workspaceDigest(signal),
       restore: (path, signal) => this.extractFile(path, signal, '/'),
       rebaseline: (path) => this.rebaseline(path),
     };
@@ -432,7 +434,7 @@ class DockerSandbox implements LeasedSandbox {
    * A tar of what changed under /workspace and the agent's home since `since` (inode change time, so
    * a file setup rewrote counts, and one it merely read does not), streamed to `dest`.
    */
-  private async capture(since: string, dest: string, maxBytes: number, signal?: AbortSignal): Promise<{ bytes: number }> {
+  private async capture(since: string, dest: string, maxBytes: number, signal?: AbortSignal): Promise<CaptureResult> {
     this.assertLive();
     if (!/^\d+\.\d+$/.test(since)) throw new SandboxError('sandbox_failed', `capture: bad time ${JSON.stringify(since)}`);
     const out = createWriteStream(dest, { flags: 'wx', mode: 0o600 });
@@ -468,7 +470,29 @@ class DockerSandbox implements LeasedSandbox {
     if (over) throw new SandboxError('limit_exceeded', `what setup wrote is larger than the cache's limit (${Math.round(maxBytes / 1048576)} MiB)`);
     if (signal?.aborted) throw new CancelledError('the capture was cancelled');
     if (o.exitCode !== 0 || o.timedOut) throw new SandboxError('sandbox_failed', `capturing what setup wrote failed (exit ${o.exitCode ?? 'none'}): ${o.stderr.text().trim().slice(0, 500)}`);
-    return { bytes };
+    const own = await scanCapture(dest, this.o.seed);
+    return { bytes, ownPaths: own.paths, ownCount: own.count };
+  }
+
+  /**
+   * sha256 of a tar of the workspace as setup will find it — names in order, modes, contents, link
+   * targets; owners and times fixed, `.git` left out — and of the commit HEAD names (read from
+   * .git's files, not by running git). Runs before anything of the tenant's has run in the sandbox.
+   */
+  private async workspaceDigest(signal?: AbortSignal): Promise<string> {
+    this.assertLive();
+    const script = [
+      'set -o pipefail; cd /workspace || exit 1',
+      't=$(tar --sort=name --format=gnu --numeric-owner --owner=0 --group=0 --mtime=@0 --exclude=.git -cf - . | sha256sum) || exit 1',
+      'h=""; if [ -f .git/HEAD ] && [ ! -L .git/HEAD ]; then h=$(head -c 4096 .git/HEAD); r=${h#ref: }',
+      '  if [ "$r" != "$h" ]; then case "$r" in refs/*) ;; *) r=refs/invalid;; esac; case "$r" in *..*) r=refs/invalid;; esac',
+      '    if [ -f ".git/$r" ]; then h="$h $(head -c 200 ".git/$r")"; elif [ -f .git/packed-refs ]; then h="$h $(grep -F " $r" .git/packed-refs | head -c 200)"; fi; fi; fi',
+      'printf "%s\n%s" "$t" "$h" | sha256sum | cut -c1-64',
+    ].join('\n');
+    const o = await this.internal(['bash', '-c', script], { maxOutputBytes: 1024, signal, timeoutMs: 10 * INTERNAL_TIMEOUT_MS });
+    const d = o.stdout.headBuffer().toString('utf8').trim();
+    if (o.exitCode !== 0 || !/^[0-9a-f]{64}$/.test(d)) throw new SandboxError('sandbox_failed', `digesting the workspace failed (exit ${o.exitCode ?? 'none'}): ${o.stderr.text().trim().slice(0, 300)}`);
+    return d;
   }
 
   /** Adds a capture's workspace files to the patch's baseline. */

@@ -48,6 +48,11 @@ const agent = scriptedAgent({
     finalTurn('fixed again'),
   ],
   'NODE-BROKEN': [finalTurn('must never be asked')],
+  // Two repositories of one tenant, one lockfile: each looks at what setup left it.
+  ...Object.fromEntries(['REPO-FIRST', 'REPO-SECOND', 'REPO-THIRD'].map((m) => [m, [
+    toolCallTurn([{ name: 'bash', args: { command: 'cat generated.txt src/app.js; ls -A .git/hooks 2>&1 | head -3; ls node_modules' } }]),
+    finalTurn('looked'),
+  ]])),
   // Both runs of the 200 MB upload look at what they were given, then fix index.js.
   ...Object.fromEntries(['BIGUP-ONE', 'BIGUP-TWO'].map((m) => [m, [
     toolCallTurn([{ name: 'bash', args: { command: "sha256sum data/part-7.bin && cat data/* | wc -c && ls data | wc -l && ls node_modules && sed -i 's/WRONG/padded/' index.js" } }]),
@@ -95,6 +100,18 @@ cache:
 examples:
   - { phase: setup, target: "pkgs.test:${port}", expect: allow }
   - { phase: agent, target: "pkgs.test:${port}", expect: deny }
+`);
+  writeFileSync(join(dir, 'nodetwo.yaml'), `version: 1
+description: Node with npm install (and the project's own postinstall) from the test's package server
+image: corral/sandbox-node:latest
+env:
+  npm_config_cache: /tmp/.npm
+setup:
+  commands:
+    - npm install --no-audit --no-fund
+  egress: ["pkgs.test:${port}"]
+cache:
+  files: [package.json, package-lock.json]
 `);
   writeFileSync(join(dir, 'broken.yaml'), `version: 1
 description: a setup that fails
@@ -189,6 +206,48 @@ test('the same lockfiles again: setup\'s result comes from the cache, the packag
   const files = { ...project(), 'package.json': project()['package.json'].replace('"1.0.0"', '"1.0.1"') };
   const third = await runTask('# Task\nNODE-AGAIN: once more\n', 'nodetest', files);
   expect(third.ev.find((e) => e.type === 'setup.started')).toMatchObject({ cache: 'miss' });
+});
+
+/**
+ * Two repositories of one tenant with the same package.json and lockfile, whose setup (npm install,
+ * running the project's own postinstall: node setup.js) depends on a file the lockfile does not name.
+ * Repository A's setup also rewrites a tracked file and plants a git hook.
+ */
+function repo(which: 'A' | 'B'): Record<string, string> {
+  const p = project();
+  const pkg = JSON.parse(p['package.json']!) as Record<string, unknown>;
+  pkg.scripts = { ...(pkg.scripts as object), postinstall: 'node setup.js' };
+  const setupJs = which === 'A'
+    ? "const fs = require('fs');\nfs.writeFileSync('generated.txt', 'generated from repository A\\n');\nfs.appendFileSync('src/app.js', '// touched by A\\n');\nfs.mkdirSync('.git/hooks', { recursive: true });\nfs.writeFileSync('.git/hooks/pre-commit', '#!/bin/sh\\necho planted by A\\n', { mode: 0o755 });\n"
+    : "require('fs').writeFileSync('generated.txt', 'generated from repository B\\n');\n";
+  return { ...p, 'package.json': `${JSON.stringify(pkg, null, 2)}\n`, 'setup.js': setupJs, 'src/app.js': `module.exports = 'app of repository ${which}';\n` };
+}
+
+test('setup cache across two repositories of one tenant with the same lockfile: the second\'s run gets none of the first\'s files', async () => {
+  const a = await runTask('# Task\nREPO-FIRST: look\n', 'nodetwo', repo('A'));
+  expect(a.run).toMatchObject({ status: 'succeeded' });
+  expect(a.ev.find((e) => e.type === 'setup.started')).toMatchObject({ cache: 'miss' });
+  // A's setup changed its own tracked file and git internals: such a capture is never cached.
+  expect(a.ev.find((e) => e.type === 'setup.finished')).toMatchObject({ ok: true, cached: 'not stored', note: expect.stringMatching(/workspace's own files or git internals \(.*(workspace\/src\/app\.js|workspace\/\.git)/) });
+  expect(String(a.ev.find((e) => e.type === 'tool.result')!.output)).toMatch(/generated from repository A[\s\S]*touched by A[\s\S]*pre-commit/);
+
+  const b = await runTask('# Task\nREPO-SECOND: look\n', 'nodetwo', repo('B'));
+  expect(b.run).toMatchObject({ status: 'succeeded' });
+  // Another workspace is another key, whatever the lockfile says: B's own setup ran.
+  expect(b.ev.find((e) => e.type === 'setup.started')).toMatchObject({ cache: 'miss' });
+  expect(b.ev.filter((e) => e.type === 'setup.command')).toHaveLength(1);
+  expect(b.ev.find((e) => e.type === 'setup.finished')).toMatchObject({ ok: true, cached: 'stored' });
+  const seen = String(b.ev.find((e) => e.type === 'tool.result')!.output);
+  expect(seen).toContain('generated from repository B');
+  expect(seen).toContain("app of repository B");
+  expect(seen).not.toMatch(/repository A|touched by A|pre-commit/);
+
+  // B again: its own entry, holding only what setup made.
+  const again = await runTask('# Task\nREPO-THIRD: look\n', 'nodetwo', repo('B'));
+  expect(again.ev.find((e) => e.type === 'setup.started')).toMatchObject({ cache: 'hit' });
+  const seen2 = String(again.ev.find((e) => e.type === 'tool.result')!.output);
+  expect(seen2).toMatch(/generated from repository B[\s\S]*app of repository B/);
+  expect(seen2).not.toMatch(/repository A|pre-commit/);
 });
 
 test('a failing setup ends the run setup_failed with the tail of its output; the model is never called', async () => {

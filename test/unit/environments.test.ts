@@ -105,14 +105,14 @@ test('admission: an unknown environment names the field; the environment\'s limi
 });
 
 describe('setup cache', () => {
-  const parts = { tenant: 'a', environment: 'node', digest: 'd1', lockfiles: ['abc  package-lock.json'] };
+  const parts = { tenant: 'a', environment: 'node', digest: 'd1', lockfiles: ['abc  package-lock.json'], workspace: 'w1' };
 
-  test('keys differ by tenant, environment, its definition and each lockfile', () => {
+  test('keys differ by tenant, environment, its definition, each lockfile and the workspace', () => {
     const k = SetupCache.key(parts);
     expect(k).toMatch(/^[0-9a-f]{64}$/);
     for (const other of [
       { ...parts, tenant: 'b' }, { ...parts, environment: 'node2' }, { ...parts, digest: 'd2' },
-      { ...parts, lockfiles: ['abd  package-lock.json'] }, { ...parts, lockfiles: ['absent  package-lock.json'] },
+      { ...parts, lockfiles: ['abd  package-lock.json'] }, { ...parts, lockfiles: ['absent  package-lock.json'] }, { ...parts, workspace: 'w2' },
     ]) expect(SetupCache.key(other)).not.toBe(k);
     // No ambiguity from joining: the parts are a JSON array.
     expect(SetupCache.key({ ...parts, tenant: 'a","node' , environment: '' })).not.toBe(SetupCache.key(parts));
