@@ -71,8 +71,26 @@ export interface DiffSection {
   text: string;
 }
 
+/**
+ * Whether diffFile would do costly work for these sides — a line diff, or a binary patch's deflate and
+ * base85 — which the export runs off its loop (diff-thread.ts): any change with content at hand.
+ */
+export function needsLineDiff(before: FileSide | null, after: FileSide | null): boolean {
+  if (!before && !after) return false;
+  if (before && after && before.sha256 === after.sha256) return false;
+  return !!(before?.data || after?.data);
+}
+
+/**
+ * diffFile without the line diff (when the diff thread could not give one): a text change as one hunk
+ * replacing the whole file, a binary one as its binary patch — both still apply with git.
+ */
+export function binaryDiff(path: string, before: FileSide | null, after: FileSide | null): DiffSection | null {
+  return diffFile(path, before, after, { lines: false });
+}
+
 /** The change of one path between its seed and exported sides; null when it did not change. */
-export function diffFile(path: string, before: FileSide | null, after: FileSide | null): DiffSection | null {
+export function diffFile(path: string, before: FileSide | null, after: FileSide | null, o: { lines?: boolean } = {}): DiffSection | null {
   if (!before && !after) return null;
   if (before && after && before.sha256 === after.sha256 && before.mode === after.mode) return null;
   const change: FileChange = { path, change: !before ? 'added' : !after ? 'deleted' : 'modified', added: 0, removed: 0 };
@@ -94,7 +112,8 @@ export function diffFile(path: string, before: FileSide | null, after: FileSide 
   const oldText = before ? textOf(before) : '';
   const newText = after ? textOf(after) : '';
   const bothText = oldText !== null && newText !== null;
-  const patch = bothText ? structuredPatch(a, b, oldText, newText, undefined, undefined, { context: 3, timeout: DIFF_TIMEOUT_MS }) : undefined;
+  // lines: false (the diff thread gave up on this file) skips straight to the whole-file hunk below
+  const patch = bothText && o.lines !== false ? structuredPatch(a, b, oldText, newText, undefined, undefined, { context: 3, timeout: DIFF_TIMEOUT_MS }) : undefined;
   if (!patch && bothText) {
     // Too costly to diff line by line (every line of a large file changed): one hunk replacing the
     // whole file — still text a reviewer reads and git applies.

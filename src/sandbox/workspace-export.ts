@@ -1,6 +1,8 @@
 /**
  * ExportWriter: turns the tar stream of `corral-fs export` (images/sandbox/corral-fs) into the run's
- * artifacts on disk, entry by entry, never holding more than one file of at most MAX_DIFF_BYTES:
+ * artifacts on disk, entry by entry, never holding more than one file of at most MAX_DIFF_BYTES
+ * (plus the one the diff thread is working on — line diffs and binary patches are made there, off the
+ * worker's event loop):
  * each entry is checked, copied into a clean tar (tar-stream pack → workspace.tar) and compared
  * with the seed (workspace-diff.ts → workspace.patch, one section per changed file, written as it
  * is computed). The stream is sorted by path, so deletions (seed files the stream never names) come
@@ -29,7 +31,8 @@ import { reviewFlags } from '../domain/review-flags';
 import type { ProtectedMatcher } from '../domain/effects';
 import { gitBlobHasher } from './git-binary-patch';
 import { ignoreMatcher, type IgnoreMatcher, type PatchIgnoreRules } from './patch-ignore';
-import { diffFile, MAX_DIFF_BYTES, withData, type DiffSection, type FileSide } from './workspace-diff';
+import { diffFile, MAX_DIFF_BYTES, needsLineDiff, withData, type DiffSection, type FileSide } from './workspace-diff';
+import { diffThread } from './diff-thread';
 
 export const MANIFEST_ENTRY = '\u0001corral-export-manifest';
 export const TRAILER_ENTRY = '\u0001corral-export-trailer';
@@ -76,6 +79,8 @@ export interface ExportWriterOptions {
   onFatal: (err: Error) => void;
   /** The run's protected set, for the review flags (default: the built-in one). */
   protectedSet?: ProtectedMatcher;
+  /** Computes a diff away from the event loop (default: the process's diff thread, diff-thread.ts). */
+  diff?: (path: string, before: FileSide | null, after: FileSide | null) => Promise<DiffSection | null>;
   now?: () => number;
 }
 
@@ -197,13 +202,19 @@ export class ExportWriter {
       this.pack.entry({ name: `${path}/`, type: 'directory', mode: 0o755, mtime: mtimeOf(h) });
       this.r.stats.dirs += 1;
       await drain(stream);
-      if (before) await this.record(diffFile(path, await withData(before, null), null));
+      if (before) await this.record(await this.diff(path, await withData(before, null), null));
       return;
     }
     const after = await this.copy(h, path, stream);
     this.r.stats.files += 1;
     this.r.stats.bytes += size;
-    await this.record(diffFile(path, await withData(before, after), after));
+    await this.record(await this.diff(path, await withData(before, after), after));
+  }
+
+  /** One path's change: a line diff in the diff thread, the rest (unchanged, binary, large) here. */
+  private diff(path: string, before: FileSide | null, after: FileSide | null): Promise<DiffSection | null> {
+    if (!needsLineDiff(before, after)) return Promise.resolve(diffFile(path, before, after));
+    return (this.o.diff ?? ((p, b, a) => diffThread().diff(p, b, a)))(path, before, after);
   }
 
   /** Streams one file into the clean tar, hashing it and keeping it when small enough to diff. */
@@ -260,7 +271,7 @@ export class ExportWriter {
   private async deletionsBefore(path: string | null): Promise<void> {
     while (this.seedAt < this.seedPaths.length && (path === null || comparePaths(this.seedPaths[this.seedAt]!, path) < 0)) {
       const p = this.seedPaths[this.seedAt++]!;
-      if (!this.skippedPaths.has(p)) await this.record(diffFile(p, await withData(this.o.seed.get(p)!, null), null));
+      if (!this.skippedPaths.has(p)) await this.record(await this.diff(p, await withData(this.o.seed.get(p)!, null), null));
     }
   }
 
