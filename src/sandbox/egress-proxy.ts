@@ -89,8 +89,6 @@ export class EgressProxy {
   /** The allowlist now (narrowed once a setup phase ends), and how many times it changed. */
   private allow: EgressEntry[];
   private epoch = 0;
-  /** Bytes counted before the last narrowing: each phase's caps start from zero (the totals keep counting). */
-  private base = { out: 0, in: 0 };
 
   constructor(private readonly o: EgressProxyOptions) {
     this.now = o.now ?? Date.now;
@@ -167,15 +165,14 @@ export class EgressProxy {
   /**
    * Replaces the allowlist (a setup phase ended): every connection open now is closed — tunnels,
    * keep-alive clients, upstreams — and a decision still waiting for its name's resolution is taken
-   * again under the new list. Names seen under wildcards and the byte caps start again. Returns how
-   * many connections were closed.
+   * again under the new list. Names seen under wildcards start again; the byte caps do not (they are
+   * the run's, setup included). Returns how many connections were closed.
    */
   narrow(allow: EgressEntry[]): number {
     this.tally.flush();
     this.allow = allow;
     this.epoch += 1;
     this.wildcardSeen.clear();
-    this.base = { out: this.tally.stats.bytesOut, in: this.tally.stats.bytesIn };
     const open = [...this.sockets];
     for (const s of open) s.destroy();
     return open.length;
@@ -475,19 +472,19 @@ export class EgressProxy {
 
   private countOut(n: number): boolean {
     this.tally.stats.bytesOut += n;
-    return this.tally.stats.bytesOut - this.base.out <= this.o.caps.maxBytesOut;
+    return this.tally.stats.bytesOut <= this.o.caps.maxBytesOut;
   }
 
   private countIn(n: number): boolean {
     this.tally.stats.bytesIn += n;
-    return this.tally.stats.bytesIn - this.base.in <= this.o.caps.maxBytesIn;
+    return this.tally.stats.bytesIn <= this.o.caps.maxBytesIn;
   }
 
   private byteCapReached(): { code: EgressCode; reason: string } | null {
     const { stats } = this.tally;
     const { maxBytesOut, maxBytesIn } = this.o.caps;
-    if (stats.bytesOut - this.base.out > maxBytesOut) return { code: 'cap_bytes_out', reason: `the run sent more than ${maxBytesOut} bytes through its egress proxy (CORRAL_EGRESS_MAX_BYTES_OUT)` };
-    if (stats.bytesIn - this.base.in > maxBytesIn) return { code: 'cap_bytes_in', reason: `the run received more than ${maxBytesIn} bytes through its egress proxy (CORRAL_EGRESS_MAX_BYTES_IN)` };
+    if (stats.bytesOut > maxBytesOut) return { code: 'cap_bytes_out', reason: `the run sent more than ${maxBytesOut} bytes through its egress proxy (CORRAL_EGRESS_MAX_BYTES_OUT)` };
+    if (stats.bytesIn > maxBytesIn) return { code: 'cap_bytes_in', reason: `the run received more than ${maxBytesIn} bytes through its egress proxy (CORRAL_EGRESS_MAX_BYTES_IN)` };
     return null;
   }
 }
