@@ -13,7 +13,7 @@
  *   sandbox's process limit (per uid, and the uid is the sandbox's own). Files mapped and closed are
  *   charged to the memory cgroup (struct file and VMA are accounted kernel memory).
  * - pids (kernel.pid_max): runc's pids cgroup is the process limit; gVisor's counts the Sentry's host
- *   threads (≈40 idle + ≈5–13 per sandbox process, measured), so it gets room for those, capped at
+ *   threads (≈40 idle + ≈5–16 per sandbox process, measured), so it gets room for those, capped at
  *   GVISOR_HOST_PIDS_CAP so one gVisor sandbox never holds more than an eighth of a default pid_max
  *   (32,768). Its RLIMIT_NPROC (which the Sentry enforces, threads included) is kept where that room
  *   suffices (GVISOR_NPROC_MAX), so a fork bomb meets EAGAIN before the cgroup refuses the Sentry a
@@ -32,8 +32,8 @@ export const PTYS = 32;
 export const GVISOR_HOST_PIDS_PER_PROCESS = 24;
 export const GVISOR_HOST_PIDS_BASE = 256;
 export const GVISOR_HOST_PIDS_CAP = 4096;
-/** Host threads one gVisor sandbox process may cost at most (measured 5–13). */
-const GVISOR_HOST_PIDS_WORST = 13;
+/** Host threads one gVisor sandbox process may cost at most (measured 5–16, with room). */
+const GVISOR_HOST_PIDS_WORST = 18;
 /** gVisor's RLIMIT_NPROC ceiling: what GVISOR_HOST_PIDS_CAP holds at the worst cost per process. */
 export const GVISOR_NPROC_MAX = Math.floor((GVISOR_HOST_PIDS_CAP - GVISOR_HOST_PIDS_BASE) / GVISOR_HOST_PIDS_WORST);
 

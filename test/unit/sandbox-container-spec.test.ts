@@ -94,11 +94,11 @@ describe('containerSpec', () => {
     const g = containerSpec({ ...base, isolation: 'gvisor' }).HostConfig!;
     expect(g.PidsLimit).toBe(4096);
     expect(containerSpec({ ...base, isolation: 'gvisor', limits: { ...base.limits, pids: 32 } }).HostConfig!.PidsLimit).toBe(32 * 24 + 256);
-    // past what 4096 host pids hold at 13 per process, gVisor's process limit stops: EAGAIN before the cgroup ends the sandbox
+    // past what 4096 host pids hold at 18 per process, gVisor's process limit stops: EAGAIN before the cgroup ends the sandbox
     const big = containerSpec({ ...base, isolation: 'gvisor', limits: { ...base.limits, pids: 1024 } }).HostConfig!;
     expect(big.PidsLimit).toBe(4096);
-    expect(big.Ulimits!.find((u) => u.Name === 'nproc')).toEqual({ Name: 'nproc', Soft: 295, Hard: 295 });
-    expect(g.Ulimits!.find((u) => u.Name === 'nproc')).toEqual({ Name: 'nproc', Soft: 256, Hard: 256 });
+    expect(big.Ulimits!.find((u) => u.Name === 'nproc')).toEqual({ Name: 'nproc', Soft: 213, Hard: 213 });
+    expect(g.Ulimits!.find((u) => u.Name === 'nproc')).toEqual({ Name: 'nproc', Soft: 213, Hard: 213 });
     const mb = 1024 * 1024;
     expect(hc.Memory).toBe((512 + 128 + TMP_MB + HOME_MB + SHM_MB) * mb);
     expect(hc.MemorySwap).toBe(hc.Memory);

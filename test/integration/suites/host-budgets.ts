@@ -1,6 +1,7 @@
 /**
- * The host's shared kernel budgets (issue 35), once per isolation class (host-budgets.test.ts: runc,
- * host-budgets-gvisor.test.ts: gVisor), on the real engine: one sandbox tries to take each budget —
+ * The host's shared kernel budgets (issue 35), once per isolation class, one after the other in one
+ * test file (host-budgets.test.ts: the counters are the host's, so the two must not run at once), on
+ * the real engine: one sandbox tries to take each budget —
  * Linux AIO contexts (io_setup), ptys (openpty), the file table (descriptors in every process it may
  * fork, and files mapped then closed), pids (a fork bomb) — and holds what it got, while a second
  * sandbox and the host (root, and an unprivileged user) keep working; host uevents
@@ -33,7 +34,6 @@ async function hostPy(code: string, user?: 'nobody'): Promise<string> {
 }
 
 export function hostBudgets(isolation: IsolationClass): void {
-  jest.setTimeout(240_000);
   const gvisor = isolation === 'gvisor';
   const WORKER = `test-budgets-${isolation}-${randomBytes(3).toString('hex')}`;
   const docker = new Docker();
@@ -60,7 +60,7 @@ export function hostBudgets(isolation: IsolationClass): void {
     const file = `/tmp/${name}.out`;
     await s.exec({ argv: ['bash', '-c', `nohup python3 -c "$1" > ${file} 2>&1 &`, 'hold', PY + code], timeoutMs: 10_000 });
     return eventually(async () => (await s.exec({ argv: ['cat', file], timeoutMs: 10_000 })).stdout, {
-      what: `${name} to report what it holds`, until: (o) => /^(held|stopped|refused)/m.test(o), timeoutMs: 180_000, intervalMs: 500,
+      what: `${name} to report what it holds`, until: (o) => /^(held|refused)/m.test(o), timeoutMs: 180_000, intervalMs: 1000,
     });
   };
   /** Kills every process of the sandbox's agent (what the holders left), waiting until none is left. */
@@ -170,7 +170,8 @@ export function hostBudgets(isolation: IsolationClass): void {
     const max = sys('/proc/sys/fs/file-max');
     console.log(`[budget ${isolation}] files: the sandbox holds ${total} descriptors (${got.trim()}; at most nofile ${budget.nofile} × nproc ${budget.nproc} = ${budget.nofile * budget.nproc}); fs.file-nr grew by ${took} of fs.file-max ${max} (${(100 * took / max).toFixed(1)} %), left ${max - fileNr()}`);
     expect(total).toBeLessThanOrEqual(FILES);
-    expect(took).toBeLessThanOrEqual(FILES + 20_000);
+    // fs.file-nr is the whole host's: others' files come and go meanwhile
+    expect(took).toBeLessThanOrEqual(FILES + 50_000);
     try {
       expect(await py(victim, 'fds = [os.open("/dev/null", os.O_RDONLY) for i in range(1000)]\nprint(len(fds))')).toBe('1000');
       expect(await hostPy('fds = [os.open("/dev/null", os.O_RDONLY) for i in range(1000)]\nprint(len(fds))', 'nobody')).toBe('1000');
@@ -200,14 +201,14 @@ export function hostBudgets(isolation: IsolationClass): void {
     const limit = (HOSTILE_MEMORY_MB + 16 + 96) * 1024 * 1024;
     console.log(gvisor
       ? `[budget ${isolation}] mapped files: one process holds ${held} files without descriptors; fs.file-nr grew by ${took} (the Sentry's files are its own)`
-      : `[budget ${isolation}] mapped files: one process holds ${held} files without descriptors; fs.file-nr grew by ${took}; the sandbox's memory cgroup was charged ${charged} bytes (${Math.round(charged / took)} per file), so its ${Math.round(limit / 1048576)} MiB limit bounds it at ≈${Math.round(limit / (charged / took))} files`);
+      : `[budget ${isolation}] mapped files: one process holds ${held} files without descriptors; fs.file-nr grew by ${took}; the sandbox's memory cgroup was charged ${charged} bytes (${Math.round(charged / held)} per file), so its ${Math.round(limit / 1048576)} MiB limit bounds it at ≈${Math.round(limit / (charged / held))} files`);
     if (gvisor) {
       // the Sentry's files are its own
       expect(took).toBeLessThan(1000);
     } else {
+      // what the kernel charged the sandbox's own memory cgroup for them (fs.file-nr is the host's: noisy)
       expect(held).toBe(60000);
-      expect(took).toBeGreaterThanOrEqual(held);
-      expect(charged / took).toBeGreaterThanOrEqual(400);
+      expect(charged / held).toBeGreaterThanOrEqual(400);
     }
     try {
       expect(await py(victim, 'fds = [os.open("/dev/null", os.O_RDONLY) for i in range(1000)]\nprint(len(fds))')).toBe('1000');
@@ -220,8 +221,8 @@ export function hostBudgets(isolation: IsolationClass): void {
   test('pids: a fork bomb in one sandbox stays within its cgroup; the other sandbox and the host still fork', async () => {
     const budget = sandboxBudget(HOSTILE_PIDS, isolation);
     const got = await hold(hostile, 'forks', [
-      // Children become `sleep`s (python's memory gone); once forks fail, a few are let go so that the
-      // test can still exec into the sandbox to read this.
+      // Children become `sleep`s (python's memory gone); once forks fail, some are let go so that the
+      // test can still exec into the sandbox to read this (under gVisor an exec needs host threads too).
       'kids = []',
       'try:',
       '    while len(kids) < 100000:',
@@ -230,7 +231,7 @@ export function hostBudgets(isolation: IsolationClass): void {
       '        kids.append(pid)',
       'except OSError as e: print("stopped", len(kids), e, flush=True)',
       'n = len(kids)',
-      'for p in kids[-8:]: os.kill(p, 9); os.waitpid(p, 0)',
+      'for p in kids[-32:]: os.kill(p, 9); os.waitpid(p, 0)',
       'print("held", n, flush=True)', 'time.sleep(600)',
     ].join('\n'));
     const held = Number(/held (\d+)/.exec(got)![1]);
