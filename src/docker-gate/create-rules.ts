@@ -272,7 +272,8 @@ function topShape(p: GatePolicy): ObjectShape {
     // The deprecated top-level HostConfig (see engine-fields.ts): every field of it must be empty.
     ...droppedFields(HOST_CONFIG_FIELDS, [], {}, 'create-body'),
   };
-  return { fields, dropped, rule: 'create-body' };
+  // dockerode's createContainer() sends the name in the body too (the query's is the one the engine reads)
+  return { fields, dropped, rule: 'create-body', client: { name: str('container-name', { re: NAME_RE }) } };
 }
 
 /**
@@ -281,7 +282,9 @@ function topShape(p: GatePolicy): ObjectShape {
  */
 export function checkCreate(body: JValue, name: string | null, p: GatePolicy): CheckedCreate {
   if (!isObject(body)) refuse('create-body', 'the body must be a JSON object');
-  const top = readObject(body, '', topShape(p)) as Record<string, unknown> & { HostConfig: Record<string, unknown>; Labels?: Record<string, string> };
+  const client: Record<string, unknown> = {};
+  const top = readObject(body, '', topShape(p), client) as Record<string, unknown> & { HostConfig: Record<string, unknown>; Labels?: Record<string, string> };
+  if (client.name !== undefined && client.name !== name) refuse('container-name', 'the name in the body and in the query differ');
   const h = top.HostConfig;
   const runtime = h.Runtime as string;
   const isolation = runtime === 'runc' ? 'runc' : runtime === p.gvisorRuntime ? 'gvisor' : refuse('runtime-allowlist', `Runtime ${JSON.stringify(runtime)} is not allowed (allowed: runc, ${p.gvisorRuntime})`);

@@ -17,7 +17,7 @@ import { HostLeases } from '../sandbox/host-leases';
 import { isPtyVolume, ptyVolumeCreateBody } from '../sandbox/pty-volume';
 import { EgressRoot } from './egress-root';
 import { isObject, parseGoJson, type JValue } from './go-json';
-import { checkCreate, checkExec, checkExecStart, checkQuery, GATE_LABEL, owned, ownershipTag, recordedUid, Refusal, type GatePolicy } from './rules';
+import { checkCreate, checkExec, checkExecStart, checkQuery, GATE_LABEL, owned, ownershipTag, queryMirrorsBody, recordedUid, Refusal, type GatePolicy } from './rules';
 import { matchRoute, MIN_API_VERSION, serveRoute, type Owned, type RouteContext } from './routes';
 
 export type GateLog = (msg: string, fields?: Record<string, unknown>) => void;
@@ -221,6 +221,9 @@ export class DockerGate {
   async create(ctx: RouteContext): Promise<void> {
     const body = await readJson(ctx.req, MAX_JSON_BODY);
     const name = ctx.query.get('name');
+    // A query beyond the name passes only as dockerode's copy of the body; it is never forwarded.
+    const others = [...ctx.rawQuery.keys()].some((k) => k !== 'name');
+    if (others && !queryMirrorsBody(ctx.rawQuery, body)) throw new Refusal('query', 'a create\'s query may hold only the name (or be an exact copy of the body, as dockerode sends it)');
     const c = checkCreate(body, name, this.o.policy);
     if (c.egressDir) await this.egress.check(c.egressDir);
     if (c.ptyVolume) await this.ensurePtyVolume(c.agentUid);

@@ -46,6 +46,8 @@ interface Route {
   upgrade?: boolean;
   /** The second path segment names a container or an exec that must be this deployment's (checked before the query). */
   owner?: 'container' | 'exec';
+  /** Other query parameters are left to the handler, which accepts them only as a mirror of the body (dockerode's create). */
+  queryMirrorsBody?: boolean;
   handle(ctx: RouteContext, own: Owned | undefined): Promise<void>;
 }
 
@@ -114,7 +116,7 @@ function routes(p: GatePolicy): Route[] {
       },
     },
     // The name is checked with the body (create-rules.ts: the slot's name), so a body's attack is refused by its own rule.
-    { methods: ['POST'], path: ['containers', 'create'], query: { name: matchParam(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/) }, handle: (c) => c.gate.create(c) },
+    { methods: ['POST'], path: ['containers', 'create'], query: { name: matchParam(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/) }, queryMirrorsBody: true, handle: (c) => c.gate.create(c) },
     {
       methods: ['GET'], path: ['containers', 'json'], query: { all: boolParam, limit: intParam(-1, 100_000), size: boolParam, filters },
       handle: (c) => {
@@ -224,7 +226,7 @@ export async function serveRoute(route: Route, ctx: Omit<RouteContext, 'query'>,
   let own: Owned | undefined;
   if (route.owner === 'container') own = await ctx.gate.ownedContainer(ctx.seg[1]!);
   else if (route.owner === 'exec') await ctx.gate.ownedExec(ctx.seg[1]!);
-  const query = checkQuery(rawQuery, route.query, route.required);
+  const query = checkQuery(rawQuery, route.query, route.required, { keepOthers: route.queryMirrorsBody === true });
   await route.handle({ ...ctx, query }, own);
   return { own, query };
 }

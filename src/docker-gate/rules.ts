@@ -7,7 +7,8 @@
 import { createHmac } from 'node:crypto';
 import { LABELS } from '../sandbox/container-spec';
 import { droppedFields, EXEC_CONFIG_FIELDS, EXEC_START_FIELDS } from './engine-fields';
-import { isObject, type JValue } from './go-json';
+import { stringify } from 'node:querystring';
+import { isObject, toPlain, type JValue } from './go-json';
 import { bool, empty, readObject, refuse, str, strList, type ObjectShape } from './shape';
 import type { GatePolicy } from './create-rules';
 
@@ -66,12 +67,29 @@ export function checkExec(body: JValue, agentUid: number): Record<string, unknow
 const execStartShape: ObjectShape = {
   fields: { Detach: bool('exec-body'), Tty: bool('exec-body', { only: false }) },
   dropped: droppedFields(EXEC_START_FIELDS, ['Detach', 'Tty'], {}, 'exec-body'), rule: 'exec-body',
+  // dockerode's exec.start() options, sent in its body too
+  client: { hijack: bool('exec-body'), stdin: bool('exec-body') },
 };
 
 /** Checks a POST /exec/{id}/start body; returns the one the engine gets. */
 export function checkExecStart(body: JValue): { Detach: boolean; Tty: false } {
-  const b = readObject(body, '', execStartShape);
+  const b = readObject(body, '', execStartShape, {});
   return { Detach: b.Detach === true, Tty: false };
+}
+
+/**
+ * Whether `query` is exactly what dockerode writes for a request whose options are `body` (it sends
+ * a create's whole spec as the query too: objects as JSON, lists as repeated keys); such a query says
+ * nothing the checked body does not, and is never forwarded.
+ */
+export function queryMirrorsBody(query: URLSearchParams, body: JValue): boolean {
+  if (!isObject(body)) return false;
+  const plain = toPlain(body) as Record<string, unknown>;
+  const clone: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(plain)) clone[k] = v && typeof v === 'object' && !Array.isArray(v) ? JSON.stringify(v) : v;
+  const want = [...new URLSearchParams(stringify(clone as Record<string, string>))];
+  const got = [...query];
+  return want.length === got.length && want.every(([k, v], i) => got[i]![0] === k && got[i]![1] === v);
 }
 
 /** A query parameter's check: returns the value forwarded (or refuses). */
@@ -97,11 +115,12 @@ export const matchParam = (re: RegExp): QueryParam => (v, n) => {
  * case-sensitive), at most once; any other key, in any spelling, is refused. Returns the query the
  * engine gets, rebuilt from the checked values.
  */
-export function checkQuery(query: URLSearchParams, allowed: Record<string, QueryParam>, required: string[] = []): URLSearchParams {
+export function checkQuery(query: URLSearchParams, allowed: Record<string, QueryParam>, required: string[] = [], o: { keepOthers?: boolean } = {}): URLSearchParams {
   const out = new URLSearchParams();
   const seen = new Set<string>();
   for (const [k, v] of query) {
     const check = Object.hasOwn(allowed, k) ? allowed[k] : undefined;
+    if (!check && o.keepOthers) continue;
     if (!check) refuse('query', `the query parameter ${JSON.stringify(k).slice(0, 60)} is not one this endpoint takes (${Object.keys(allowed).join(', ') || 'none'})`);
     if (seen.has(k)) refuse('query', `the query parameter ${k} is given twice`);
     seen.add(k);

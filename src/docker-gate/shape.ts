@@ -42,6 +42,13 @@ export interface ObjectShape {
   dropped: Record<string, Dropped>;
   /** Rule for a key that is no field here, and for a repeated one. */
   rule: string;
+  /**
+   * Keys a client library adds that are no field of the engine's struct (dockerode sends its own
+   * options in the body: `hijack`, `stdin`, a create's `name`): accepted in this exact spelling only
+   * (no engine field folds to them, so the engine ignores them), checked, and never forwarded. Their
+   * values are returned under `client`.
+   */
+  client?: Record<string, Spec<unknown>>;
 }
 
 /** Empty in the engine's sense: absent, null, false, 0, '', and lists or objects of only such (Go's [2]uint{0, 0}). */
@@ -64,12 +71,18 @@ const show = (k: string) => JSON.stringify(k.length > 60 ? `${k.slice(0, 60)}…
  * Reads an object by `shape` and returns the forwarded object: the checked fields (present ones, in
  * table order and canonical spelling) — values as their specs returned them, `undefined` left out.
  */
-export function readObject(v: JValue | undefined, at: string, shape: ObjectShape): Record<string, unknown> {
+export function readObject(v: JValue | undefined, at: string, shape: ObjectShape, client?: Record<string, unknown>): Record<string, unknown> {
   if (v === undefined || v === null) v = { kind: 'object', entries: [] };
   if (!isObject(v)) refuse(shape.rule, `${at || 'the body'} must be a JSON object`);
   const names = [...Object.keys(shape.fields), ...Object.keys(shape.dropped)];
   const seen = new Map<string, JValue>();
   for (const [key, value] of (v as JObject).entries) {
+    if (shape.client && Object.hasOwn(shape.client, key) && fieldOf(names, key) === undefined) {
+      if (client && Object.hasOwn(client, key)) refuse('duplicate-field', `${at}${key} is given twice`);
+      const r = shape.client[key]!(value, `${at}${key}`);
+      if (client) client[key] = r;
+      continue;
+    }
     const name = fieldOf(names, key);
     if (name === undefined) refuse('unknown-field', `${at}${show(key)} is not a field the docker gate knows here (refused in any spelling)`);
     if (seen.has(name)) refuse('duplicate-field', `${at}${name} is given twice (as ${show(key)} too): the engine would read the last one`);

@@ -21,6 +21,7 @@ import http from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { stringify } from 'node:querystring';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { loadConfig } from '../../src/config';
@@ -228,6 +229,32 @@ describe('create: every checked field in every folded spelling beside the checke
     await request('DELETE', `/containers/${slot(2).name}?force=1`);
   });
 
+  test('dockerode as it is: the spec in the body and the query, the name in both — passes; the engine gets the name alone in the query', async () => {
+    rec.clear();
+    const c = await new Docker({ socketPath: sock }).createContainer(spec(2));
+    try {
+      expect(/POST (\/containers\/create\S*) HTTP/.exec(rec.seen())?.[1]).toBe(`/containers/create?name=${slot(2).name}`);
+    } finally {
+      await c.remove({ force: true });
+    }
+  });
+
+  test('a query that is almost dockerode\'s copy of the body (one value changed, one key added) is refused; the exact copy passes', async () => {
+    rec.clear();
+    const opts = spec(2) as Record<string, unknown>;
+    // what dockerode writes (docker-modem's buildQuerystring): objects as JSON, lists as repeated keys
+    const copy = (o: Record<string, unknown>) => new URLSearchParams(stringify(Object.fromEntries(Object.entries(o).map(([k, v]) => [k, v && typeof v === 'object' && !Array.isArray(v) ? JSON.stringify(v) : v])) as Record<string, string>));
+    const body = JSON.stringify(opts);
+    const changed = copy({ ...opts, HostConfig: { ...(opts.HostConfig as object), Privileged: true } });
+    const added = copy(opts);
+    added.append('platform', 'linux');
+    for (const q of [changed, added]) refusedBy(await request('POST', `/containers/create?${q.toString()}`, body), 'query');
+    expect(rec.seen()).toBe('');
+    const ok = await request('POST', `/containers/create?${copy(opts).toString()}`, body);
+    expect(ok.status).toBe(201);
+    await request('DELETE', `/containers/${slot(2).name}?force=1`);
+  });
+
   test('bodies that are not one JSON value as the engine reads it are refused', async () => {
     rec.clear();
     const good = JSON.stringify(bodyOf(spec(1)));
@@ -289,12 +316,15 @@ describe('exec and exec start bodies', () => {
     const id = (JSON.parse(r.body) as { Id: string }).Id;
     rec.clear();
     for (const b of [withEntries({ Detach: false, Tty: false }, [], [['tty', true]]), withEntries({ Detach: false }, [], [['Detach', true]]),
-      withEntries({ Detach: false, Tty: false }, [], [['hijack', true]]), JSON.stringify({ Detach: false, Tty: true }), withEntries({ Detach: false, Tty: false }, [], [['ConsoleSize', [1, 1]]])]) {
+      withEntries({ Detach: false, Tty: false }, [], [['Hijack', true]]), withEntries({ Detach: false, Tty: false, hijack: true }, [], [['hijack', false]]),
+      JSON.stringify({ Detach: false, Tty: true }), withEntries({ Detach: false, Tty: false }, [], [['ConsoleSize', [1, 1]]])]) {
       const x = await request('POST', `/exec/${id}/start`, b);
       expect(x.status).toBe(403);
     }
     expect(rec.seen()).not.toContain('/start');
-    const ok = await request('POST', `/exec/${id}/start`, JSON.stringify({ Detach: false, Tty: false }));
+    // dockerode's own options (hijack, stdin) in their exact spelling are its, not the engine's: accepted, never forwarded
+    const ok = await request('POST', `/exec/${id}/start`, JSON.stringify({ hijack: false, stdin: false, Detach: false, Tty: false }));
+    expect(rec.seen()).not.toContain('hijack');
     expect(ok.status).toBe(200);
     expect(ok.body).toContain(String(agent));
   });
