@@ -228,7 +228,7 @@ export class DockerGate {
     if (c.egressDir) await this.egress.check(c.egressDir);
     if (c.ptyVolume) await this.ensurePtyVolume(c.agentUid);
     const leases = await this.hostLeases();
-    const lease = await leases.take(c.agentUid, c.name);
+    const lease = await leases.takeSlot(c.agentUid, c.name);
     if (!lease.ok) {
       throw new HttpError(409, `Conflict: uid slot ${c.agentUid} is leased on this host by ${lease.holder ? `${lease.holder.name} on ${lease.holder.engine}` : 'an unreadable lease'} (host leases: ${leases.dir})`);
     }
@@ -238,11 +238,11 @@ export class DockerGate {
     try {
       r = await this.engineJson('POST', `${ctx.version}/containers/create?${new URLSearchParams({ name: c.name }).toString()}`, c.body);
     } catch (err) {
-      if (lease.fresh) await leases.release(c.agentUid, c.name);
+      if (lease.fresh) await leases.releaseSlot(c.agentUid, c.name);
       throw err;
     }
     // 409: a container of that name exists on this engine, and the lease is rightly its.
-    if (r.status !== 201 && r.status !== 409 && lease.fresh) await leases.release(c.agentUid, c.name);
+    if (r.status !== 201 && r.status !== 409 && lease.fresh) await leases.releaseSlot(c.agentUid, c.name);
     if (r.status === 201) {
       const id = String((r.body as { Id?: string }).Id ?? '');
       if (FULL_ID.test(id)) this.remember(this.ownedIds, id, { id, name: c.name, labels, agentUid: c.agentUid });
@@ -275,7 +275,7 @@ export class DockerGate {
   /** After the engine removed a container: its uid lease and egress directory go too. */
   async removed(own: Owned): Promise<void> {
     this.forget(own.id);
-    await (await this.hostLeases()).release(own.agentUid, own.name).catch(() => undefined);
+    await (await this.hostLeases()).releaseSlot(own.agentUid, own.name).catch(() => undefined);
     const dir = own.labels[LABELS.egressDir];
     if (dir) await this.egress.remove(dir.slice(dir.lastIndexOf('/') + 1)).catch(() => undefined);
   }

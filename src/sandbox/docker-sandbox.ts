@@ -476,18 +476,21 @@ class DockerSandbox implements LeasedSandbox {
 
   /**
    * sha256 of a tar of the workspace as setup will find it — names in order, modes, contents, link
-   * targets; owners and times fixed, `.git` left out — and of the commit HEAD names (read from
-   * .git's files, not by running git). Runs before anything of the tenant's has run in the sandbox.
+   * targets; owners and times fixed, `.git` left out — and of the commit HEAD names and the
+   * repository's config (read from .git's files, not by running git). Runs before anything of the
+   * tenant's has run in the sandbox.
    */
   private async workspaceDigest(signal?: AbortSignal): Promise<string> {
     this.assertLive();
     const script = [
       'set -o pipefail; cd /workspace || exit 1',
       't=$(tar --sort=name --format=gnu --numeric-owner --owner=0 --group=0 --mtime=@0 --exclude=.git -cf - . | sha256sum) || exit 1',
+      // the commit HEAD names, and the repository's own config (setup may read either)
+      'c=""; if [ -f .git/config ] && [ ! -L .git/config ]; then c=$(head -c 65536 .git/config | sha256sum); fi',
       'h=""; if [ -f .git/HEAD ] && [ ! -L .git/HEAD ]; then h=$(head -c 4096 .git/HEAD); r=${h#ref: }',
       '  if [ "$r" != "$h" ]; then case "$r" in refs/*) ;; *) r=refs/invalid;; esac; case "$r" in *..*) r=refs/invalid;; esac',
       '    if [ -f ".git/$r" ]; then h="$h $(head -c 200 ".git/$r")"; elif [ -f .git/packed-refs ]; then h="$h $(grep -F " $r" .git/packed-refs | head -c 200)"; fi; fi; fi',
-      'printf "%s\n%s" "$t" "$h" | sha256sum | cut -c1-64',
+      'printf "%s\n%s\n%s" "$t" "$h" "$c" | sha256sum | cut -c1-64',
     ].join('\n');
     const o = await this.internal(['bash', '-c', script], { maxOutputBytes: 1024, signal, timeoutMs: 10 * INTERNAL_TIMEOUT_MS });
     const d = o.stdout.headBuffer().toString('utf8').trim();

@@ -68,6 +68,26 @@ export class HostLeases {
     }
   }
 
+  /**
+   * Takes a slot's two uids — PID 1's (`agentUid - 1`) and the agent's — for container `name`: two
+   * deployments whose uid ranges overlap must not share either (one's PID 1 could be the other's agent).
+   */
+  async takeSlot(agentUid: number, name: string): Promise<TakeResult> {
+    const agent = await this.take(agentUid, name);
+    if (!agent.ok) return agent;
+    const init = await this.take(agentUid - 1, name);
+    if (!init.ok) {
+      if (agent.fresh) await this.release(agentUid, name);
+      return init;
+    }
+    return { ok: true, fresh: agent.fresh || init.fresh };
+  }
+
+  async releaseSlot(agentUid: number, name: string): Promise<void> {
+    await this.release(agentUid, name);
+    await this.release(agentUid - 1, name);
+  }
+
   /** Releases `uid`'s lease if this engine's container `name` holds it. */
   async release(uid: number, name: string): Promise<void> {
     const holder = await this.read(uid);

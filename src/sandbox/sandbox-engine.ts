@@ -86,12 +86,12 @@ export class SandboxEngine {
     const name = spec.name ?? '';
     if (leases) {
       if ((spec.HostConfig as { Mounts?: unknown[] } | undefined)?.Mounts?.length) await this.ensurePtyVolume(uid);
-      const lease = await leases.take(uid, name);
+      const lease = await leases.takeSlot(uid, name);
       if (!lease.ok) throw Object.assign(new Error(`uid ${uid} is leased on this host by ${lease.holder?.name ?? '?'} on ${lease.holder?.engine ?? '?'}`), { statusCode: 409 });
       try {
         return await this.docker.createContainer(createRequest(spec));
       } catch (err) {
-        if (lease.fresh && (err as { statusCode?: number }).statusCode !== 409) await leases.release(uid, name).catch(() => undefined);
+        if (lease.fresh && (err as { statusCode?: number }).statusCode !== 409) await leases.releaseSlot(uid, name).catch(() => undefined);
         throw err;
       }
     }
@@ -107,7 +107,7 @@ export class SandboxEngine {
   /** After a sandbox container is gone: its lease goes too (with the engine itself). */
   async released(slot?: { agentUid: number; name: string }): Promise<void> {
     const leases = slot ? await this.leases().catch(() => null) : null;
-    if (leases && slot) await leases.release(slot.agentUid, slot.name).catch(() => undefined);
+    if (leases && slot) await leases.releaseSlot(slot.agentUid, slot.name).catch(() => undefined);
   }
 
   /** Releases this engine's leases whose container is gone (the reaper's sweep calls it). */
