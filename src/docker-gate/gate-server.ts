@@ -14,7 +14,7 @@ import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { LABELS } from '../sandbox/container-spec';
 import { HostLeases } from '../sandbox/host-leases';
-import { isPtyVolume, ptyVolumeCreateBody } from '../sandbox/pty-volume';
+import { isPtyVolume, ptyVolumeCreateBody, ptyVolumeName } from '../sandbox/pty-volume';
 import { EgressRoot } from './egress-root';
 import { isObject, parseGoJson, type JValue } from './go-json';
 import { checkCreate, checkExec, checkExecStart, checkQuery, GATE_LABEL, owned, ownershipTag, queryMirrorsBody, recordedUid, Refusal, type GatePolicy } from './rules';
@@ -272,9 +272,11 @@ export class DockerGate {
     send(ctx.res, r.status, r.body);
   }
 
-  /** After the engine removed a container: its uid lease and egress directory go too. */
+  /** After the engine removed a container: its pty volume, then its uid lease and its egress directory go too. */
   async removed(own: Owned): Promise<void> {
     this.forget(own.id);
+    // Before the lease: once the slot is free another container may mount the volume (then it stays: in use).
+    await this.engineJson('DELETE', `/volumes/${encodeURIComponent(ptyVolumeName(own.agentUid))}`).catch(() => undefined);
     await (await this.hostLeases()).releaseSlot(own.agentUid, own.name).catch(() => undefined);
     const dir = own.labels[LABELS.egressDir];
     if (dir) await this.egress.remove(dir.slice(dir.lastIndexOf('/') + 1)).catch(() => undefined);

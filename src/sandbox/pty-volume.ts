@@ -6,7 +6,9 @@
  * (it replaces Docker's default devpts there), so a sandbox holds at most PTYS ptys and `docker exec -t`,
  * `script`, python's `pty` and node-pty still work. A volume is mounted when its container starts and
  * unmounted when it is removed, so every sandbox starts with an empty instance; slots are unique per
- * host (host-leases.ts), so no two live sandboxes share one. gVisor serves ptys from its Sentry: no volume.
+ * host (host-leases.ts), so no two live sandboxes share one. Whoever removes the container (the gate, or
+ * a worker holding the engine) removes the volume before it frees the slot. gVisor serves ptys from its
+ * Sentry: no volume.
  */
 import { PTYS } from './sandbox-budgets';
 

@@ -12,7 +12,7 @@ import type Docker from 'dockerode';
 import { SandboxError } from '../domain/errors';
 import { isDockerGate } from './egress-dirs';
 import { HostLeases } from './host-leases';
-import { ptyVolumeCreateBody, isPtyVolume } from './pty-volume';
+import { ptyVolumeCreateBody, ptyVolumeName, isPtyVolume } from './pty-volume';
 import { ensureSecureDir } from './secure-dir';
 import { UID_LABEL } from './uid-slots';
 
@@ -104,10 +104,13 @@ export class SandboxEngine {
     await this.released(slot);
   }
 
-  /** After a sandbox container is gone: its lease goes too (with the engine itself). */
+  /** After a sandbox container is gone: its pty volume, then its lease go too (with the engine itself). */
   async released(slot?: { agentUid: number; name: string }): Promise<void> {
     const leases = slot ? await this.leases().catch(() => null) : null;
-    if (leases && slot) await leases.releaseSlot(slot.agentUid, slot.name).catch(() => undefined);
+    if (!leases || !slot) return;
+    // Before the lease: once the slot is free another container may mount the volume (then it stays: in use).
+    await this.docker.getVolume(ptyVolumeName(slot.agentUid)).remove().catch(() => undefined);
+    await leases.releaseSlot(slot.agentUid, slot.name).catch(() => undefined);
   }
 
   /** Releases this engine's leases whose container is gone (the reaper's sweep calls it). */
