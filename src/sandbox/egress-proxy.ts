@@ -360,7 +360,15 @@ export class EgressProxy {
       client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       client.off('data', onEarly);
       const first = Buffer.concat(early);
-      if (first.length && this.countOut(first.length)) upstream.write(first);
+      if (first.length && !this.countOut(first.length)) {
+        // what came with the CONNECT already crosses the run's cap: the tunnel is cut, as in pump()
+        const capped = this.byteCapReached()!;
+        this.refuse(host, port, 'DATA', capped.code, capped.reason);
+        client.destroy();
+        upstream.destroy();
+        return;
+      }
+      if (first.length) upstream.write(first);
       this.pump(client, upstream, (n) => this.countOut(n), host, port);
       client.resume();
       this.pump(upstream, client, (n) => this.countIn(n), host, port);
