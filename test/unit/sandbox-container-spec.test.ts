@@ -37,10 +37,10 @@ describe('containerSpec', () => {
     expect(hc.ReadonlyRootfs).toBe(true);
     expect(Object.keys(hc.Tmpfs ?? {}).sort()).toEqual(['/home/agent', '/tmp']);
     // the workspace: a tmpfs too, as an anonymous local volume so that the archive API sees it
-    expect(hc.Mounts).toEqual([{
+    expect(hc.Mounts![0]).toEqual({
       Type: 'volume', Target: '/workspace', Source: '', ReadOnly: false,
       VolumeOptions: { NoCopy: true, Labels: {}, DriverConfig: { Name: 'local', Options: { type: 'tmpfs', device: 'tmpfs', o: 'size=128m,uid=2000015,gid=2000015,mode=0755,nosuid,nodev,exec' } } },
-    }]);
+    });
     expect(hc.Tmpfs!['/tmp']).toMatch(new RegExp(`size=${TMP_MB}m`));
     expect(hc.Tmpfs!['/home/agent']).toMatch(new RegExp(`size=${HOME_MB}m`));
     // exec allowed (./configure), never suid or devices
