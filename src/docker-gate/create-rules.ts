@@ -7,12 +7,12 @@
  * the rule that refuses it unless empty. Checks across fields (uid slot, runtime, egress) follow.
  */
 import { isAbsolute, normalize } from 'node:path';
-import { EGRESS_MOUNT, LABELS, MASKED_PATHS } from '../sandbox/container-spec';
-import { PTY_MOUNT, PTY_VOLUME_PREFIX, ptyMount } from '../sandbox/pty-volume';
+import { EGRESS_MOUNT, LABELS, MASKED_PATHS, WORKSPACE_DIR } from '../sandbox/container-spec';
 import { FILES, GVISOR_NPROC_MAX, gvisorPidsCgroup } from '../sandbox/sandbox-budgets';
 import { seccompJson } from '../sandbox/seccomp-profile';
 import { slotOfAgentUid } from '../sandbox/uid-slots';
-import { CONFIG_FIELDS, droppedFields, HOST_CONFIG_FIELDS, LOG_CONFIG_FIELDS, MOUNT_FIELDS, RESTART_POLICY_FIELDS, ULIMIT_FIELDS, VOLUME_OPTIONS_FIELDS, WRAPPER_FIELDS } from './engine-fields';
+import { CONFIG_FIELDS, droppedFields, HOST_CONFIG_FIELDS, LOG_CONFIG_FIELDS, RESTART_POLICY_FIELDS, ULIMIT_FIELDS, WRAPPER_FIELDS } from './engine-fields';
+import { checkMounts, mountsSpec, type CheckedMount } from './mount-rules';
 import { isObject, type JValue } from './go-json';
 import { bool, empty, exactly, int, isEmptyJson, readMap, readObject, refuse, str, strList, type Dropped, type ObjectShape, type Spec } from './shape';
 
@@ -133,25 +133,6 @@ const ulimits: Spec<Record<string, { Soft: number; Hard: number }>> = (v, at) =>
   return out;
 };
 
-const mountShape: ObjectShape = {
-  fields: {
-    Type: exactly('binds-egress-only', 'volume'),
-    Source: str('binds-egress-only', { required: true, max: 64, re: new RegExp(`^${PTY_VOLUME_PREFIX}\\d{1,10}$`) }),
-    Target: exactly('binds-egress-only', PTY_MOUNT),
-    ReadOnly: bool('binds-egress-only', { only: false }),
-    VolumeOptions: (v, at) => readObject(v, `${at}.`, { fields: { NoCopy: exactly('pty-budget', true) }, dropped: droppedFields(VOLUME_OPTIONS_FIELDS, ['NoCopy'], {}, 'binds-egress-only'), rule: 'binds-egress-only' }),
-  },
-  dropped: droppedFields(MOUNT_FIELDS, ['Type', 'Source', 'Target', 'ReadOnly', 'VolumeOptions'], {}, 'binds-egress-only'),
-  rule: 'binds-egress-only',
-};
-
-/** HostConfig.Mounts: nothing, or the slot's pty volume at /dev/pts (which one is checked with the uid). */
-const mounts: Spec<Array<Record<string, unknown>> | undefined> = (v, at) => {
-  if (isEmptyJson(v)) return undefined;
-  if (!Array.isArray(v) || v.length !== 1) refuse('binds-egress-only', 'Mounts may hold only the slot\'s pty volume at /dev/pts');
-  return [readObject(v[0], `${at}[0].`, mountShape)];
-};
-
 /** HostConfig.Binds: nothing, or one directory directly under the egress root, read-only at the egress mount. */
 function binds(p: GatePolicy): Spec<string | undefined> {
   const root = normalize(p.egressRoot).replace(/\/+$/, '');
@@ -206,7 +187,7 @@ function hostConfigShape(p: GatePolicy): ObjectShape {
       if (!isEmptyJson(v) && v !== 'private') refuse('no-host-namespaces', `${at} must be private (got ${JSON.stringify(v).slice(0, 60)})`);
       return 'private';
     },
-    Mounts: mounts,
+    Mounts: mountsSpec(p.maxWorkspaceMb),
     Binds: binds(p),
     NetworkMode: exactly('network-none', 'none'),
     ReadonlyRootfs: exactly('read-only-root', true),
@@ -319,17 +300,12 @@ export function checkCreate(body: JValue, name: string | null, p: GatePolicy): C
   if (num(h.PidsLimit) > pidsCap) refuse('resource-maxima', `PidsLimit must be ≤ ${pidsCap} for nproc ${u.nproc.Hard} under ${isolation}`);
   h.Ulimits = [{ Name: 'nofile', Soft: u.nofile.Soft, Hard: u.nofile.Hard }, { Name: 'nproc', Soft: u.nproc.Soft, Hard: u.nproc.Hard }];
 
-  // Mounts: under runc exactly the slot's pty volume; under gVisor none.
-  let ptyVolume: string | undefined;
-  const m = h.Mounts as Array<Record<string, unknown>> | undefined;
-  if (isolation === 'runc') {
-    const want = ptyMount(agentUid);
-    if (!m || m[0]!.Source !== want.Source) refuse('pty-budget', `a runc sandbox mounts its slot's own pty volume ${want.Source} at ${PTY_MOUNT}`);
-    h.Mounts = [want];
-    ptyVolume = want.Source;
-  } else if (m) {
-    refuse('binds-egress-only', 'a gVisor sandbox has no mounts (its ptys are the Sentry\'s)');
-  }
+  // Mounts: under runc exactly the workspace volume and the slot's pty volume; under gVisor none (mount-rules.ts).
+  if (isolation === 'runc' && tmp[WORKSPACE_DIR] !== undefined) refuse('workspace-volume', `under runc ${WORKSPACE_DIR} is the workspace volume (HostConfig.Mounts), not a tmpfs mount`);
+  const mounted = checkMounts(h.Mounts as CheckedMount[] | undefined, agentUid, isolation);
+  if (mounted.mounts) h.Mounts = mounted.mounts;
+  else delete h.Mounts;
+  const ptyVolume = mounted.ptyVolume;
 
   // The one bind: the egress directory its label names.
   const egressDir = h.Binds as string | undefined;

@@ -137,7 +137,10 @@ function routes(p: GatePolicy): Route[] {
       methods: ['DELETE'], path: ['containers', ':id'], query: { force: boolParam, v: boolParam }, owner: 'container',
       handle: async (c, own) => {
         await c.gate.refuseBody(c.req, c.rawQuery);
-        const r = await c.gate.engineJson('DELETE', `${c.version}/containers/${own!.id}${qs(c.query)}`);
+        // v=1 always: the sandbox's anonymous workspace volume goes with it
+        const q = new URLSearchParams(c.query);
+        q.set('v', '1');
+        const r = await c.gate.engineJson('DELETE', `${c.version}/containers/${own!.id}${qs(q)}`);
         // The lease and the egress directory go before the answer, so a client that saw the 204 sees them gone.
         if (r.status < 300 || r.status === 404) await c.gate.removed(own!);
         send(c.res, r.status, r.body);
