@@ -15,6 +15,7 @@ import type { Duplex } from 'node:stream';
 import { LABELS } from '../sandbox/container-spec';
 import { HostLeases } from '../sandbox/host-leases';
 import { isPtyVolume, ptyVolumeCreateBody, ptyVolumeName } from '../sandbox/pty-volume';
+import { rebuildArchivePut } from './archive-put';
 import { EgressRoot } from './egress-root';
 import { isObject, parseGoJson, type JValue } from './go-json';
 import { checkCreate, checkExec, checkExecStart, checkQuery, GATE_LABEL, owned, ownershipTag, queryMirrorsBody, recordedUid, Refusal, type GatePolicy } from './rules';
@@ -34,6 +35,8 @@ export interface GateOptions {
 }
 
 const MAX_JSON_BODY = 1024 * 1024;
+/** Archive uploads checked at once (each holds its packed tar: at most ARCHIVE_PUT_LIMITS.maxBytes and headers). */
+const ARCHIVE_PUTS = 2;
 const MAX_SMALL_BODY = 64 * 1024;
 const MAX_LIST_RESPONSE = 16 * 1024 * 1024;
 const CACHE_MAX = 10_000;
@@ -58,6 +61,8 @@ export class DockerGate {
   private leasesP: Promise<HostLeases> | undefined;
   readonly server: http.Server;
   refusals = 0;
+  private putsInFlight = 0;
+  private readonly putWaiters: Array<() => void> = [];
 
   constructor(private readonly o: GateOptions) {
     this.log = o.log ?? ((msg, fields) => process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), msg, ...fields })}\n`));
@@ -272,6 +277,33 @@ export class DockerGate {
     send(ctx.res, r.status, r.body);
   }
 
+  /**
+   * PUT /containers/{id}/archive (path=/workspace only: routes.ts): the tar is checked entry by entry
+   * and packed anew (archive-put.ts), then sent; the engine sees nothing of a refused one. At most
+   * ARCHIVE_PUTS at once, so the gate holds at most that many packed tars.
+   */
+  async archivePut(ctx: RouteContext, own: Owned): Promise<void> {
+    if (own.labels[LABELS.isolation] !== 'runc') throw new Refusal('archive-put', 'uploads go only into a runc sandbox\'s workspace volume (a gVisor workspace is a tmpfs in its own kernel)');
+    const type = String(ctx.req.headers['content-type'] ?? '');
+    if (!/^application\/(x-)?tar\s*$/i.test(type)) throw new Refusal('archive-put', `the body must be an uncompressed tar (application/x-tar), got ${JSON.stringify(type).slice(0, 60)}`);
+    if (ctx.req.headers['content-encoding'] !== undefined) throw new Refusal('archive-put', 'no Content-Encoding: the body must be a plain uncompressed tar');
+    while (this.putsInFlight >= ARCHIVE_PUTS) await new Promise<void>((r) => this.putWaiters.push(r));
+    this.putsInFlight++;
+    let tar: Buffer;
+    try {
+      tar = await rebuildArchivePut(ctx.req, own.agentUid);
+    } catch (err) {
+      // the rest of a refused body is not read: answer, then close the connection
+      ctx.res.setHeader('Connection', 'close');
+      ctx.res.once('finish', () => ctx.req.socket.destroy());
+      throw err;
+    } finally {
+      this.putsInFlight--;
+      this.putWaiters.shift()?.();
+    }
+    await this.forward(ctx, `${ctx.version}/containers/${own.id}/archive?${ctx.query.toString()}`, undefined, { tar });
+  }
+
   /** After the engine removed a container: its pty volume, then its uid lease and its egress directory go too. */
   async removed(own: Owned): Promise<void> {
     this.forget(own.id);
@@ -323,14 +355,15 @@ export class DockerGate {
   }
 
   /**
-   * Forwards a bodiless request to the engine at `path` (a rebuilt path and query) and streams the
-   * answer back; a request that came with a body is refused (no client bytes reach the engine).
+   * Forwards a request to the engine at `path` (a rebuilt path and query) with no body, a JSON body the
+   * gate built, or a tar the gate packed (`o.tar`), and streams the answer back; a request that came
+   * with a body where none is taken is refused (no client bytes reach the engine).
    */
-  async forward(ctx: RouteContext, path: string, body?: unknown): Promise<void> {
-    if (body === undefined) await refuseBody(ctx.req, ctx.rawQuery);
-    const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+  async forward(ctx: RouteContext, path: string, body?: unknown, o: { tar?: Buffer } = {}): Promise<void> {
+    if (body === undefined && !o.tar) await refuseBody(ctx.req, ctx.rawQuery);
+    const data = o.tar ?? (body === undefined ? undefined : Buffer.from(JSON.stringify(body)));
     await new Promise<void>((resolve, reject) => {
-      const headers: http.OutgoingHttpHeaders = { Host: 'docker', ...(data ? { 'Content-Type': 'application/json', 'Content-Length': data.length } : {}) };
+      const headers: http.OutgoingHttpHeaders = { Host: 'docker', ...(data ? { 'Content-Type': o.tar ? 'application/x-tar' : 'application/json', 'Content-Length': data.length } : {}) };
       const up = http.request({ socketPath: this.o.engineSocket, agent: this.agent, method: ctx.req.method, path, headers }, (r) => {
         const out: http.OutgoingHttpHeaders = {};
         for (const [k, v] of Object.entries(r.headers)) if (!['connection', 'keep-alive', 'transfer-encoding'].includes(k) && v !== undefined) out[k] = v;

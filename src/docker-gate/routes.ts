@@ -175,6 +175,11 @@ function routes(p: GatePolicy): Route[] {
       methods: ['GET', 'HEAD'], path: ['containers', ':id', 'archive'], query: { path: archivePath }, required: ['path'], owner: 'container',
       handle: (c, own) => c.gate.forward(c, `${c.version}/containers/${own!.id}/archive${qs(c.query)}`),
     },
+    {
+      // The effect guard's restore of protected files (issue 37): into /workspace only, a tar checked and packed anew (archive-put.ts).
+      methods: ['PUT'], path: ['containers', ':id', 'archive'], query: { path: matchParam(/^\/workspace$/), noOverwriteDirNonDir: boolParam }, required: ['path'], owner: 'container',
+      handle: (c, own) => c.gate.archivePut(c, own!),
+    },
     { methods: ['POST'], path: ['containers', ':id', 'exec'], query: {}, owner: 'container', handle: (c, own) => c.gate.execCreate(c, own!) },
     {
       methods: ['GET'], path: ['exec', ':id', 'json'], query: {}, owner: 'exec',

@@ -38,10 +38,10 @@ export async function restorePlan(before: ProtectedState, paths: readonly string
     for (const d of ancestors(p)) {
       if (dirsDone.has(d)) continue;
       dirsDone.add(d);
-      pack.entry({ name: `${d}/`, type: 'directory', mode: before.dirs.get(d) ?? 0o755, ...owner, mtime: now });
+      pack.entry({ name: `${d}/`, type: 'directory', mode: (before.dirs.get(d) ?? 0o755) & 0o1777, ...owner, mtime: now });
     }
     const e = before.entries.get(p)!;
-    const mode = e.mode & 0o1777; // never a setuid or setgid bit
+    const mode = e.mode & 0o1777; // never a setuid or setgid bit (the docker gate refuses them)
     if (e.type === 'symlink') pack.entry({ name: p, type: 'symlink', linkname: e.link ?? '', mode: 0o777, ...owner, mtime: now });
     else if (e.type === 'file') {
       if (!e.data) throw new SandboxError('sandbox_failed', `${p} cannot be put back: at ${e.size} bytes it was too large to keep`);

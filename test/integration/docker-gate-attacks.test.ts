@@ -13,6 +13,11 @@
  *   the create (refused at start), and a worker uid that can neither write the root nor move the
  *   gate's directory.
  * - exec and create User: every spelling of another uid than the slot's own.
+ * - archive uploads (issue 37's restore of protected files): owners other than the agent's (ustar,
+ *   PAX, spellings), setuid/setgid modes, hard links, devices, FIFOs, absolute and `..` names, links
+ *   out or through, xattrs, compressed or malformed tars, sizes, paths other than /workspace, other
+ *   content types, a gVisor or foreign container → archive-put/query; the engine never sees the tar.
+ *   Positive control: the engine itself takes a root-owned setuid file.
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -23,11 +28,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'node:querystring';
 import { promisify } from 'node:util';
+import { gzipSync } from 'node:zlib';
+import * as tar from 'tar-stream';
 import Docker from 'dockerode';
 import { loadConfig } from '../../src/config';
 import { policyFromConfig, startGate, type DockerGate } from '../../src/docker-gate';
 import { containerSpec } from '../../src/sandbox/container-spec';
 import { uidSlot } from '../../src/sandbox/uid-slots';
+import { restorePlan } from '../../src/sandbox/protected-restore';
+import { ARCHIVE_PUT_LIMITS } from '../../src/docker-gate/archive-put';
+import type { ProtectedState } from '../../src/domain/effects';
 import { startRecordingEngine, type RecordingEngine } from '../support/recording-engine';
 import { sandboxTestEnv } from '../support/sandbox-env';
 
@@ -146,7 +156,8 @@ const EVIL: Record<string, J> = {
   LogConfig: { Type: 'syslog', Config: { 'syslog-address': 'tcp://127.0.0.1:1' } }, RestartPolicy: { Name: 'always' }, AutoRemove: true,
   Tty: true, OpenStdin: true, NetworkDisabled: false, AttachStdin: true, AttachStdout: true, AttachStderr: true, Entrypoint: ['sh'],
   Detach: true, DetachKeys: 'ctrl-p', Soft: 1 << 20, Hard: 1 << 20, Name: 'core', Type: 'bind', Source: '/', Target: '/host', ReadOnly: true,
-  VolumeOptions: { NoCopy: false }, NoCopy: false,
+  VolumeOptions: { NoCopy: false }, NoCopy: false, DriverConfig: { Name: 'local', Options: { type: 'none', device: '/', o: 'bind' } },
+  Options: { type: 'none', device: '/', o: 'bind' },
 };
 
 describe('positive controls: the engine itself takes the last of two spellings', () => {
@@ -176,7 +187,10 @@ describe('create: every checked field in every folded spelling beside the checke
   for (const f of [...top, 'HostConfig']) for (const v of foldedSpellings(f)) cases.push([`${f} as ${JSON.stringify(v)}`, [], f, v]);
   for (const f of [...host, 'ReadonlyPaths', 'Devices', 'CgroupnsMode']) for (const v of foldedSpellings(f)) cases.push([`HostConfig.${f} as ${JSON.stringify(v)}`, ['HostConfig'], f, v]);
   for (const f of ['Name', 'Soft', 'Hard']) for (const v of foldedSpellings(f)) cases.push([`HostConfig.Ulimits[0].${f} as ${JSON.stringify(v)}`, ['HostConfig', 'Ulimits', '0'], f, v]);
-  for (const f of ['Type', 'Source', 'Target', 'VolumeOptions']) for (const v of foldedSpellings(f)) cases.push([`HostConfig.Mounts[0].${f} as ${JSON.stringify(v)}`, ['HostConfig', 'Mounts', '0'], f, v]);
+  // Mounts[0] is the workspace volume (issue 37), Mounts[1] the slot's pty volume
+  for (const i of ['0', '1']) for (const f of ['Type', 'Source', 'Target', 'VolumeOptions', ...(i === '0' ? ['ReadOnly'] : [])]) for (const v of foldedSpellings(f)) cases.push([`HostConfig.Mounts[${i}].${f} as ${JSON.stringify(v)}`, ['HostConfig', 'Mounts', i], f, v]);
+  for (const f of ['NoCopy', 'Labels', 'DriverConfig']) for (const v of foldedSpellings(f)) cases.push([`HostConfig.Mounts[0].VolumeOptions.${f} as ${JSON.stringify(v)}`, ['HostConfig', 'Mounts', '0', 'VolumeOptions'], f, v]);
+  for (const f of ['Name', 'Options']) for (const v of foldedSpellings(f)) cases.push([`HostConfig.Mounts[0].VolumeOptions.DriverConfig.${f} as ${JSON.stringify(v)}`, ['HostConfig', 'Mounts', '0', 'VolumeOptions', 'DriverConfig'], f, v]);
 
   test.each(cases)('%s (after and before it) → duplicate-field; the engine never sees it', async (_n, path, field, variant) => {
     rec.clear();
@@ -362,7 +376,7 @@ describe('exec and exec start bodies', () => {
       ['POST', `/containers/${own}/kill?signal=KILL&signal=HUP`, 'query'],
       ['GET', `/containers/json?all=1&All=0`, 'query'],
       ['GET', `/containers/json?filters=${encodeURIComponent(JSON.stringify({ label: ['x'], before: ['y'] }))}`, 'filters'],
-      ['PUT', `/containers/${own}/archive?path=/workspace`, 'endpoint-not-allowed'],
+      ['PUT', `/containers/${own}/archive?path=/etc`, 'query'],
     ] as const) {
       refusedBy(await request(m, p, m === 'POST' && p.includes('create') ? JSON.stringify(bodyOf(spec(5))) : undefined), rule);
     }
@@ -485,7 +499,192 @@ describe('the egress root', () => {
   });
 });
 
+describe('archive uploads: only the effect guard\'s restore into /workspace (issue 37)', () => {
+  let id: string;
+  let agent: number;
+  const S = 7;
+  beforeAll(async () => {
+    const r = await request('POST', `/containers/create?name=${slot(S).name}`, JSON.stringify(bodyOf(spec(S))));
+    expect(r.status).toBe(201);
+    id = (JSON.parse(r.body) as { Id: string }).Id;
+    agent = slot(S).agentUid;
+    expect((await request('POST', `/containers/${id}/start`)).status).toBe(204);
+  });
+
+  /** A PUT of raw tar bytes (to the gate, or with `to` the engine itself); the answer even when the server closes mid-upload. */
+  function putTar(container: string, body: Buffer, o: { query?: string; type?: string; headers?: Record<string, string>; to?: string } = {}): Promise<{ status: number; body: string }> {
+    return new Promise((resolve, reject) => {
+      let answer: { status: number; body: string } | undefined;
+      const req = http.request({
+        socketPath: o.to ?? sock, method: 'PUT', path: `/containers/${container}/archive?${o.query ?? 'path=%2Fworkspace'}`,
+        headers: { Host: 'docker', 'Content-Type': o.type ?? 'application/x-tar', 'Content-Length': String(body.length), ...o.headers },
+      }, (res) => {
+        answer = { status: res.statusCode ?? 0, body: '' };
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (answer!.body += d));
+        res.once('end', () => resolve(answer!));
+        res.once('error', () => resolve(answer!));
+      });
+      req.once('error', (err) => (answer ? resolve(answer) : reject(err)));
+      req.end(body);
+    });
+  }
+
+  /** Runs `cmd` in the sandbox as its agent through the gate; its output (the engine's multiplexed frames, as text). */
+  async function inSandbox(cmd: string): Promise<string> {
+    const e = await request('POST', `/containers/${id}/exec`, JSON.stringify({ Cmd: ['sh', '-c', cmd], User: `${agent}:${agent}`, AttachStdout: true, AttachStderr: true }));
+    expect(e.status).toBe(201);
+    return (await request('POST', `/exec/${(JSON.parse(e.body) as { Id: string }).Id}/start`, JSON.stringify({ Detach: false, Tty: false }))).body;
+  }
+
+  type Entry = Partial<tar.Header> & { name: string; data?: Buffer };
+  async function tarOf(entries: Entry[]): Promise<Buffer> {
+    const pack = tar.pack();
+    const chunks: Buffer[] = [];
+    pack.on('data', (c: unknown) => void chunks.push(c as Buffer));
+    const done = new Promise<void>((r) => pack.on('end', () => r()));
+    for (const { data, ...h } of entries) pack.entry(h, data ?? Buffer.alloc(0));
+    pack.finalize();
+    await done;
+    return Buffer.concat(chunks);
+  }
+  /** An entry owned the way protected-restore.ts writes it: ustar 0, the agent's uid in PAX records. */
+  const mine = (h: Entry): Entry => ({ uid: 0, gid: 0, ...h, pax: { uid: String(agent), gid: String(agent), ...(h.pax ?? {}) } });
+  const file = (name: string, text: string, extra: Partial<Entry> = {}): Entry => mine({ name, type: 'file', mode: 0o644, size: Buffer.byteLength(text), data: Buffer.from(text), ...extra });
+
+  test('the restore protected-restore.ts makes passes: files back with the agent as owner and their modes; the engine gets the gate\'s own tar', async () => {
+    const before: ProtectedState = {
+      entries: new Map([
+        ['AGENTS.md', { type: 'file', mode: 0o644, size: 9, data: Buffer.from('be good.\n') }],
+        ['.github/workflows/ci.yml', { type: 'file', mode: 0o755, size: 6, data: Buffer.from('on: x\n') }],
+        ['CLAUDE.md', { type: 'symlink', mode: 0o777, size: 0, link: 'AGENTS.md' }],
+      ]),
+      dirs: new Map([['.github', 0o2775], ['.github/workflows', 0o755]]), mode: 'full', notes: [], bytes: 0, requests: 0, ms: 0,
+    };
+    const plan = await restorePlan(before, ['AGENTS.md', '.github/workflows/ci.yml', 'CLAUDE.md', 'gone.txt'], agent, agent);
+    expect(plan.remove).toEqual(['gone.txt']);
+    await inSandbox('echo x > /workspace/gone.txt; echo changed > /workspace/AGENTS.md');
+    // the guard removes what did not exist before with rm run as the agent: allowed, as every exec as the recorded uid
+    expect(await inSandbox('rm -rf -- /workspace/gone.txt && echo removed')).toContain('removed');
+    rec.clear();
+    const r = await putTar(id, plan.tar!);
+    expect(r.status).toBe(200);
+    expect(rec.seen()).toMatch(/PUT \/containers\/[0-9a-f]{64}\/archive\?path=%2Fworkspace HTTP/);
+    const out = await inSandbox('cd /workspace && stat -c "%n %u:%g %a %F" AGENTS.md .github .github/workflows .github/workflows/ci.yml CLAUDE.md; cat CLAUDE.md; test -e gone.txt || echo gone-is-gone');
+    expect(out).toContain(`AGENTS.md ${agent}:${agent} 644 regular file`);
+    expect(out).toContain(`.github ${agent}:${agent} 775 directory`); // the setgid bit of the snapshot is not put back
+    expect(out).toContain(`.github/workflows/ci.yml ${agent}:${agent} 755 regular file`);
+    expect(out).toContain(`CLAUDE.md ${agent}:${agent} 777 symbolic link`);
+    expect(out).toContain('be good.');
+    expect(out).toContain('gone-is-gone');
+  });
+
+  test('what the engine gets is packed anew: nothing of the client\'s headers (names, PAX records) reaches it', async () => {
+    rec.clear();
+    const marker = `m${randomBytes(5).toString('hex')}`;
+    const r = await putTar(id, await tarOf([file('notes.txt', 'hi\n', { uname: marker, gname: marker, pax: { uid: String(agent), gid: String(agent), mtime: '1.5', atime: marker.replace(/\D/g, '1') } })]));
+    expect(r.status).toBe(200);
+    expect(rec.seen()).toContain('notes.txt');
+    expect(rec.seen()).not.toContain(marker);
+  });
+
+  test('positive control: the engine itself takes a root-owned setuid file into the workspace (what the gate stops)', async () => {
+    const r = await putTar(id, await tarOf([{ name: 'ctl-suid', type: 'file', mode: 0o4755, uid: 0, gid: 0, size: 3, data: Buffer.from('x\n\n') }]), { to: '/var/run/docker.sock' });
+    expect(r.status).toBe(200);
+    expect(await inSandbox('stat -c "%u %a" /workspace/ctl-suid; rm -f /workspace/ctl-suid')).toContain('0 4755');
+  });
+
+  const nul = Buffer.alloc(0);
+  const variants: Array<[string, () => Promise<Buffer>, string]> = [
+    // owners: the container's agent uid only, in every place a tar can say it
+    ['an entry owned by root (ustar, no PAX)', () => tarOf([{ name: 'a.txt', type: 'file', mode: 0o644, uid: 0, gid: 0, size: 1, data: Buffer.from('x') }]), 'owned by uid 0'],
+    ['an entry owned by root in its PAX record', () => tarOf([file('a.txt', 'x', { pax: { uid: '0', gid: String(agent) } })]), 'owned by uid 0'],
+    ['an entry whose PAX gid is root\'s', () => tarOf([file('a.txt', 'x', { pax: { uid: String(agent), gid: '0' } })]), 'owned by gid 0'],
+    ['an entry owned by another slot\'s agent', () => tarOf([file('a.txt', 'x', { pax: { uid: String(slot(4).agentUid), gid: String(slot(4).agentUid) } })]), 'owned by uid'],
+    ['a PAX uid spelled "+uid"', () => tarOf([file('a.txt', 'x', { pax: { uid: `+${agent}`, gid: String(agent) } })]), 'owned by uid +'],
+    ['a PAX uid spelled " uid"', () => tarOf([file('a.txt', 'x', { pax: { uid: ` ${agent}`, gid: String(agent) } })]), 'owned by uid '],
+    ['a PAX uid spelled "uid.0"', () => tarOf([file('a.txt', 'x', { pax: { uid: `${agent}.0`, gid: String(agent) } })]), '.0: entries must belong'],
+    ['a PAX uid past 2^32 (agent + 2^32)', () => tarOf([file('a.txt', 'x', { pax: { uid: String(2 ** 32 + agent), gid: String(agent) } })]), 'owned by uid 4'],
+    ['a directory owned by root before a good file', () => tarOf([{ name: 'd/', type: 'directory', mode: 0o755, uid: 0, gid: 0 }, file('d/a.txt', 'x')]), '"d/" is owned by uid 0'],
+    // modes
+    ['a setuid file', () => tarOf([file('a.sh', '#!/bin/sh\n', { mode: 0o4755 })]), 'mode 04755'],
+    ['a setgid file', () => tarOf([file('a.sh', '#!/bin/sh\n', { mode: 0o2755 })]), 'mode 02755'],
+    ['a setgid directory', () => tarOf([mine({ name: 'd/', type: 'directory', mode: 0o2775 })]), 'mode 02775'],
+    ['a setuid+setgid+sticky file', () => tarOf([file('a.sh', '#!/bin/sh\n', { mode: 0o7777 })]), 'mode 07777'],
+    // types
+    ['a hard link', () => tarOf([file('a.txt', 'x'), mine({ name: 'b.txt', type: 'link', linkname: 'a.txt' })]), 'is a hard link'],
+    ['a hard link to a path outside', () => tarOf([mine({ name: 'shadow', type: 'link', linkname: '/etc/shadow' })]), 'is a hard link'],
+    ['a character device (/dev/mem)', () => tarOf([mine({ name: 'mem', type: 'character-device', mode: 0o666, devmajor: 1, devminor: 1 })]), 'is a character-device'],
+    ['a block device', () => tarOf([mine({ name: 'sda', type: 'block-device', mode: 0o666, devmajor: 8, devminor: 0 })]), 'is a block-device'],
+    ['a FIFO', () => tarOf([mine({ name: 'pipe', type: 'fifo', mode: 0o666 })]), 'is a fifo'],
+    ['a contiguous file', () => tarOf([mine({ name: 'c.txt', type: 'contiguous-file', mode: 0o644, size: 1, data: Buffer.from('x') })]), 'is a contiguous-file'],
+    // names
+    ['an absolute name', () => tarOf([file('/etc/cron.d/x', '* * * * * root id\n')]), 'an absolute name'],
+    ['a ".." name', () => tarOf([file('../escape.txt', 'x')]), 'segment'],
+    ['a name climbing out half-way', () => tarOf([file('a/../../escape.txt', 'x')]), 'segment'],
+    ['a "./" segment', () => tarOf([file('./a.txt', 'x')]), 'segment'],
+    ['an empty segment', () => tarOf([file('a//b.txt', 'x')]), 'segment'],
+    ['the workspace itself (chmod 0777 of /workspace)', () => tarOf([mine({ name: './', type: 'directory', mode: 0o777 })]), 'segment'],
+    ['a name given twice', () => tarOf([file('a.txt', 'x'), file('a.txt', 'y')]), 'named twice'],
+    // links
+    ['a link to an absolute path', () => tarOf([mine({ name: 'etc', type: 'symlink', linkname: '/etc' })]), 'absolute path /etc'],
+    ['a link climbing out', () => tarOf([mine({ name: 'up', type: 'symlink', linkname: '../..' })]), 'outside the workspace'],
+    ['a link and then a file written through it', () => tarOf([mine({ name: 'lnk', type: 'symlink', linkname: 'sub' }), file('lnk/x.txt', 'x')]), 'goes through the symbolic link'],
+    // PAX records beyond the entry's own fields
+    ['a file capability (SCHILY.xattr.security.capability)', () => tarOf([file('cap', 'x', { pax: { uid: String(agent), gid: String(agent), 'SCHILY.xattr.security.capability': 'AQAAAgAgAAAAAAAAAAAAAAAAAAA=' } })]), 'SCHILY.xattr.security.capability'],
+    ['a user xattr', () => tarOf([file('x', 'x', { pax: { uid: String(agent), gid: String(agent), 'SCHILY.xattr.user.k': 'v' } })]), 'SCHILY.xattr.user.k'],
+    ['a sparse-file record', () => tarOf([file('x', 'x', { pax: { uid: String(agent), gid: String(agent), 'GNU.sparse.map': '0,1' } })]), 'GNU.sparse.map'],
+    // not a plain tar
+    ['a gzip-compressed tar', async () => gzipSync(await tarOf([file('a.txt', 'x')])), 'not an uncompressed tar'],
+    ['bytes that are no tar', () => Promise.resolve(randomBytes(4096)), 'not an uncompressed tar'],
+    ['an empty body', () => Promise.resolve(nul), 'holds no entry'],
+    ['more entries than the gate takes', () => tarOf(Array.from({ length: ARCHIVE_PUT_LIMITS.maxEntries + 1 }, (_, i) => file(`f${i}`, ''))), 'more than 10000 entries'],
+  ];
+  test.each(variants)('%s → archive-put; the engine never sees the upload', async (_n, make, why) => {
+    const body = await make();
+    rec.clear();
+    const r = await putTar(id, body);
+    refusedBy(r, 'archive-put');
+    expect(JSON.parse(r.body)).toEqual({ message: expect.stringContaining(why) });
+    expect(rec.seen()).not.toContain('/archive');
+    // and nothing of it landed: every name the variants use is absent
+    expect(await inSandbox('cd /workspace && ls -A a.txt b.txt a.sh d mem sda pipe c.txt etc up lnk cap x f0 shadow 2>/dev/null; ls -ld /workspace | cut -c1-10')).not.toMatch(/\b(a\.txt|a\.sh|mem|sda|pipe|lnk|cap|f0|shadow)\b|drwxrwxrwx/);
+  });
+
+  test('an upload over the size cap is refused with 403 before it is read to the end, and the connection is closed', async () => {
+    rec.clear();
+    const big = await tarOf([file('big.bin', 'x'.repeat(ARCHIVE_PUT_LIMITS.maxBytes + 1))]);
+    refusedBy(await putTar(id, big), 'archive-put');
+    expect(rec.seen()).not.toContain('/archive');
+  });
+
+  test('where and how: only path=/workspace, as a tar, into this deployment\'s runc sandbox', async () => {
+    const good = await tarOf([file('a.txt', 'x')]);
+    rec.clear();
+    for (const q of ['path=%2Fworkspace%2Fsub', 'path=%2F', 'path=%2Ftmp', 'path=%2Fhome%2Fagent', 'path=%2Fworkspace%2F', 'path=%2Fworkspace%2F..%2Fetc', 'path=%2Fetc',
+      'path=%2Fworkspace&path=%2Fetc', 'Path=%2Fworkspace', 'path=%2Fworkspace&copyUIDGID=1', 'path=%2Fworkspace&noOverwriteDirNonDir=1&NoOverwriteDirNonDir=0', '']) {
+      refusedBy(await putTar(id, good, { query: q }), 'query');
+    }
+    for (const type of ['application/json', 'application/gzip', 'text/plain', '']) refusedBy(await putTar(id, good, { type }), 'archive-put');
+    refusedBy(await putTar(id, good, { headers: { 'Content-Encoding': 'gzip' } }), 'archive-put');
+    expect(rec.seen()).not.toContain('/archive');
+    // a gVisor sandbox (its workspace is a tmpfs in its own kernel), created but never started
+    const g = await request('POST', `/containers/create?name=${slot(5).name}`, JSON.stringify(bodyOf(spec(5, 'gvisor'))));
+    expect(g.status).toBe(201);
+    const gid = (JSON.parse(g.body) as { Id: string }).Id;
+    refusedBy(await putTar(gid, good), 'archive-put');
+    expect((await request('DELETE', `/containers/${gid}?force=1`)).status).toBe(204);
+    // a container that is not this deployment's
+    const c = await engine.createContainer({ Image: image, Cmd: ['sleep', '60'], Labels: { [TEST_LABEL]: tag, corral: '1', 'corral.queue': QUEUE, 'corral.uid': String(agent) } });
+    refusedBy(await putTar(c.id, good), 'container-not-ours');
+    await c.remove({ force: true });
+    expect(rec.seen()).not.toContain('/archive');
+    // and the same upload, well placed, passes
+    expect((await putTar(id, good, { query: 'path=%2Fworkspace&noOverwriteDirNonDir=1' })).status).toBe(200);
+  });
+});
+
 test('every refusal above was logged with its rule', () => {
   const rules = new Set(logs.filter((l) => l.msg === 'docker-gate refused').map((l) => l.rule));
-  for (const r of ['duplicate-field', 'unknown-field', 'create-body', 'exec-user', 'query', 'api-version', 'body-not-allowed', 'binds-egress-only', 'egress-root', 'sandbox-user']) expect(rules).toContain(r);
+  for (const r of ['duplicate-field', 'unknown-field', 'create-body', 'exec-user', 'query', 'api-version', 'body-not-allowed', 'binds-egress-only', 'egress-root', 'sandbox-user', 'archive-put', 'container-not-ours']) expect(rules).toContain(r);
 });
