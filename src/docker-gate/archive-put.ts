@@ -6,8 +6,16 @@
  * `archive-put`), naming the entry: an owner other than the agent's (in the ustar field or a PAX
  * record), a setuid or setgid bit, a hard link, a device, a FIFO or any other type, an absolute name,
  * a `.` or `..` segment, the workspace itself, a name twice, a link that leaves the workspace or that a
- * later entry goes through, a PAX record other than the ones below (no xattrs: no file capabilities,
- * no ACLs), a compressed or malformed tar, more than ARCHIVE_PUT_LIMITS bytes or entries, an empty one.
+ * later entry goes through, an entry whose parent directories are not entries before it, a PAX record
+ * other than the ones below (no xattrs: no file capabilities, no ACLs), a compressed or malformed tar,
+ * more than ARCHIVE_PUT_LIMITS bytes or entries, an empty one.
+ *
+ * Links the sandbox itself holds: the engine extracts as root, chrooted into the container's root
+ * filesystem, and follows a link it meets in a parent (a link `d -> /etc` in the workspace made `d/x`
+ * land in the read-only root's /etc, measured on Engine 20.10). A directory entry for a path makes the
+ * engine replace whatever non-directory is there (such a link) with a real directory, so requiring
+ * every parent as an earlier entry — as protected-restore.ts writes them — leaves nothing to follow;
+ * the gate pauses the container for the upload so no process swaps a link back in between.
  *
  * Nothing of the client's tar reaches the engine: the gate parses it (tar-stream) and packs a new tar
  * from the checked fields — name, type, mode, content, link target — with the owner set from the uid
@@ -110,6 +118,7 @@ export async function rebuildArchivePut(src: Readable, agentUid: number, limits 
   });
   const links = new SeedLinks();
   const names = new Set<string>();
+  const dirs = new Set<string>();
   let entries = 0;
   try {
     for await (const entry of extract) {
@@ -123,6 +132,14 @@ export async function rebuildArchivePut(src: Readable, agentUid: number, limits 
       } catch (err) {
         bad((err as Error).message.replace(/^archive entry refused: /, ''));
       }
+      // The engine follows links the sandbox holds when it writes beneath a path; a directory entry for
+      // each parent makes it replace such a link with a real directory first (the gate keeps the
+      // sandbox paused meanwhile, so nothing can swap one back: gate-server.ts).
+      for (let at = path.indexOf('/'); at > 0; at = path.indexOf('/', at + 1)) {
+        const parent = path.slice(0, at);
+        if (!dirs.has(parent)) bad(`${show(path)} comes without a directory entry for its parent ${show(`${parent}/`)} before it: every parent is named first, so nothing is written through a link the sandbox holds`);
+      }
+      if (kind === 'dir') dirs.add(path);
       const s = h.mtime instanceof Date ? Math.floor(h.mtime.getTime() / 1000) : 0;
       const mtime = new Date(Math.min(Math.max(Number.isFinite(s) ? s : 0, 0), MAX_MTIME_S) * 1000);
       const owner = { uid: 0, gid: 0, pax: { uid: String(agentUid), gid: String(agentUid) } };

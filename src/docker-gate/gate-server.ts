@@ -63,6 +63,8 @@ export class DockerGate {
   refusals = 0;
   private putsInFlight = 0;
   private readonly putWaiters: Array<() => void> = [];
+  /** The upload each container waits behind (one at a time per container: each pauses it). */
+  private readonly putLocks = new Map<string, Promise<void>>();
 
   constructor(private readonly o: GateOptions) {
     this.log = o.log ?? ((msg, fields) => process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), msg, ...fields })}\n`));
@@ -280,7 +282,10 @@ export class DockerGate {
   /**
    * PUT /containers/{id}/archive (path=/workspace only: routes.ts): the tar is checked entry by entry
    * and packed anew (archive-put.ts), then sent; the engine sees nothing of a refused one. At most
-   * ARCHIVE_PUTS at once, so the gate holds at most that many packed tars.
+   * ARCHIVE_PUTS at once, so the gate holds at most that many packed tars. The container is paused
+   * while the engine extracts (one upload per container at a time), so no process in the sandbox can
+   * put a link where the tar's directory entries made the engine replace one (archive-put.ts); a
+   * sandbox that is not running gets none.
    */
   async archivePut(ctx: RouteContext, own: Owned): Promise<void> {
     if (own.labels[LABELS.isolation] !== 'runc') throw new Refusal('archive-put', 'uploads go only into a runc sandbox\'s workspace volume (a gVisor workspace is a tmpfs in its own kernel)');
@@ -301,7 +306,31 @@ export class DockerGate {
       this.putsInFlight--;
       this.putWaiters.shift()?.();
     }
-    await this.forward(ctx, `${ctx.version}/containers/${own.id}/archive?${ctx.query.toString()}`, undefined, { tar });
+    const prev = this.putLocks.get(own.id) ?? Promise.resolve();
+    let release!: () => void;
+    const turn = prev.then(() => new Promise<void>((r) => (release = r)));
+    this.putLocks.set(own.id, turn);
+    await prev;
+    try {
+      const r = await this.whilePaused(own, () => this.engineJson('PUT', `${ctx.version}/containers/${own.id}/archive?${ctx.query.toString()}`, undefined, tar));
+      send(ctx.res, r.status, r.body);
+    } finally {
+      release();
+      if (this.putLocks.get(own.id) === turn) this.putLocks.delete(own.id);
+    }
+  }
+
+  /** Runs `fn` with `own` paused (the engine's freezer: no process of it runs), and unpauses it after, whatever `fn` did. */
+  private async whilePaused<T>(own: Owned, fn: () => Promise<T>): Promise<T> {
+    const p = await this.engineJson('POST', `/containers/${own.id}/pause`);
+    if (p.status === 404) throw new HttpError(404, `No such container: ${own.id}`);
+    if (p.status !== 204) throw new Refusal('archive-put', `uploads go only into a running sandbox, paused for the upload; the engine answered the pause ${p.status}: ${JSON.stringify(p.body).slice(0, 200)}`);
+    try {
+      return await fn();
+    } finally {
+      const u = await this.engineJson('POST', `/containers/${own.id}/unpause`).catch((err: Error) => ({ status: 0, body: err.message }));
+      if (u.status !== 204) this.log('docker-gate could not unpause a sandbox after an upload', { level: 'error', container: own.name, status: u.status, answer: JSON.stringify(u.body).slice(0, 200) });
+    }
   }
 
   /** After the engine removed a container: its pty volume, then its uid lease and its egress directory go too. */
@@ -334,12 +363,12 @@ export class DockerGate {
     send(ctx.res, r.status === 200 ? 200 : 503, { gate: 'ok', engine: r.status === 200 ? 'ok' : `unreachable: ${String(r.body).slice(0, 200)}`, refusals: this.refusals });
   }
 
-  engineJson(method: string, path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+  engineJson(method: string, path: string, body?: unknown, tar?: Buffer): Promise<{ status: number; body: unknown }> {
     return new Promise((resolve, reject) => {
-      const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+      const data = tar ?? (body === undefined ? undefined : Buffer.from(JSON.stringify(body)));
       const up = http.request({
         socketPath: this.o.engineSocket, agent: this.agent, method, path,
-        headers: { Host: 'docker', ...(data ? { 'Content-Type': 'application/json', 'Content-Length': data.length } : {}) },
+        headers: { Host: 'docker', ...(data ? { 'Content-Type': tar ? 'application/x-tar' : 'application/json', 'Content-Length': data.length } : {}) },
       }, (r) => {
         readBody(r, MAX_LIST_RESPONSE).then((buf) => {
           let parsed: unknown = buf.toString('utf8');
@@ -355,15 +384,15 @@ export class DockerGate {
   }
 
   /**
-   * Forwards a request to the engine at `path` (a rebuilt path and query) with no body, a JSON body the
-   * gate built, or a tar the gate packed (`o.tar`), and streams the answer back; a request that came
-   * with a body where none is taken is refused (no client bytes reach the engine).
+   * Forwards a request to the engine at `path` (a rebuilt path and query) with no body or a JSON body
+   * the gate built, and streams the answer back; a request that came with a body where none is taken
+   * is refused (no client bytes reach the engine).
    */
-  async forward(ctx: RouteContext, path: string, body?: unknown, o: { tar?: Buffer } = {}): Promise<void> {
-    if (body === undefined && !o.tar) await refuseBody(ctx.req, ctx.rawQuery);
-    const data = o.tar ?? (body === undefined ? undefined : Buffer.from(JSON.stringify(body)));
+  async forward(ctx: RouteContext, path: string, body?: unknown): Promise<void> {
+    if (body === undefined) await refuseBody(ctx.req, ctx.rawQuery);
+    const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     await new Promise<void>((resolve, reject) => {
-      const headers: http.OutgoingHttpHeaders = { Host: 'docker', ...(data ? { 'Content-Type': o.tar ? 'application/x-tar' : 'application/json', 'Content-Length': data.length } : {}) };
+      const headers: http.OutgoingHttpHeaders = { Host: 'docker', ...(data ? { 'Content-Type': 'application/json', 'Content-Length': data.length } : {}) };
       const up = http.request({ socketPath: this.o.engineSocket, agent: this.agent, method: ctx.req.method, path, headers }, (r) => {
         const out: http.OutgoingHttpHeaders = {};
         for (const [k, v] of Object.entries(r.headers)) if (!['connection', 'keep-alive', 'transfer-encoding'].includes(k) && v !== undefined) out[k] = v;

@@ -38,6 +38,7 @@ import { uidSlot } from '../../src/sandbox/uid-slots';
 import { restorePlan } from '../../src/sandbox/protected-restore';
 import { ARCHIVE_PUT_LIMITS } from '../../src/docker-gate/archive-put';
 import type { ProtectedState } from '../../src/domain/effects';
+import { eventually } from '../support/eventually';
 import { startRecordingEngine, type RecordingEngine } from '../support/recording-engine';
 import { sandboxTestEnv } from '../support/sandbox-env';
 
@@ -630,6 +631,10 @@ describe('archive uploads: only the effect guard\'s restore into /workspace (iss
     ['a link to an absolute path', () => tarOf([mine({ name: 'etc', type: 'symlink', linkname: '/etc' })]), 'absolute path /etc'],
     ['a link climbing out', () => tarOf([mine({ name: 'up', type: 'symlink', linkname: '../..' })]), 'outside the workspace'],
     ['a link and then a file written through it', () => tarOf([mine({ name: 'lnk', type: 'symlink', linkname: 'sub' }), file('lnk/x.txt', 'x')]), 'goes through the symbolic link'],
+    // parents: each one an entry before what is beneath it (so the engine replaces a link the sandbox holds there)
+    ['a file whose parent has no entry', () => tarOf([file('a.txt', 'x'), file('sub/a.sh', 'x')]), 'without a directory entry for its parent "sub/"'],
+    ['a file before its parent\'s entry', () => tarOf([file('sub/a.sh', 'x'), mine({ name: 'sub/', type: 'directory', mode: 0o755 })]), 'without a directory entry for its parent "sub/"'],
+    ['a file two levels down with only its grandparent named', () => tarOf([mine({ name: 'sub/', type: 'directory', mode: 0o755 }), file('sub/deeper/a.sh', 'x')]), 'parent "sub/deeper/"'],
     // PAX records beyond the entry's own fields
     ['a file capability (SCHILY.xattr.security.capability)', () => tarOf([file('cap', 'x', { pax: { uid: String(agent), gid: String(agent), 'SCHILY.xattr.security.capability': 'AQAAAgAgAAAAAAAAAAAAAAAAAAA=' } })]), 'SCHILY.xattr.security.capability'],
     ['a user xattr', () => tarOf([file('x', 'x', { pax: { uid: String(agent), gid: String(agent), 'SCHILY.xattr.user.k': 'v' } })]), 'SCHILY.xattr.user.k'],
@@ -649,6 +654,63 @@ describe('archive uploads: only the effect guard\'s restore into /workspace (iss
     expect(rec.seen()).not.toContain('/archive');
     // and nothing of it landed: every name the variants use is absent
     expect(await inSandbox('cd /workspace && ls -A a.txt b.txt a.sh d mem sda pipe c.txt etc up lnk cap x f0 shadow 2>/dev/null; ls -ld /workspace | cut -c1-10')).not.toMatch(/\b(a\.txt|a\.sh|mem|sda|pipe|lnk|cap|f0|shadow)\b|drwxrwxrwx/);
+  });
+
+  test('links the sandbox holds: the engine itself writes through one into the read-only root; through the gate the tar\'s directory entries replace it', async () => {
+    await inSandbox('cd /workspace && ln -s /etc held-etc && ln -s /usr/bin held-bin && mkdir -p real/x && ln -s /etc real/x/deep');
+    // positive control: straight to the engine, a file beneath the link lands in /etc of the read-only root
+    const ctl = await putTar(id, await tarOf([file('held-etc/ctl-through-link', 'x')]), { to: '/var/run/docker.sock' });
+    expect(ctl.status).toBe(200);
+    expect(await inSandbox('ls /etc/ctl-through-link')).toContain('/etc/ctl-through-link');
+    // through the gate: without the parent's entry, refused; the engine never sees it
+    rec.clear();
+    refusedBy(await putTar(id, await tarOf([file('held-etc/evil', 'x')])), 'archive-put');
+    refusedBy(await putTar(id, await tarOf([mine({ name: 'real/', type: 'directory', mode: 0o755 }), mine({ name: 'real/x/', type: 'directory', mode: 0o755 }), file('real/x/deep/evil', 'x')])), 'archive-put');
+    expect(rec.seen()).not.toContain('/archive');
+    // with the parents named, the engine replaces each link with a real directory before writing beneath it
+    const dir = (name: string) => mine({ name, type: 'directory', mode: 0o755 });
+    const r = await putTar(id, await tarOf([dir('held-etc/'), file('held-etc/evil', 'x'), dir('held-bin/'), file('held-bin/evil', 'x'), dir('real/'), dir('real/x/'), dir('real/x/deep/'), file('real/x/deep/evil', 'x')]));
+    expect(r.status).toBe(200);
+    const out = await inSandbox('ls /etc/evil /usr/bin/evil 2>&1; cd /workspace && stat -c "%n %F %u" held-etc held-bin real/x/deep held-etc/evil real/x/deep/evil');
+    expect(out).toMatch(/'\/etc\/evil': No such file[\s\S]*'\/usr\/bin\/evil': No such file/);
+    for (const d of ['held-etc', 'held-bin', 'real/x/deep']) expect(out).toContain(`${d} directory ${agent}`);
+    expect(out).toContain(`held-etc/evil regular file ${agent}`);
+    expect((await engine.getContainer(id).inspect()).State).toMatchObject({ Running: true, Paused: false });
+  });
+
+  test('a process in the sandbox swapping a link in while uploads run: the sandbox is paused for each, nothing lands outside', async () => {
+    // the race: rename the directory away and put a link to /etc in its place, as fast as it can
+    await inSandbox('cd /workspace && nohup sh -c \'while :; do mv race gone-$$ 2>/dev/null; rm -rf gone-$$; ln -s /etc race 2>/dev/null; done\' >/dev/null 2>&1 &');
+    await eventually(async () => (await inSandbox('test -L /workspace/race && echo is-link')).includes('is-link') || undefined, { what: 'the racing process to plant its link' });
+    const dir = mine({ name: 'race/', type: 'directory', mode: 0o755 });
+    const since = Math.floor(Date.now() / 1000) - 1;
+    const N = 25;
+    for (let i = 0; i < N; i++) {
+      const r = await putTar(id, await tarOf([dir, file(`race/raced-${i}`, 'x')]));
+      expect(r.status).toBe(200);
+    }
+    expect((await engine.getContainer(id).inspect()).State).toMatchObject({ Running: true, Paused: false });
+    const out = await inSandbox('echo "in-etc=$(ls /etc | grep -c raced-)"; pkill -f "mv rac[e] gone"; echo done');
+    expect(out).toContain('in-etc=0');
+    // the engine's own record: each extraction happened between a pause and an unpause of the sandbox
+    const until = Math.floor(Date.now() / 1000) + 1;
+    const ev = (await run('docker', ['events', '--since', String(since), '--until', String(until), '--filter', `container=${id}`, '--format', '{{.Action}}'])).stdout
+      .split('\n').filter((a) => ['pause', 'unpause', 'extract-to-dir'].includes(a));
+    expect(ev).toEqual(Array.from({ length: N }, () => ['pause', 'extract-to-dir', 'unpause']).flat());
+  });
+
+  test('a sandbox that is not running gets no upload (it could not be paused)', async () => {
+    const c = await request('POST', `/containers/create?name=${slot(6).name}`, JSON.stringify(bodyOf(spec(6))));
+    expect(c.status).toBe(201);
+    const cid = (JSON.parse(c.body) as { Id: string }).Id;
+    rec.clear();
+    const theirs = slot(6).agentUid;
+    const own = await tarOf([{ name: 'a.txt', type: 'file', mode: 0o644, uid: 0, gid: 0, size: 1, data: Buffer.from('x'), pax: { uid: String(theirs), gid: String(theirs) } }]);
+    const r = await putTar(cid, own);
+    refusedBy(r, 'archive-put');
+    expect(r.body).toContain('only into a running sandbox');
+    expect(rec.seen()).not.toMatch(/PUT \/containers\/[0-9a-f]+\/archive/);
+    expect((await request('DELETE', `/containers/${cid}?force=1`)).status).toBe(204);
   });
 
   test('an upload over the size cap is refused with 403 before it is read to the end, and the connection is closed', async () => {
