@@ -746,6 +746,95 @@ describe('archive uploads: only the effect guard\'s restore into /workspace (iss
   });
 });
 
+describe('second pass: spellings the table above does not make (escaped keys, map keys, whole objects twice, encoded query keys)', () => {
+  const S = 0;
+  let id: string;
+  let agent: number;
+  const createText = () => JSON.stringify(bodyOf(spec(S)));
+  /** `text` with `insert` written right after the first `"key":{` (so it opens that object). */
+  const after = (text: string, key: string, insert: string) => {
+    const at = text.indexOf(`"${key}":{`);
+    expect(at).toBeGreaterThanOrEqual(0);
+    const i = at + key.length + 4;
+    return `${text.slice(0, i)}${insert}${text.slice(i)}`;
+  };
+  /** `text` with `insert` written just before the `}` that closes the first `"key":{…}`. */
+  const closing = (text: string, key: string, insert: string) => {
+    const at = text.indexOf(`"${key}":{`);
+    expect(at).toBeGreaterThanOrEqual(0);
+    let end = at + key.length + 3;
+    for (let depth = 0, str = false; end < text.length; end++) {
+      const c = text[end];
+      if (str) {
+        if (c === '\\') end++;
+        else if (c === '"') str = false;
+      } else if (c === '"') str = true;
+      else if (c === '{') depth++;
+      else if (c === '}' && --depth === 0) break;
+    }
+    return `${text.slice(0, end)}${insert}${text.slice(end)}`;
+  };
+  beforeAll(async () => {
+    agent = slot(S).agentUid;
+    rec.clear();
+    // create bodies: a JSON escape spells the same key to both parsers; a map key repeated; an object repeated
+    const create = (t: string) => request('POST', `/containers/create?name=${slot(S).name}`, t);
+    const attempts = [
+      after(createText(), 'HostConfig', '"\\u004eetworkMode":"bridge",'), // "NetworkMode" escaped, before the checked one
+      closing(createText(), 'HostConfig', ',"\\u006eetworkMode":"bridge"'), // "networkMode" escaped, after it
+      closing(createText(), 'HostConfig', ',"Readonly\\u0052ootfs":false'),
+      closing(createText(), 'HostConfig', ',"Pids\\u004cimit":0'),
+      closing(createText(), 'Labels', ',"corral.queue":"someone-else"'), // a label key repeated verbatim (a map: the last wins)
+      closing(createText(), 'Labels', ',"corral.\\u0071ueue":"someone-else"'),
+      closing(createText(), 'Options', ',"o":"size=8m,uid=0"'), // the workspace volume's driver options: o twice
+      closing(createText(), 'Options', ',"devic\\u0065":"/"'),
+      `${createText().slice(0, -1)},"HostConfig":{"NetworkMode":"bridge","Privileged":true}}`, // the whole HostConfig again, last
+      `{"HostConfig":{"NetworkMode":"bridge","Privileged":true},${createText().slice(1)}`, // and first
+    ];
+    for (const [i, t] of attempts.entries()) {
+      const r = await create(t);
+      expect({ i, status: r.status, body: r.body }).toEqual({ i, status: 403, body: expect.stringMatching(/rule (duplicate-field|workspace-volume)\)/) });
+    }
+    expect(rec.seen()).not.toContain('/containers/create');
+    const ok = await create(createText());
+    expect(ok.status).toBe(201);
+    id = (JSON.parse(ok.body) as { Id: string }).Id;
+    expect((await request('POST', `/containers/${id}/start`)).status).toBe(204);
+  });
+
+  test('exec: an escaped or Unicode-escaped second User, a NUL-suffixed key, the same key twice verbatim → refused; never at the engine', async () => {
+    const good = JSON.stringify({ Cmd: ['id', '-u'], User: `${agent}:${agent}`, AttachStdout: true, AttachStderr: true, Privileged: false });
+    rec.clear();
+    for (const t of [
+      good.replace('{', '{"\\u0055ser":"0:0",'), `${good.slice(0, -1)},"\\u0055ser":"0:0"}`, `${good.slice(0, -1)},"\\u0075ser":"0:0"}`,
+      `${good.slice(0, -1)},"U\\u017fer":"0:0"}`, `${good.slice(0, -1)},"User":"0:0"}`, `${good.slice(0, -1)},"User\\u0000":"0:0"}`,
+      `${good.slice(0, -1)},"Privileg\\u0065d":true}`, `${good.slice(0, -1)},"privileged":true,"Privileged":false}`,
+    ]) {
+      const r = await request('POST', `/containers/${id}/exec`, t);
+      expect({ status: r.status, body: r.body }).toEqual({ status: 403, body: expect.stringMatching(/rule (duplicate-field|unknown-field)\)/) });
+    }
+    expect(rec.seen()).not.toContain('/exec');
+    // the same exec, once, runs as the slot's agent
+    const e = await request('POST', `/containers/${id}/exec`, good);
+    const out = await request('POST', `/exec/${(JSON.parse(e.body) as { Id: string }).Id}/start`, JSON.stringify({ Detach: false, Tty: false }));
+    expect(out.body).toContain(String(agent));
+  });
+
+  test('query keys percent-encoded, a ";" separator, an encoded "&": each refused, or read by the gate as the engine reads it', async () => {
+    rec.clear();
+    for (const q of ['path=%2Fworkspace&p%61th=%2Fetc', 'p%61th=%2Fetc', 'path=%2Fworkspace;path=%2Fetc', 'path=%2Fworkspace%26path%3D%2Fetc', 'path=%2Fworkspace%00', 'path=%2Fworkspace&path', '%70ath=%2Fworkspace&path=%2Fetc']) {
+      const r = await request('GET', `/containers/${id}/archive?${q}`);
+      expect({ q, status: r.status }).toEqual({ q, status: 403 });
+    }
+    refusedBy(await request('DELETE', `/containers/${id}?force=1&v%3D0`), 'query');
+    refusedBy(await request('POST', `/containers/${id}/kill?sign%61l=KILL&signal=HUP`), 'query');
+    expect(rec.seen()).not.toMatch(/archive|\/kill|DELETE/);
+    // a lone encoded key is the key itself, as to the engine
+    const ok = await request('GET', `/containers/${id}/archive?p%61th=%2Fworkspace`);
+    expect(ok.status).toBe(200);
+  });
+});
+
 test('every refusal above was logged with its rule', () => {
   const rules = new Set(logs.filter((l) => l.msg === 'docker-gate refused').map((l) => l.rule));
   for (const r of ['duplicate-field', 'unknown-field', 'create-body', 'exec-user', 'query', 'api-version', 'body-not-allowed', 'binds-egress-only', 'egress-root', 'sandbox-user', 'archive-put', 'container-not-ours']) expect(rules).toContain(r);
