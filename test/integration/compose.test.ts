@@ -82,7 +82,8 @@ describe.each([['the data dir', false], ['an S3 object store', true]] as const)(
     if (s3) {
       // In the store under the tenant's keys; nothing of the run stays in the data dir.
       expect(run.reportPath).toBe(`s3://corral/runs/tenants/ci/runs/${id}/report.md`);
-      expect(existsSync(join(p.dataDir, 'runs', id))).toBe(false);
+      // (the worker removes it once the store took every file, just after it marked the run finished)
+      await p.until(`run ${id}'s directory to leave the data dir`, 60_000, async () => (existsSync(join(p.dataDir, 'runs', id)) ? undefined : true));
     } else {
       // The data dir is mounted at the same path inside as on the host: the paths the worker reports are the host's.
       expect(String(run.reportPath).startsWith(`${p.dataDir}/runs/${id}/`)).toBe(true);
