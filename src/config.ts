@@ -7,6 +7,9 @@ import { describeZodIssues, InvalidInputError } from './domain/errors';
 import type { IsolationClass } from './domain/sandbox';
 import { parseArtifactsUrl } from './artifacts/artifacts-url';
 import { ROUTING_RULES, type RoutingRule } from './domain/run-spec';
+import { NO_SITE, parseInternalHosts, parseNoProxy, parseUpstreamProxy, type EgressSite, type InternalHost } from './domain/egress-site';
+import { readFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
 
 const int = (def: number) => z.coerce.number().int().positive().default(def);
 const num = (def: number) => z.coerce.number().positive().default(def);
@@ -311,6 +314,38 @@ export const ConfigSchema = z.object({
   CORRAL_EGRESS_PROXY_HEAP_MB: int(64),
   /** uid:gid the proxy process runs as when the worker runs as root (another uid cannot switch). */
   CORRAL_EGRESS_PROXY_USER: z.string().regex(/^\d+:\d+$/, 'must be uid:gid, e.g. 65534:65534').refine((s) => !s.startsWith('0:') && !s.endsWith(':0'), 'must not be root (uid or gid 0)').default('65534:65534'),
+  /**
+   * An HTTP proxy every run's egress proxy chains allowed connections through (a site whose way out is
+   * an egress gateway): http://[user:pass@]host:port. CONNECT for HTTPS, absolute-form requests for
+   * plain HTTP, with Proxy-Authorization when credentials are given. The credentials stay in the
+   * worker and the proxy process; never in a sandbox, an event or a log line.
+   */
+  CORRAL_EGRESS_UPSTREAM_PROXY: z.string().optional().superRefine((v, ctx) => {
+    if (v === undefined || v === '') return;
+    const r = parseUpstreamProxy(v);
+    if (typeof r === 'string') ctx.addIssue({ code: 'custom', message: r });
+  }),
+  /** With an upstream proxy: the connections that go direct instead (curl's NO_PROXY syntax: names, .suffixes, *, CIDRs). */
+  CORRAL_EGRESS_NO_PROXY: z.string().default('').superRefine((v, ctx) => {
+    const r = parseNoProxy(v);
+    if (typeof r === 'string') ctx.addIssue({ code: 'custom', message: r });
+  }),
+  /**
+   * Internal hosts by name: `registry.corp=10.1.2.0/24,mirror.corp=10.9.9.9`. Only these names may
+   * resolve to private or special-purpose addresses, and only into the ranges given; a run still needs
+   * the name on its allowlist. The file holds the same entries, one or more a line, `#` comments.
+   */
+  CORRAL_EGRESS_INTERNAL_HOSTS: z.string().default('').superRefine((v, ctx) => {
+    const r = parseInternalHosts(v);
+    if (typeof r === 'string') ctx.addIssue({ code: 'custom', message: r });
+  }),
+  CORRAL_EGRESS_INTERNAL_HOSTS_FILE: z.string().optional(),
+  /**
+   * A PEM bundle of the site's CA certificates (a TLS-intercepting proxy, an internal registry's CA):
+   * added to every sandbox's trust stores (the system bundle, NODE_EXTRA_CA_CERTS, SSL_CERT_FILE,
+   * REQUESTS_CA_BUNDLE, PIP_CERT, GIT_SSL_CAINFO, CURL_CA_BUNDLE), read-only for the agent.
+   */
+  CORRAL_EGRESS_CA_FILE: z.string().optional(),
   /** Per run: events kept in the JSONL log, the Redis stream and the report; past either cap a `log.truncated` marker, then only the run's end. */
   CORRAL_LOG_MAX_EVENTS: int(20_000),
   CORRAL_LOG_MAX_BYTES: int(16 * 1024 * 1024),
@@ -570,5 +605,55 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       'CORRAL_SANDBOX_RUNTIME',
     );
   }
+  egressSiteOf(c); // a bad upstream, internal-hosts file or CA bundle stops start-up, saying what is wrong
   return c;
+}
+
+/** The operator's egress site settings, with the CA bundle, read and checked (files are read here). */
+export interface EgressSiteConfig extends EgressSite {
+  /** The operator's CA certificates as PEM (each checked to parse), or null. */
+  caPem: string | null;
+}
+
+/** Reads and checks CORRAL_EGRESS_UPSTREAM_PROXY, _NO_PROXY, _INTERNAL_HOSTS(_FILE) and _CA_FILE. Throws InvalidInputError naming the variable. */
+export function egressSiteOf(c: Config): EgressSiteConfig {
+  const bad = (field: string, message: string) => new InvalidInputError(`configuration: ${field}: ${message}`, field);
+  const upstream = c.CORRAL_EGRESS_UPSTREAM_PROXY ? parseUpstreamProxy(c.CORRAL_EGRESS_UPSTREAM_PROXY) : null;
+  if (typeof upstream === 'string') throw bad('CORRAL_EGRESS_UPSTREAM_PROXY', upstream);
+  const noProxy = parseNoProxy(c.CORRAL_EGRESS_NO_PROXY);
+  if (typeof noProxy === 'string') throw bad('CORRAL_EGRESS_NO_PROXY', noProxy);
+  let text = c.CORRAL_EGRESS_INTERNAL_HOSTS;
+  if (c.CORRAL_EGRESS_INTERNAL_HOSTS_FILE) {
+    try {
+      text += `\n${readFileSync(c.CORRAL_EGRESS_INTERNAL_HOSTS_FILE, 'utf8')}`;
+    } catch (err) {
+      throw bad('CORRAL_EGRESS_INTERNAL_HOSTS_FILE', `cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+  }
+  const internal: InternalHost[] | string = parseInternalHosts(text);
+  if (typeof internal === 'string') throw bad(c.CORRAL_EGRESS_INTERNAL_HOSTS_FILE ? 'CORRAL_EGRESS_INTERNAL_HOSTS_FILE' : 'CORRAL_EGRESS_INTERNAL_HOSTS', internal);
+  let caPem: string | null = null;
+  if (c.CORRAL_EGRESS_CA_FILE) {
+    let raw: string;
+    try {
+      raw = readFileSync(c.CORRAL_EGRESS_CA_FILE, 'utf8');
+    } catch (err) {
+      throw bad('CORRAL_EGRESS_CA_FILE', `cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+    if (raw.length > 4 * 1024 * 1024) throw bad('CORRAL_EGRESS_CA_FILE', 'is larger than 4 MiB');
+    const blocks = raw.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+    if (blocks.length === 0) throw bad('CORRAL_EGRESS_CA_FILE', 'holds no PEM certificate (-----BEGIN CERTIFICATE-----)');
+    for (const [i, b] of blocks.entries()) {
+      let cert: X509Certificate;
+      try {
+        cert = new X509Certificate(b);
+      } catch (err) {
+        throw bad('CORRAL_EGRESS_CA_FILE', `certificate ${i + 1} does not parse (${(err as Error).message})`);
+      }
+      if (!cert.ca) throw bad('CORRAL_EGRESS_CA_FILE', `certificate ${i + 1} (${cert.subject.replace(/\n/g, ', ')}) is not a CA certificate`);
+    }
+    caPem = `${blocks.join('\n')}\n`;
+  }
+  if (!upstream && noProxy.length === 0 && internal.length === 0 && caPem === null) return { ...NO_SITE, caPem: null };
+  return { upstream, noProxy, internal, caPem };
 }

@@ -75,7 +75,7 @@ export function nameProblem(name: string): string | null {
  * saying what is wrong with it (the caller names the entry). Never `*` alone, never a wildcard over
  * a public suffix (`wildcardProblem`).
  */
-export function parseEgressEntry(raw: string, wildcardProblem: (suffix: string) => string | null = () => null): EgressEntry | string {
+export function parseEgressEntry(raw: string, wildcardProblem: (suffix: string) => string | null = () => null, operatorInternal: (name: string) => boolean = () => false): EgressEntry | string {
   const s = raw.trim().toLowerCase();
   let host = s;
   let port: number | null = null;
@@ -96,7 +96,8 @@ export function parseEgressEntry(raw: string, wildcardProblem: (suffix: string) 
     const w = wildcardProblem(name);
     if (w) return `"${raw}": ${w}`;
   }
-  const problem = nameProblem(name);
+  // An exact name the operator listed as an internal host (CORRAL_EGRESS_INTERNAL_HOSTS) may sit under a private-use domain.
+  const problem = !wildcard && operatorInternal(name) ? null : nameProblem(name);
   if (problem) return `"${raw}" ${problem}`;
   return { name, wildcard, port, text: `${wildcard ? '*.' : ''}${name}${port === null ? '' : `:${port}`}` };
 }

@@ -299,7 +299,9 @@ export type EgressCode =
   | 'forbidden_address' | 'resolve_failed' | 'wildcard_rate' | 'wildcard_names' | 'host_mismatch' | 'framing'
   | 'upgrade_refused' | 'cap_connections' | 'cap_rate' | 'cap_requests' | 'cap_bytes_out' | 'cap_bytes_in' | 'unreachable'
   /** The gate predicted no network use for the call that opened it (run/effect-guard.ts). */
-  | 'unpredicted';
+  | 'unpredicted'
+  /** The operator's upstream proxy (CORRAL_EGRESS_UPSTREAM_PROXY) refused the connection, or could not be reached. */
+  | 'upstream_refused' | 'upstream_unreachable';
 
 /**
  * What the egress proxy does with a connection the current call opens: `open` (the gate predicted

@@ -26,9 +26,9 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Environment } from '../domain/environment';
-import { SandboxError } from '../domain/errors';
+import { CancelledError, SandboxError } from '../domain/errors';
 import type { Emit } from '../domain/events';
-import type { LeasedSandbox } from '../domain/sandbox';
+import type { EgressAttempt, EgressCode, LeasedSandbox } from '../domain/sandbox';
 import type { SecretMasker } from '../domain/effects';
 import { SetupCache } from './setup-cache';
 
@@ -52,7 +52,17 @@ export interface SetupDeps {
   signal: AbortSignal;
   /** Masks secrets in the commands' output before the log sees it. */
   secrets?: SecretMasker;
+  /** Subscribes to the run's egress attempts (returns the unsubscribe): a refusal that retrying cannot cure ends setup at once. */
+  watchEgress?: (listener: (a: EgressAttempt) => void) => () => void;
 }
+
+/**
+ * Refusals that end a setup command at once: retrying cannot cure them (the name is not allowed, it
+ * resolves to a private address, the upstream proxy refused), and package managers retry for minutes.
+ */
+export const SETUP_FATAL_REFUSALS: ReadonlySet<EgressCode> = new Set<EgressCode>([
+  'not_allowed', 'port_not_allowed', 'ip_literal', 'invalid_name', 'forbidden_address', 'upstream_refused',
+]);
 
 export type SetupResult = { ok: true } | { ok: false; reason: string };
 
@@ -103,10 +113,35 @@ export async function runSetup(deps: SetupDeps, env: Environment, agentEgress: s
     const callId = `setup-${i + 1}`;
     sandbox.noteToolCall?.(callId);
     const t = clock();
-    const r = left > 0
-      ? await sandbox.exec({ argv: ['bash', '-c', `cd /workspace && ${command}`], timeoutMs: left, maxOutputBytes: 64 * 1024, signal: deps.signal })
-      : null;
+    // A refusal that retrying cannot cure stops the command (its processes are killed) and the phase.
+    const stop = new AbortController();
+    const onOuter = () => stop.abort();
+    deps.signal.addEventListener('abort', onOuter, { once: true });
+    let refused: string | null = null;
+    const unwatch = deps.watchEgress?.((a) => {
+      if (refused !== null || a.decision !== 'deny' || a.callId !== callId || !a.code || !SETUP_FATAL_REFUSALS.has(a.code)) return;
+      refused = `${a.method} ${a.host}:${a.port}: ${a.reason}`;
+      stop.abort();
+    });
+    let r: Awaited<ReturnType<typeof sandbox.exec>> | null;
+    try {
+      r = left > 0
+        ? await sandbox.exec({ argv: ['bash', '-c', `cd /workspace && ${command}`], timeoutMs: left, maxOutputBytes: 64 * 1024, signal: stop.signal })
+        : null;
+    } catch (err) {
+      if (refused === null || deps.signal.aborted || !(err instanceof CancelledError)) throw err;
+      r = null;
+    } finally {
+      unwatch?.();
+      deps.signal.removeEventListener('abort', onOuter);
+    }
     sandbox.noteToolCall?.(null);
+    if (refused !== null) {
+      const reason = `setup of environment ${env.name}: command ${i + 1} (${command.slice(0, 200)}) was stopped: the egress proxy refused ${refused}`;
+      emit({ type: 'setup.command', index: i + 1, command, exitCode: r?.exitCode ?? null, timedOut: false, ms: clock() - t, output: '', truncated: false });
+      emit({ type: 'setup.finished', ok: false, ms: clock() - t0, reason });
+      return { ok: false, reason };
+    }
     let output = r ? tail(joinOutput(r.stdout, r.stderr), OUTPUT_TAIL) : '';
     if (deps.secrets && output) {
       const m = await deps.secrets.mask(output);

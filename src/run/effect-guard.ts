@@ -21,7 +21,7 @@ import type { EffectDecision, EffectFacet, ProtectedEntry, ProtectedMatcher, Pro
 import { CancelledError, CorralError, type CorralErrorOptions } from '../domain/errors';
 import type { Emit } from '../domain/events';
 import type { GateVerdict } from '../domain/gate';
-import type { EgressAttempt, EgressHold, LeasedSandbox } from '../domain/sandbox';
+import type { EgressAttempt, EgressCode, EgressHold, LeasedSandbox } from '../domain/sandbox';
 import type { ApprovalPort } from '../domain/approval-port';
 import { benignChange } from '../domain/benign-effects';
 import { patchPaths } from '../tools/unified-diff';
@@ -59,6 +59,8 @@ const PATH_TOOLS: Record<string, (args: Record<string, unknown>) => string[]> = 
 };
 /** Tools that run nothing in the sandbox that could write (the check still runs after them: a background process may have). */
 const NO_SANDBOX = new Set(['web_search', 'delegate']);
+/** Egress refusals whose reason the call's result quotes (the agent can act on them; a client often hides the proxy's answer). */
+const EXPLAINED: ReadonlySet<EgressCode> = new Set<EgressCode>(['not_allowed', 'port_not_allowed', 'ip_literal', 'invalid_name', 'forbidden_address', 'upstream_refused', 'upstream_unreachable']);
 
 const normal = (p: string) => p.replace(/^\/workspace\/?/, '').split('/').filter((s) => s !== '' && s !== '.').join('/');
 
@@ -91,7 +93,7 @@ export class EffectGuard {
   private requests = 0;
   private restores = 0;
   private decisions = 0;
-  private current: { call: CallInfo; predicted: boolean; refused: string[]; approved: string[]; asked: Map<string, Promise<boolean>> } | null = null;
+  private current: { call: CallInfo; predicted: boolean; refused: string[]; approved: string[]; asked: Map<string, Promise<boolean>>; proxyRefusals: string[] } | null = null;
   private readonly unattended: boolean;
 
   private constructor(private readonly o: EffectGuardOptions) {
@@ -148,7 +150,7 @@ export class EffectGuard {
   /** Before the call runs: what the egress proxy does with the connections it opens. */
   beginCall(call: CallInfo, verdict: GateVerdict): void {
     const predicted = verdict.static.network === true;
-    this.current = { call, predicted, refused: [], approved: [], asked: new Map() };
+    this.current = { call, predicted, refused: [], approved: [], asked: new Map(), proxyRefusals: [] };
     this.o.sandbox.noteToolCall?.(call.callId, predicted ? 'open' : this.unattended ? 'refuse' : 'hold');
   }
 
@@ -183,6 +185,11 @@ export class EffectGuard {
 
   /** An attempt the proxy reported: a refused unpredicted connection is an effect decision. */
   onAttempt(a: EgressAttempt): void {
+    // The proxy's own refusal reason, for the call's result: a client often shows only "CONNECT 403".
+    if (a.decision === 'deny' && a.code && EXPLAINED.has(a.code) && this.current && a.callId === this.current.call.callId) {
+      const list = this.current.proxyRefusals;
+      if (list.length < 3 && !list.includes(a.reason)) list.push(a.reason);
+    }
     if (a.code !== 'unpredicted' || a.decision !== 'deny' || a.reason.includes('not approved')) return;
     const cur = this.current && a.callId === this.current.call.callId ? this.current : null;
     this.record({
@@ -218,6 +225,7 @@ export class EffectGuard {
         if (this.failures >= 2) throw CorralError.wrap(err, `the protected files could not be read after two calls in a row (${(err as Error).message}); the run is stopped rather than go on unchecked`, 'sandbox_failed');
       }
     }
+    if (cur.proxyRefusals.length > 0) notes.push(`Note: the egress proxy refused connections this call opened: ${cur.proxyRefusals.map((r) => `\n- ${r}`).join('')}`);
     if (cur.refused.some((r) => r.startsWith('a connection'))) {
       const conns = [...new Set(cur.refused.filter((r) => r.startsWith('a connection')))];
       notes.push(`Note: this call tried to open ${conns.join(', ')}, but the gate did not predict network use for it${this.unattended ? ' and this run is unattended' : ''}: ${conns.length === 1 ? 'it was' : 'they were'} refused. Do not retry it; if the task needs the network, use a command whose purpose is the download, or say so in your answer.`);

@@ -26,6 +26,7 @@ import { ptyMount } from './pty-volume';
 import { sandboxBudget } from './sandbox-budgets';
 import { seccompJson } from './seccomp-profile';
 import { UID_LABEL, type UidSlot } from './uid-slots';
+import { CA_MOUNT, caEnv, SYSTEM_BUNDLE } from './egress-ca';
 
 export const WORKSPACE_DIR = '/workspace';
 export const HOME_DIR = '/home/agent';
@@ -96,6 +97,8 @@ export interface ContainerSpecInput {
   instance?: string | undefined;
   /** Host directory holding the run's egress socket; absent = no egress at all. */
   egressDir?: string;
+  /** The operator's CA files are in the egress directory's `ca` (egress-ca.ts); system: the image has a system bundle to cover. */
+  trust?: { system: boolean };
   image: string;
   /** An environment's variables, after corral's own. */
   extraEnv?: Record<string, string> | undefined;
@@ -114,12 +117,13 @@ export function agentUser(slot: UidSlot): string {
 }
 
 /** The environment every sandbox process gets — the only variables that exist in the container. */
-export function sandboxEnv(egress: boolean, extra: Record<string, string> = {}, pathFirst: readonly string[] = []): string[] {
+export function sandboxEnv(egress: boolean, extra: Record<string, string> = {}, pathFirst: readonly string[] = [], trust = false): string[] {
   const env = [`PATH=${[...pathFirst, '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'].join(':')}`, `HOME=${HOME_DIR}`, 'LANG=C.UTF-8', 'USER=agent', 'PYTHONDONTWRITEBYTECODE=1', 'PYTEST_ADDOPTS=-p no:cacheprovider'];
   if (egress) {
     for (const k of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) env.push(`${k}=${EGRESS_RELAY}`);
     env.push('NO_PROXY=', 'no_proxy=');
   }
+  if (trust) for (const [k, v] of Object.entries(caEnv())) env.push(`${k}=${v}`);
   // An environment's own variables come after corral's (environment.ts refuses the names corral sets).
   for (const [k, v] of Object.entries(extra)) env.push(`${k}=${v}`);
   return env;
@@ -193,7 +197,11 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     // (pty-volume.ts); under gVisor neither: its workspace is the tmpfs above, its ptys are the Sentry's.
     Mounts: gvisor ? [] : [workspaceMount(limits.workspaceMb, agent), ptyMount(agent) as unknown as Docker.MountSettings],
     ShmSize: SHM_MB * mb,
-    Binds: input.egressDir !== undefined ? [`${input.egressDir}:${EGRESS_MOUNT}:ro`] : [],
+    Binds: [
+      ...(input.egressDir !== undefined ? [`${input.egressDir}:${EGRESS_MOUNT}:ro`] : []),
+      ...(input.trust && input.egressDir !== undefined ? [`${input.egressDir}/ca:${CA_MOUNT}:ro`] : []),
+      ...(input.trust?.system && input.egressDir !== undefined ? [`${input.egressDir}/ca/bundle.crt:${SYSTEM_BUNDLE}:ro`] : []),
+    ],
     CapDrop: ['ALL'],
     CapAdd: [],
     // Our own seccomp profile by content (seccomp-profile.ts); under gVisor runsc loads it inside the
@@ -235,7 +243,7 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     Entrypoint: [],
     User: `${input.slot.initUid}:${input.slot.initUid}`,
     WorkingDir: WORKSPACE_DIR,
-    Env: sandboxEnv(egress, input.extraEnv, input.pathPrepend),
+    Env: sandboxEnv(egress, input.extraEnv, input.pathPrepend, input.trust !== undefined),
     Hostname: 'sandbox',
     Labels: labels,
     NetworkDisabled: false,

@@ -9,7 +9,7 @@
  * it made.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
-import { rm, stat } from 'node:fs/promises';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -21,10 +21,12 @@ import type {
 } from '../domain/sandbox';
 import { killCall } from './call-kill';
 import { entriesFromFiles, packTar, readCheckedTar, type ArchiveEntry } from './archive';
-import { agentUser, containerSpec, HOME_DIR, sandboxEnv, WORKSPACE_DIR } from './container-spec';
+import { agentUser, containerSpec, HOME_DIR, LABELS, sandboxEnv, WORKSPACE_DIR } from './container-spec';
 import { ContainerWatch, describeDeath } from './container-watch';
 import { toSandboxError } from './docker-error';
 import { startEgressProxy, type EgressProxyHandle } from './egress-proxy-host';
+import { SandboxTrust } from './egress-ca';
+import { egressSiteOf, type EgressSiteConfig } from '../config';
 import type { EgressTestHooks } from './egress-test-hooks';
 import { EXIT_SIGKILL, runExec, type ExecOutcome } from './exec';
 import { spawnProcess } from './sandbox-process';
@@ -137,7 +139,13 @@ export class DockerSandboxProvider implements SandboxProvider {
     this.isolation = new IsolationResolver(this.docker, this.config, this.log);
     this.engine = new SandboxEngine(this.docker, { leaseDir: opts.leaseDir ?? this.config.CORRAL_HOST_LEASE_DIR ?? defaultLeaseDir() });
     this.egressDirs = opts.egressDirs ?? new AutoEgressDirs(socketPathOf(this.docker), new LocalEgressDirs(this.egressRoot, engineKeyOf(this.config)));
+    this.site = egressSiteOf(this.config);
+    this.trust = this.site.caPem ? new SandboxTrust(this.docker, this.site.caPem, this.log) : null;
   }
+
+  /** The operator's upstream proxy, NO_PROXY, internal hosts and CA bundle (read once). */
+  private readonly site: EgressSiteConfig;
+  private readonly trust: SandboxTrust | null;
 
   async acquire(req: SandboxRequest): Promise<LeasedSandbox> {
     if (req.signal?.aborted) throw new CancelledError();
@@ -197,14 +205,24 @@ export class DockerSandboxProvider implements SandboxProvider {
 
     try {
       let egressDir: string | undefined;
+      let trust: { system: boolean } | undefined;
       let proxyStarting: Promise<EgressProxyHandle> | undefined;
       if (req.egressAllow.length > 0 || req.egressProxy) {
         egressDir = await this.egressDirs.create();
         const dir = egressDir;
         cleanup.push(() => this.egressDirs.remove(dir));
+        if (this.trust) {
+          // The operator's CA files, root-owned and read-only, before the proxy (which owns the directory) starts.
+          await mkdir(join(dir, 'ca'), { mode: 0o755 });
+          trust = await this.trust.prepare(req.image ?? this.config.CORRAL_SANDBOX_IMAGE, join(dir, 'ca'), {
+            [LABELS.corral]: '1', [LABELS.runId]: `${req.runId}-ca-probe`, [LABELS.workerId]: req.workerId, [LABELS.queue]: this.config.CORRAL_QUEUE,
+            ...(this.config.CORRAL_INSTANCE !== undefined ? { [LABELS.instance]: this.config.CORRAL_INSTANCE } : {}),
+            [LABELS.deadline]: new Date(this.now().getTime() + 60_000).toISOString(),
+          });
+        }
         // The proxy process starts while the container is created; acquire() waits for both.
         const starting = startEgressProxy({
-          runId: req.runId, dir, allow: req.egressAllow, config: this.config,
+          runId: req.runId, dir, allow: req.egressAllow, config: this.config, site: this.site,
           ...(this.opts.egressTestHooks ? { hooks: this.opts.egressTestHooks } : {}),
           log: this.log,
           onAttempt: (a) => {
@@ -232,6 +250,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         now: this.now(),
         limits,
         egressDir,
+        ...(trust ? { trust } : {}),
         image,
         extraEnv: req.env,
         pathPrepend: req.pathPrepend,
@@ -277,7 +296,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         isolation,
         user: agentUser(slot),
         watch,
-        env: sandboxEnv(egressDir !== undefined, { ...req.env, ...req.runEnv }, req.pathPrepend),
+        env: sandboxEnv(egressDir !== undefined, { ...req.env, ...req.runEnv }, req.pathPrepend, trust !== undefined),
         seedCaps: fileCaps,
         ...(proxy ? { proxy } : {}),
         maxOutputBytes: this.config.CORRAL_MAX_OUTPUT_BYTES,

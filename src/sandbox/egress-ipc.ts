@@ -13,7 +13,7 @@ const Str = (max: number) => z.string().max(max);
 const Code = z.enum([
   'allowed', 'invalid_target', 'invalid_name', 'ip_literal', 'not_allowed', 'port_not_allowed', 'forbidden_address', 'resolve_failed',
   'wildcard_rate', 'wildcard_names', 'host_mismatch', 'framing', 'upgrade_refused', 'cap_connections', 'cap_rate', 'cap_requests',
-  'cap_bytes_out', 'cap_bytes_in', 'unreachable', 'unpredicted',
+  'cap_bytes_out', 'cap_bytes_in', 'unreachable', 'unpredicted', 'upstream_refused', 'upstream_unreachable',
 ]);
 const Net = z.enum(['open', 'hold', 'refuse']);
 const Count = z.number().int().min(0);
@@ -30,6 +30,16 @@ export const CapsSchema = z.object({
   idleTimeoutMs: z.number().int().positive(),
 }).strict();
 
+const SiteSchema = z.object({
+  upstream: z.object({ host: Str(255), port: z.number().int().min(1).max(65535), authorization: Str(4096).nullable() }).strict().nullable(),
+  noProxy: z.array(z.discriminatedUnion('kind', [
+    z.object({ kind: z.literal('all') }).strict(),
+    z.object({ kind: z.literal('domain'), name: Str(253), port: z.number().int().nullable() }).strict(),
+    z.object({ kind: z.literal('cidr'), cidr: Str(60) }).strict(),
+  ])).max(1000),
+  internal: z.array(z.object({ name: Str(253), ranges: z.array(Str(60)).max(100) }).strict()).max(1000),
+}).strict();
+
 /** Worker → proxy. */
 export const ToProxy = z.discriminatedUnion('t', [
   z.object({
@@ -41,6 +51,8 @@ export const ToProxy = z.discriminatedUnion('t', [
     resolver: z.discriminatedUnion('kind', [z.object({ kind: z.literal('system') }), z.object({ kind: z.literal('servers'), servers: z.array(Str(60)).min(1).max(4) })]),
     /** Exact addresses exempt from the forbidden table: only test hooks set it. */
     exempt: z.array(Str(60)).max(16),
+    /** The operator's upstream proxy, NO_PROXY and internal hosts (config only). */
+    site: SiteSchema,
     flushMs: z.number().int().positive(),
   }).strict(),
   z.object({ t: z.literal('call'), callId: CallId, net: Net.optional() }).strict(),

@@ -21,6 +21,7 @@ import { setPriority } from 'node:os';
 import { join } from 'node:path';
 import type { Socket } from 'node:net';
 import type { Config } from '../config';
+import type { EgressSite } from '../domain/egress-site';
 import { SandboxError } from '../domain/errors';
 import type { EgressAttempt, EgressHold, EgressSummary, NetExpectation } from '../domain/sandbox';
 import { encode, FromProxy, readMessages, zodParser, type ToProxy } from './egress-ipc';
@@ -33,6 +34,8 @@ export interface EgressProxyHostOptions {
   dir: string;
   allow: string[];
   config: Config;
+  /** The operator's upstream proxy, NO_PROXY and internal hosts (egressSiteOf(config), read once by the provider). */
+  site?: EgressSite;
   hooks?: EgressTestHooks;
   onAttempt: (a: EgressAttempt) => void;
   onSummary: (s: EgressSummary) => void;
@@ -181,6 +184,7 @@ export async function startEgressProxy(o: EgressProxyHostOptions): Promise<Egres
     t: 'init', socketPath, allow: o.allow, caps, flushMs: FLUSH_MS,
     resolver: o.hooks && o.hooks.dnsServers.length ? { kind: 'servers', servers: [...o.hooks.dnsServers] } : { kind: 'system' },
     exempt: o.hooks ? [...o.hooks.exempt] : [],
+    site: { upstream: o.site?.upstream ?? null, noProxy: o.site?.noProxy ?? [], internal: o.site?.internal ?? [] },
   });
   let r: Extract<FromProxy, { t: 'ready' }>;
   const timer = setTimeout(() => notReady(new Error(`the egress proxy did not start within ${READY_TIMEOUT_MS / 1000} s`)), READY_TIMEOUT_MS);

@@ -63,10 +63,15 @@ function stop(code: number): void {
   else done();
 }
 
+/** Names the operator listed as internal hosts: their entries may sit under a private-use domain. */
+let isInternal: (name: string) => boolean = () => false;
+
 async function start(init: Extract<ToProxy, { t: 'init' }>): Promise<void> {
+  const internal = new Set(init.site.internal.map((h) => h.name));
+  isInternal = (name) => internal.has(name);
   const allow: EgressEntry[] = [];
   for (const a of init.allow) {
-    const e = parseEgressEntry(a);
+    const e = parseEgressEntry(a, undefined, isInternal);
     if (typeof e === 'string') throw new Error(`allowlist entry ${e}`);
     allow.push(e);
   }
@@ -75,7 +80,7 @@ async function start(init: Extract<ToProxy, { t: 'init' }>): Promise<void> {
     else send({ t: 'aggregate', callId: m.callId, method: m.method, decision: m.decision, code: m.code, count: m.count, sample: m.sample, reason: m.reason });
   };
   proxy = new EgressProxy({
-    allow, resolve: resolverFor(init.resolver), forbidden: forbiddenRangeChecker(hostAddressRanges(), init.exempt), caps: init.caps, report,
+    allow, resolve: resolverFor(init.resolver), forbidden: forbiddenRangeChecker(hostAddressRanges(), init.exempt), caps: init.caps, report, site: init.site,
     onHold: (h) => send({ t: 'held', id: h.id, callId: h.callId, host: h.host.slice(0, 400), port: h.port, method: h.method.slice(0, 20) }),
   });
   await proxy.listen(init.socketPath);
@@ -107,7 +112,7 @@ function parseToProxy(v: unknown): Parsed<ToProxy> {
 function narrow(list: string[]): void {
   const allow: EgressEntry[] = [];
   for (const a of list) {
-    const e = parseEgressEntry(a);
+    const e = parseEgressEntry(a, undefined, isInternal);
     if (typeof e === 'string') {
       allow.length = 0;
       break;

@@ -21,7 +21,10 @@ import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { nameMatches, nameProblem, ipLiteral, portMatches, type EgressEntry } from '../domain/egress-rules';
 import type { EgressCode, NetExpectation } from '../domain/sandbox';
+import { NO_SITE, type EgressSite } from '../domain/egress-site';
 import type { ForbiddenRange } from './egress-address';
+import { SiteRules, type Route } from './egress-route';
+import { tunnelViaUpstream, UpstreamError, upstreamRequestOptions } from './egress-upstream';
 import { EgressTally, TokenBucket, type TallyOut } from './egress-tally';
 import { headerCount, parseAbsoluteTarget, parseAuthority, shown, singleHost } from './egress-target';
 
@@ -56,6 +59,8 @@ export interface EgressProxyOptions {
   resolve: Resolver;
   /** The range an address falls in, or null when a sandbox may connect to it. */
   forbidden: (address: string) => ForbiddenRange | null;
+  /** The operator's upstream proxy, NO_PROXY and internal hosts (config only). */
+  site?: EgressSite;
   caps: EgressCaps;
   /** Attempts (the first of each kind) and aggregates (the rest, counted). */
   report: (m: TallyOut) => void;
@@ -64,7 +69,8 @@ export interface EgressProxyOptions {
   resolveTimeoutMs?: number;
 }
 
-type Decision = { ok: true; address: string } | { ok: false; status: number; code: EgressCode; reason: string };
+/** An allowed attempt goes direct to the checked address, or through the upstream proxy (by name; the address when one was resolved). */
+type Decision = { ok: true; route: Route; address: string | null } | { ok: false; status: number; code: EgressCode; reason: string };
 
 const HOP_BY_HOP = new Set(['connection', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'keep-alive', 'te', 'trailer', 'upgrade', 'transfer-encoding', 'host']);
 const deny = (status: number, code: EgressCode, reason: string): Decision => ({ ok: false, status, code, reason });
@@ -89,9 +95,11 @@ export class EgressProxy {
   /** The allowlist now (narrowed once a setup phase ends), and how many times it changed. */
   private allow: EgressEntry[];
   private epoch = 0;
+  private readonly site: SiteRules;
 
   constructor(private readonly o: EgressProxyOptions) {
     this.now = o.now ?? Date.now;
+    this.site = new SiteRules(o.site ?? NO_SITE, o.forbidden);
     this.allow = o.allow;
     const { caps } = o;
     this.connBucket = new TokenBucket(caps.connectionsPerS, caps.connectionsPerS * 4, this.now);
@@ -201,10 +209,11 @@ export class EgressProxy {
   }
 
   private async decideOnce(host: string, port: number, kind: 'connect' | 'http'): Promise<Decision> {
-    const problem = nameProblem(host);
-    if (problem) return deny(403, ipLiteral(host) !== undefined ? 'ip_literal' : 'invalid_name', `${shown(host)} ${problem}`);
+    // An operator's internal host may sit under a private-use domain (registry.corp); nothing else may.
+    const problem = this.site.isInternal(host) ? null : nameProblem(host);
+    if (problem) return deny(403, ipLiteral(host) !== undefined ? 'ip_literal' : 'invalid_name', `the proxy refused ${shown(host)}: it ${problem}`);
     const entries = this.allow.filter((e) => nameMatches(host, e));
-    if (entries.length === 0) return deny(403, 'not_allowed', `${host} is not on the run's egress allowlist`);
+    if (entries.length === 0) return deny(403, 'not_allowed', `the proxy refused ${host}: ${host} is not on the run's egress allowlist`);
     const fitting = entries.filter((e) => portMatches(port, e, kind));
     if (fitting.length === 0) {
       const ports = [...new Set(entries.map((e) => e.port ?? (kind === 'connect' ? 443 : 80)))];
@@ -228,14 +237,23 @@ export class EgressProxy {
     try {
       addresses = await withTimeout(this.o.resolve(host), this.o.resolveTimeoutMs ?? 5000, 'resolution timed out');
     } catch (err) {
+      // Behind an upstream proxy the name may resolve only there: it goes on by name (NO_PROXY can
+      // still send it direct, which needs an address).
+      if (this.site.route(host, port, []) === 'upstream') return { ok: true, route: 'upstream', address: null };
       return deny(502, 'resolve_failed', `${host} could not be resolved (${(err as Error).message.slice(0, 200)})`);
     }
     if (addresses.length === 0) return deny(502, 'resolve_failed', `${host} has no addresses`);
     for (const a of addresses) {
-      const r = this.o.forbidden(a);
-      if (r) return deny(403, 'forbidden_address', `${host} resolves to ${a}, in ${r.cidr} (${r.name})`);
+      const why = this.site.addressProblem(host, a);
+      if (why) return deny(403, 'forbidden_address', why);
     }
-    return { ok: true, address: addresses[0]! };
+    return { ok: true, route: this.site.route(host, port, addresses), address: addresses[0]! };
+  }
+
+  /** Why the peer a direct connection reached is not the one checked for `host`, or null. */
+  private peerProblem(host: string, peer: string, checked: string | null): string | null {
+    if (peer !== checked) return `${host}: connected peer ${peer} is not the checked address`;
+    return this.site.addressProblem(host, peer);
   }
 
   private refuse(host: string, port: number, method: string, code: EgressCode, reason: string): void {
@@ -333,8 +351,31 @@ export class EgressProxy {
       client.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\n\r\ncorral egress denied: ${capped.reason}\n`);
       return;
     }
+    if (d.route === 'upstream') {
+      const tunnel = tunnelViaUpstream(this.site.upstream!, this.site.upstreamShown(), host, port, this.o.connectTimeoutMs ?? 10_000, (s) => this.trackUpstream(s));
+      client.once('close', () => tunnel.cancel());
+      let t: { socket: Socket; head: Buffer };
+      try {
+        t = await tunnel.done;
+      } catch (err) {
+        const e = err instanceof UpstreamError ? err : new UpstreamError('upstream_unreachable', (err as Error).message);
+        if (!client.destroyed) {
+          this.refuse(host, port, 'CONNECT', e.code, e.message);
+          client.end(`HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nX-Corral-Egress: denied\r\nConnection: close\r\n\r\ncorral egress denied: ${e.message}\n`);
+        }
+        client.destroy();
+        return;
+      }
+      if (client.destroyed) {
+        t.socket.destroy();
+        return;
+      }
+      client.once('close', () => t.socket.destroy());
+      this.established(client, t.socket, host, port, early, () => client.off('data', onEarly), `allowed; tunnel through the upstream proxy ${this.site.upstreamShown()}`, t.head);
+      return;
+    }
+    const upstream = connect({ host: d.address!, port, timeout: this.o.connectTimeoutMs ?? 10_000 });
     let established = false;
-    const upstream = connect({ host: d.address, port, timeout: this.o.connectTimeoutMs ?? 10_000 });
     this.trackUpstream(upstream);
     client.once('close', () => upstream.destroy());
     upstream.once('timeout', () => upstream.destroy(new Error('connect timeout')));
@@ -346,33 +387,38 @@ export class EgressProxy {
       client.destroy();
     });
     upstream.once('connect', () => {
-      const peer = upstream.remoteAddress ?? '';
-      const r = peer === d.address ? this.o.forbidden(peer) : { cidr: peer, name: 'not the checked address' };
-      if (r) {
+      const why = this.peerProblem(host, upstream.remoteAddress ?? '', d.address);
+      if (why) {
         upstream.destroy();
-        this.refuse(host, port, 'CONNECT', 'forbidden_address', `${host}: connected peer ${peer} is in ${r.cidr} (${r.name})`);
-        client.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\n\r\ncorral egress denied: forbidden peer address\n`);
+        this.refuse(host, port, 'CONNECT', 'forbidden_address', why);
+        client.end(`HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nX-Corral-Egress: denied\r\nConnection: close\r\n\r\ncorral egress denied: ${why}\n`);
         return;
       }
       established = true;
-      upstream.setTimeout(this.o.caps.idleTimeoutMs, () => upstream.destroy());
-      this.tally.record(this.callId, { host, port, method: 'CONNECT', decision: 'allow', code: 'allowed', reason: `allowed; tunnel to ${d.address}` });
-      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      client.off('data', onEarly);
-      const first = Buffer.concat(early);
-      if (first.length && !this.countOut(first.length)) {
-        // what came with the CONNECT already crosses the run's cap: the tunnel is cut, as in pump()
-        const capped = this.byteCapReached()!;
-        this.refuse(host, port, 'DATA', capped.code, capped.reason);
-        client.destroy();
-        upstream.destroy();
-        return;
-      }
-      if (first.length) upstream.write(first);
-      this.pump(client, upstream, (n) => this.countOut(n), host, port);
-      client.resume();
-      this.pump(upstream, client, (n) => this.countIn(n), host, port);
+      this.established(client, upstream, host, port, early, () => client.off('data', onEarly), `allowed; tunnel to ${d.address}`, Buffer.alloc(0));
     });
+  }
+
+  /** A tunnel is up: answers 200, sends what the client sent early, then copies both ways with the caps. */
+  private established(client: Duplex, upstream: Socket, host: string, port: number, early: Buffer[], stopEarly: () => void, reason: string, head: Buffer): void {
+    upstream.setTimeout(this.o.caps.idleTimeoutMs, () => upstream.destroy());
+    this.tally.record(this.callId, { host, port, method: 'CONNECT', decision: 'allow', code: 'allowed', reason });
+    client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    stopEarly();
+    const first = Buffer.concat(early);
+    if ((head.length && !this.countIn(head.length)) || (first.length && !this.countOut(first.length))) {
+      // what came with the CONNECT already crosses the run's cap: the tunnel is cut, as in pump()
+      const capped = this.byteCapReached()!;
+      this.refuse(host, port, 'DATA', capped.code, capped.reason);
+      client.destroy();
+      upstream.destroy();
+      return;
+    }
+    if (head.length) client.write(head);
+    if (first.length) upstream.write(first);
+    this.pump(client, upstream, (n) => this.countOut(n), host, port);
+    client.resume();
+    this.pump(upstream, client, (n) => this.countIn(n), host, port);
   }
 
   private async onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -413,12 +459,13 @@ export class EgressProxy {
     }
     if (res.destroyed || req.socket.destroyed) return;
     this.tally.stats.requests += 1;
-    this.tally.record(this.callId, { host, port, method, decision: 'allow', code: 'allowed', reason: `allowed; request to ${d.address}` });
-    this.forward(req, res, { host, port, path: target.value.path, address: d.address });
+    const via = d.route === 'upstream' ? `through the upstream proxy ${this.site.upstreamShown()}` : `to ${d.address}`;
+    this.tally.record(this.callId, { host, port, method, decision: 'allow', code: 'allowed', reason: `allowed; request ${via}` });
+    this.forward(req, res, { host, port, path: target.value.path, address: d.address, route: d.route });
   }
 
   /** Sends the checked request upstream with framing Node's client writes itself (never the client's bytes). */
-  private forward(req: IncomingMessage, res: ServerResponse, t: { host: string; port: number; path: string; address: string }): void {
+  private forward(req: IncomingMessage, res: ServerResponse, t: { host: string; port: number; path: string; address: string | null; route: Route }): void {
     const named = new Set((req.headers.connection ?? '').toLowerCase().split(',').map((x) => x.trim()).filter(Boolean));
     const headers: string[] = [];
     for (let i = 0; i < req.rawHeaders.length; i += 2) {
@@ -429,16 +476,29 @@ export class EgressProxy {
     }
     headers.push('Host', t.port === 80 ? t.host : `${t.host}:${t.port}`);
     if (req.headers['transfer-encoding'] !== undefined) headers.push('Transfer-Encoding', 'chunked');
-    const up = httpRequest({ host: t.address, port: t.port, method: req.method, path: t.path, headers, agent: false, setHost: false, timeout: this.o.caps.idleTimeoutMs });
+    const viaUpstream = t.route === 'upstream';
+    const up = viaUpstream
+      ? httpRequest(upstreamRequestOptions(this.site.upstream!, { host: t.host, port: t.port, path: t.path, method: req.method ?? 'GET', headers, timeoutMs: this.o.caps.idleTimeoutMs }))
+      : httpRequest({ host: t.address!, port: t.port, method: req.method, path: t.path, headers, agent: false, setHost: false, timeout: this.o.caps.idleTimeoutMs });
     res.once('close', () => up.destroy());
     up.on('socket', (s) => {
       this.trackUpstream(s);
+      if (viaUpstream) return; // the operator's proxy: its address is the operator's choice
       s.once('connect', () => {
-        const peer = (s as Socket).remoteAddress ?? '';
-        if (peer !== t.address || this.o.forbidden(peer)) s.destroy(new Error(`connected peer ${peer} is not the checked address`));
+        const why = this.peerProblem(t.host, (s as Socket).remoteAddress ?? '', t.address);
+        if (why) s.destroy(new Error(why));
       });
     });
     up.on('response', (r) => {
+      if (viaUpstream && r.statusCode === 407) {
+        // The upstream wants credentials: the sandbox cannot give them (it never has them), so it is told why.
+        r.resume();
+        const why = `the upstream proxy ${this.site.upstreamShown()} refused ${req.method ?? 'GET'} http://${t.host}:${t.port}: 407 Proxy Authentication Required (check the credentials in CORRAL_EGRESS_UPSTREAM_PROXY)`;
+        this.refuse(t.host, t.port, req.method ?? '?', 'upstream_refused', why);
+        res.writeHead(502, { 'content-type': 'text/plain', 'x-corral-egress': 'denied', connection: 'close' });
+        res.end(`corral egress denied: ${why}\n`);
+        return;
+      }
       const out: string[] = [];
       for (let i = 0; i < r.rawHeaders.length; i += 2) if (!HOP_BY_HOP.has(r.rawHeaders[i]!.toLowerCase())) out.push(r.rawHeaders[i]!, r.rawHeaders[i + 1]!);
       res.writeHead(r.statusCode ?? 502, out);
@@ -446,7 +506,8 @@ export class EgressProxy {
     });
     up.on('timeout', () => up.destroy(new Error('timeout')));
     up.on('error', (err) => {
-      this.refuse(t.host, t.port, req.method ?? '?', 'unreachable', `${t.host}:${t.port} (${t.address}): ${err.message}`);
+      if (viaUpstream) this.refuse(t.host, t.port, req.method ?? '?', 'upstream_unreachable', `the upstream proxy ${this.site.upstreamShown()} could not be reached for ${t.host}:${t.port}: ${err.message}`);
+      else this.refuse(t.host, t.port, req.method ?? '?', 'unreachable', `${t.host}:${t.port} (${t.address}): ${err.message}`);
       if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain', connection: 'close' });
       res.end(`corral egress: ${t.host}:${t.port} unreachable (${err.message})\n`);
     });

@@ -44,6 +44,7 @@ const CODE_WORDS: Record<EgressCode, string> = {
   cap_connections: 'over the concurrent-connection cap', cap_rate: 'over the new-connection rate cap', cap_requests: 'over the request rate cap',
   cap_bytes_out: 'over the outgoing byte cap', cap_bytes_in: 'over the incoming byte cap', unreachable: 'to unreachable upstreams',
   unpredicted: 'from calls the gate predicted no network use for',
+  upstream_refused: 'refused by the upstream proxy', upstream_unreachable: 'while the upstream proxy was unreachable',
 };
 
 interface Pending {

@@ -30,7 +30,7 @@ import type { Model } from '../domain/model';
 import { isRunId } from '../domain/run-id';
 import { RunJob, type RunBudgets, type RunSpec } from '../domain/run-spec';
 import type { ResultSheet } from '../domain/subrun';
-import type { EgressSummary, LeasedSandbox, SandboxProvider, WorkspaceExport } from '../domain/sandbox';
+import type { EgressAttempt, EgressSummary, LeasedSandbox, SandboxProvider, WorkspaceExport } from '../domain/sandbox';
 import type { ApprovalPort } from '../domain/approval-port';
 import type { RunMetrics } from '../queue/run-metrics';
 import { DEFAULT_TENANT, type EndGuard, type RunArtifact, type RunStore, type RunWorkspace } from '../queue/run-store';
@@ -451,6 +451,8 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     let lastCheckpoint = resumeFrom?.checkpoint;
     let context = '';
     let workspaceFiles: string[] | undefined;
+    /** Who else hears the run's egress attempts (the setup phase, while it runs). */
+    const egressWatchers = new Set<(a: EgressAttempt) => void>();
     for (let leg = 0; ; leg++) {
       if (!sandbox) {
         const fromCheckpoint = checkpointSeed ? readCheckpoint(runDir, checkpointSeed, limits.workspaceMb) : undefined;
@@ -476,6 +478,7 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
           onEgress: (a) => {
             emit({ ...a, type: 'egress', callId: a.callId !== undefined ? a.callId : currentCall });
             guard?.onAttempt(a);
+            for (const l of egressWatchers) l(a);
           },
           onEgressSummary: (s) => emit(egressEvent(s)),
           onEgressHold: (h) => {
@@ -494,6 +497,10 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
           const s0 = clock();
           const r = await runSetup({
             sandbox, emit, clock, tenant, scratchDir: runDir, signal: runSignal, log, secrets,
+            watchEgress: (l) => {
+              egressWatchers.add(l);
+              return () => egressWatchers.delete(l);
+            },
             maxCaptureBytes: Math.min(config.CORRAL_SETUP_CACHE_MB, limits.workspaceMb + 64) * 1024 * 1024,
             ...(deps.setupCache ? { cache: deps.setupCache } : {}),
           }, env, admitted.egress).finally(() => {

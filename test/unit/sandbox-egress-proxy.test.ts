@@ -179,8 +179,8 @@ describe('smuggling: the upstream never sees a foreign Host or a second request'
     expect(ok).toMatch(/^HTTP\/1\.1 200 Connection Established[\s\S]*upstream-ok GET \/t/);
     for (const [target, why] of [
       ['allowed.test', /no port/], ['allowed.test:443', /port 443 is not allowed/], ['0x7f.1:443', /IP address literal/], ['[::ffff:127.0.0.1]:443', /IP address literal/],
-      ['evil.test:443', /not on the run's egress allowlist/], [`allowed.test:${P()}@evil.test:443`, /port is not a decimal/], ['private.allowed.test:' + P(), /10\.0\.0\.7, in 10\.0\.0\.0\/8 \(private-use\)/],
-      [`mapped.allowed.test:${P()}`, /::ffff:127\.0\.0\.1, in ::ffff:0:0\/96 \(IPv4-mapped\)/],
+      ['evil.test:443', /not on the run's egress allowlist/], [`allowed.test:${P()}@evil.test:443`, /port is not a decimal/], ['private.allowed.test:' + P(), /10\.0\.0\.7, a private-use address \(10\.0\.0\.0\/8\); an operator can allow it with CORRAL_EGRESS_INTERNAL_HOSTS=private\.allowed\.test=10\.0\.0\.7/],
+      [`mapped.allowed.test:${P()}`, /::ffff:127\.0\.0\.1, an IPv4-mapped address \(::ffff:0:0\/96\)/],
     ] as const) {
       expect(await raw(p.sock, `CONNECT ${target} HTTP/1.1\r\nHost: x\r\n\r\n`)).toMatch(why);
     }
@@ -298,7 +298,7 @@ describe('names and addresses', () => {
     const p = await startProxy({ allow: [`allowed.test:${up.port}`], resolve: async () => (++calls === 1 ? ['127.0.0.1'] : ['169.254.169.254']) });
     try {
       expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`, /\r\n\r\n/)).toMatch(/^HTTP\/1\.1 200/);
-      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`)).toMatch(/403[\s\S]*169\.254\.169\.254, in 169\.254\.0\.0\/16/);
+      expect(await raw(p.sock, `CONNECT allowed.test:${up.port} HTTP/1.1\r\n\r\n`)).toMatch(/403[\s\S]*169\.254\.169\.254, a link-local \(cloud metadata\) address \(169\.254\.0\.0\/16\)/);
     } finally {
       await p.proxy.close();
     }

@@ -258,9 +258,9 @@ test('forbidden ranges after resolution: IPv4-mapped, NAT64, metadata and this h
   const run = await acquire([`*.allowed.test:${up.port}`, `self.allowed.test:${hostPort}`]);
   try {
     const r = await sh(run.sb, `for h in mapped nat64 meta; do curl -sS -m 5 http://$h.allowed.test:${up.port}/; done; curl -sS -m 5 http://self.allowed.test:${hostPort}/`);
-    expect(r.stdout).toMatch(/mapped\.allowed\.test resolves to ::ffff:127\.0\.0\.1, in ::ffff:0:0\/96 \(IPv4-mapped\)/);
-    expect(r.stdout).toMatch(/nat64\.allowed\.test resolves to 64:ff9b:1::7f00:1, in 64:ff9b:1::\/48/);
-    expect(r.stdout).toMatch(/meta\.allowed\.test resolves to 169\.254\.169\.254, in 169\.254\.0\.0\/16/);
+    expect(r.stdout).toMatch(/mapped\.allowed\.test: it resolves to ::ffff:127\.0\.0\.1, an IPv4-mapped address \(::ffff:0:0\/96\)/);
+    expect(r.stdout).toMatch(/nat64\.allowed\.test: it resolves to 64:ff9b:1::7f00:1, a NAT64 .* address \(64:ff9b:1::\/48\)/);
+    expect(r.stdout).toMatch(/meta\.allowed\.test: it resolves to 169\.254\.169\.254, a link-local \(cloud metadata\) address \(169\.254\.0\.0\/16\)/);
     if (hostAddr) expect(r.stdout).toMatch(new RegExp(`self\\.allowed\\.test resolves to ${hostAddr.replace(/\./g, '\\.')}, in `));
     expect(r.stdout).not.toContain('HOST-ADDRESS-REACHED');
   } finally {

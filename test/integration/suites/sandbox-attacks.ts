@@ -161,7 +161,7 @@ test('a server on the host (0.0.0.0) is unreachable, directly and through the pr
   expect(tcp.stdout.match(/closed/g)?.length).toBe(new Set(ips).size * 2);
   // and a permitted name that resolves to the host's bridge address is refused too
   const viaName = await sh(main, `curl -sS -m 3 http://private.allowed.test:${upstreamPort}/`);
-  expect(viaName.stdout).toMatch(/corral egress denied: private\.allowed\.test resolves to 172\.17\.0\.1, in 172\.16\.0\.0\/12/);
+  expect(viaName.stdout).toMatch(/corral egress denied: the proxy refused private\.allowed\.test: it resolves to 172\.17\.0\.1, a private-use address \(172\.16\.0\.0\/12\)/);
 });
 
 test('a second sandbox\'s server is unreachable (while it reaches itself)', async () => {
@@ -204,11 +204,11 @@ test('a denied name, an IP literal, a decimal IP and a name resolving to a priva
     'curl -sS -m 3 http://loop.allowed.test/', 'echo',
     'curl -sS -m 3 https://denied.test/; echo " rc=$?"',
   ].join('; '), 20_000).finally(() => own.dispose());
-  expect(r.stdout).toMatch(/corral egress denied: denied\.test is not on the run's egress allowlist/);
+  expect(r.stdout).toMatch(/corral egress denied: the proxy refused denied\.test: denied\.test is not on the run's egress allowlist/);
   expect(r.stdout).toMatch(/corral egress denied: 93\.184\.216\.34 is an IP address literal/);
   expect(r.stdout).toMatch(/HTTP\/1\.1 403[\s\S]*2130706433 is an IP address literal \(= 127\.0\.0\.1\)/);
   expect(r.stdout).toMatch(/0x7f\.1 is an IP address literal/);
-  expect(r.stdout).toMatch(/loop\.allowed\.test resolves to 127\.0\.0\.2, in 127\.0\.0\.0\/8 \(loopback\)/);
+  expect(r.stdout).toMatch(/loop\.allowed\.test: it resolves to 127\.0\.0\.2, a loopback address \(127\.0\.0\.0\/8\)/);
   expect(r.stderr).toMatch(/CONNECT tunnel failed, response 403/);
   // Every refusal is in the log: one by one while few of its kind came before, else counted in an aggregate, so count both.
   const deniedWith = deniedIn(att, sums);
