@@ -129,15 +129,21 @@ export async function runSetup(deps: SetupDeps, env: Environment, agentEgress: s
         ? await sandbox.exec({ argv: ['bash', '-c', `cd /workspace && ${command}`], timeoutMs: left, maxOutputBytes: 64 * 1024, signal: stop.signal })
         : null;
     } catch (err) {
-      if (refused === null || deps.signal.aborted || !(err instanceof CancelledError)) throw err;
+      if (refused === null || deps.signal.aborted || !(err instanceof CancelledError)) {
+        unwatch?.();
+        throw err;
+      }
       r = null;
     } finally {
-      unwatch?.();
       deps.signal.removeEventListener('abort', onOuter);
     }
+    // A command that failed on its own may have failed because of a refusal still on its way from the proxy.
+    if (refused === null && r && r.exitCode !== 0) await sandbox.egressSync?.();
+    unwatch?.();
     sandbox.noteToolCall?.(null);
-    if (refused !== null) {
-      const reason = `setup of environment ${env.name}: command ${i + 1} (${command.slice(0, 200)}) was stopped: the egress proxy refused ${refused}`;
+    if (refused !== null && (!r || r.exitCode !== 0)) {
+      const how = r ? `exited ${r.exitCode ?? 'by a signal'} after` : 'was stopped:';
+      const reason = `setup of environment ${env.name}: command ${i + 1} (${command.slice(0, 200)}) ${how} the egress proxy refused ${refused}`;
       emit({ type: 'setup.command', index: i + 1, command, exitCode: r?.exitCode ?? null, timedOut: false, ms: clock() - t, output: '', truncated: false });
       emit({ type: 'setup.finished', ok: false, ms: clock() - t0, reason });
       return { ok: false, reason };
