@@ -21,7 +21,7 @@ import type {
 } from '../domain/sandbox';
 import { killCall } from './call-kill';
 import { entriesFromFiles, packTar, readCheckedTar, type ArchiveEntry } from './archive';
-import { agentUser, containerSpec, HOME_DIR, LABELS, sandboxEnv, WORKSPACE_DIR } from './container-spec';
+import { agentUser, containerSpec, HOME_DIR, sandboxEnv, WORKSPACE_DIR } from './container-spec';
 import { ContainerWatch, describeDeath } from './container-watch';
 import { toSandboxError } from './docker-error';
 import { startEgressProxy, type EgressProxyHandle } from './egress-proxy-host';
@@ -206,6 +206,9 @@ export class DockerSandboxProvider implements SandboxProvider {
     try {
       let egressDir: string | undefined;
       let trust: { system: boolean } | undefined;
+      /** The image's system bundle is read from this run's created container (the first of its image on this worker). */
+      let trustPending = false;
+      let trustImage = '';
       let proxyStarting: Promise<EgressProxyHandle> | undefined;
       if (req.egressAllow.length > 0 || req.egressProxy) {
         egressDir = await this.egressDirs.create();
@@ -214,11 +217,11 @@ export class DockerSandboxProvider implements SandboxProvider {
         if (this.trust) {
           // The operator's CA files, root-owned and read-only, before the proxy (which owns the directory) starts.
           await mkdir(join(dir, 'ca'), { mode: 0o755 });
-          trust = await this.trust.prepare(req.image ?? this.config.CORRAL_SANDBOX_IMAGE, join(dir, 'ca'), {
-            [LABELS.corral]: '1', [LABELS.runId]: `${req.runId}-ca-probe`, [LABELS.workerId]: req.workerId, [LABELS.queue]: this.config.CORRAL_QUEUE,
-            ...(this.config.CORRAL_INSTANCE !== undefined ? { [LABELS.instance]: this.config.CORRAL_INSTANCE } : {}),
-            [LABELS.deadline]: new Date(this.now().getTime() + 60_000).toISOString(),
-          });
+          const known = await this.trust.lookup(req.image ?? this.config.CORRAL_SANDBOX_IMAGE);
+          trustImage = known.id;
+          if (known.bundle !== undefined) await this.trust.write(join(dir, 'ca'), known.bundle);
+          trust = { system: known.bundle !== undefined && known.bundle !== null };
+          trustPending = known.bundle === undefined;
         }
         // The proxy process starts while the container is created; acquire() waits for both.
         const starting = startEgressProxy({
@@ -280,6 +283,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         const c = container;
         const s = slot;
         cleanup.push(() => this.engine.remove(c, s));
+        if (trustPending && egressDir !== undefined) await this.trust!.write(join(egressDir, 'ca'), await this.trust!.learn(trustImage, container));
         try {
           await container.start();
         } catch (err) {

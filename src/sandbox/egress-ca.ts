@@ -9,10 +9,11 @@
  * REQUESTS_CA_BUNDLE, PIP_CERT, GIT_SSL_CAINFO and CURL_CA_BUNDLE name it (for tools with bundles
  * of their own: a venv's pip and certifi). The image itself is never written.
  *
- * The image's bundle is read once per image id and worker, from a created (never started) container
- * of that image, and cached.
+ * The image's bundle is read once per image id and worker, from the first such run's created (not yet
+ * started) container, whose system store is then not covered yet (its tools still get the variables
+ * and /etc/corral/ca); later sandboxes of that image get the bind as well. No extra container: the
+ * docker gate admits only sandboxes.
  */
-import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
@@ -35,77 +36,64 @@ export function caEnv(): Record<string, string> {
 export const CA_ENV_NAMES: readonly string[] = Object.keys(caEnv());
 
 export class SandboxTrust {
-  private readonly bundles = new Map<string, Promise<Buffer | null>>();
+  /** The system bundle of each image id (null: the image has none to cover). */
+  private readonly bundles = new Map<string, Buffer | null>();
 
   constructor(private readonly docker: Docker, private readonly operatorPem: string, private readonly log: (msg: string, fields?: Record<string, unknown>) => void) {}
 
+  /** The image's id, and its system bundle when it was read before (undefined: not yet known). */
+  async lookup(image: string): Promise<{ id: string; bundle: Buffer | null | undefined }> {
+    const id = (await this.docker.getImage(image).inspect()).Id;
+    return { id, bundle: this.bundles.get(id) };
+  }
+
   /**
-   * Writes operator.crt and bundle.crt into `dir` (which the caller bind-mounts at CA_MOUNT). Returns
-   * whether the image has a system bundle to cover (bind bundle.crt over SYSTEM_BUNDLE then).
+   * Reads the image's system bundle from a run's created container whose system store is not covered
+   * (its read-only root is the image's), and keeps it for the image's later sandboxes.
    */
-  async prepare(image: string, dir: string, probeLabels: Record<string, string>): Promise<{ system: boolean }> {
-    const system = await this.imageBundle(image, probeLabels);
+  async learn(id: string, container: Docker.Container): Promise<Buffer | null> {
+    const b = await readContainerFile(container, SYSTEM_BUNDLE);
+    this.bundles.set(id, b);
+    if (b === null) this.log('sandbox image has no system CA bundle; the operator CA is in /etc/corral/ca/bundle.crt only', { image: id, path: SYSTEM_BUNDLE });
+    return b;
+  }
+
+  /** Writes operator.crt and bundle.crt (the image's bundle, then the operator's) into `dir`, read-only. */
+  async write(dir: string, system: Buffer | null): Promise<void> {
     const sys = system ? system.toString('utf8') : '';
     await writeFile(join(dir, 'operator.crt'), this.operatorPem, { mode: 0o444 });
     await writeFile(join(dir, 'bundle.crt'), `${sys}${sys && !sys.endsWith('\n') ? '\n' : ''}${this.operatorPem}`, { mode: 0o444 });
-    return { system: system !== null };
-  }
-
-  private imageBundle(image: string, probeLabels: Record<string, string>): Promise<Buffer | null> {
-    return (async () => {
-      const id = (await this.docker.getImage(image).inspect()).Id;
-      let p = this.bundles.get(id);
-      if (!p) {
-        p = readImageFile(this.docker, image, SYSTEM_BUNDLE, probeLabels);
-        this.bundles.set(id, p);
-        p.catch(() => this.bundles.delete(id));
-      }
-      const b = await p;
-      if (b === null) this.log('sandbox image has no system CA bundle; the operator CA is in /etc/corral/ca/bundle.crt only', { image, path: SYSTEM_BUNDLE });
-      return b;
-    })();
   }
 }
 
-/** A regular file of an image (at most MAX_BUNDLE_BYTES), or null when the path is absent or not a regular file. */
-async function readImageFile(docker: Docker, image: string, path: string, labels: Record<string, string>): Promise<Buffer | null> {
-  const c = await docker.createContainer({
-    name: `corral-ca-probe-${randomBytes(6).toString('hex')}`,
-    Image: image, Cmd: ['true'], Entrypoint: [], NetworkDisabled: true,
-    // Labelled as corral's, with a short deadline (the caller's labels): a reaper removes it if this worker dies first.
-    Labels: labels,
-    HostConfig: { NetworkMode: 'none', LogConfig: { Type: 'none', Config: {} } },
-  });
+/** A regular file of a container (at most MAX_BUNDLE_BYTES), or null when the path is absent or not a regular file. */
+async function readContainerFile(c: Docker.Container, path: string): Promise<Buffer | null> {
+  let stream: NodeJS.ReadableStream;
   try {
-    let stream: NodeJS.ReadableStream;
-    try {
-      stream = await c.getArchive({ path });
-    } catch (err) {
-      if ((err as { statusCode?: number }).statusCode === 404) return null;
-      throw err;
-    }
-    return await new Promise<Buffer | null>((resolve, reject) => {
-      const ex = tar.extract();
-      let out: Buffer | null = null;
-      ex.on('entry', (h, s, next) => {
-        if (out !== null || h.type !== 'file' || (h.size ?? 0) > MAX_BUNDLE_BYTES) {
-          s.resume();
-          s.on('end', next);
-          return;
-        }
-        const parts: Buffer[] = [];
-        s.on('data', (d: unknown) => { parts.push(d as Buffer); });
-        s.on('end', () => {
-          out = Buffer.concat(parts);
-          next();
-        });
-      });
-      ex.on('finish', () => resolve(out));
-      ex.on('error', reject);
-      stream.on('error', reject);
-      stream.pipe(ex);
-    });
-  } finally {
-    await c.remove({ force: true }).catch(() => undefined);
+    stream = await c.getArchive({ path });
+  } catch (err) {
+    if ((err as { statusCode?: number }).statusCode === 404) return null;
+    throw err;
   }
+  return new Promise<Buffer | null>((resolve, reject) => {
+    const ex = tar.extract();
+    let out: Buffer | null = null;
+    ex.on('entry', (h, s, next) => {
+      if (out !== null || h.type !== 'file' || (h.size ?? 0) > MAX_BUNDLE_BYTES) {
+        s.resume();
+        s.on('end', next);
+        return;
+      }
+      const parts: Buffer[] = [];
+      s.on('data', (d: unknown) => { parts.push(d as Buffer); });
+      s.on('end', () => {
+        out = Buffer.concat(parts);
+        next();
+      });
+    });
+    ex.on('finish', () => resolve(out));
+    ex.on('error', reject);
+    stream.on('error', reject);
+    stream.pipe(ex);
+  });
 }

@@ -221,6 +221,13 @@ describe('internal hosts', () => {
 describe('site CA', () => {
   test('the bundle is in the system store and the tool variables, read-only for the agent; without the CA the same server is refused by curl', async () => {
     const p = providerWith({ CORRAL_EGRESS_UPSTREAM_PROXY: `http://corral:${PASS}@127.0.0.1:${upstream.port}`, CORRAL_EGRESS_CA_FILE: join(dir, 'site-ca.pem') });
+    // The first sandbox of an image on a worker: its bundle is read from this container; the variables and /etc/corral/ca cover it.
+    const first = await acquire(p, [`secure.example:${tlsPort}`]);
+    const f = await sh(first.sb, `grep -c "BEGIN CERTIFICATE" /etc/corral/ca/bundle.crt; curl -sS -m 20 https://secure.example:${tlsPort}/first; python3 -c "import urllib.request; print(urllib.request.urlopen('https://secure.example:${tlsPort}/py').read().decode().strip())"`);
+    expect(Number(f.stdout.split('\n')[0])).toBeGreaterThan(50);
+    expect(f.stdout).toContain('SECURE /first');
+    expect(f.stdout).toContain('SECURE /py');
+    // Every later one: the system store itself is covered too.
     const run = await acquire(p, [`secure.example:${tlsPort}`]);
     const r = await sh(run.sb, [
       'grep -c "BEGIN CERTIFICATE" /etc/ssl/certs/ca-certificates.crt',
