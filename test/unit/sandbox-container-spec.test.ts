@@ -56,6 +56,14 @@ describe('containerSpec', () => {
     const e = containerSpec({ ...base, egressDir: '/tmp/corral-egress/r-1' }).HostConfig!;
     expect(e.Binds).toEqual(['/tmp/corral-egress/r-1:/run/corral:ro']);
   });
+  test('the operator CA: its directory and (once the image\'s bundle is known) the system store, read-only from the egress dir; the variables name them', () => {
+    const t = containerSpec({ ...base, egressDir: '/tmp/corral-egress/r-1', trust: { system: true } });
+    expect(t.HostConfig!.Binds).toEqual(['/tmp/corral-egress/r-1:/run/corral:ro', '/tmp/corral-egress/r-1/ca:/etc/corral/ca:ro', '/tmp/corral-egress/r-1/ca/bundle.crt:/etc/ssl/certs/ca-certificates.crt:ro']);
+    expect(t.Env).toEqual(expect.arrayContaining(['NODE_EXTRA_CA_CERTS=/etc/corral/ca/operator.crt', 'SSL_CERT_FILE=/etc/corral/ca/bundle.crt', 'PIP_CERT=/etc/corral/ca/bundle.crt', 'GIT_SSL_CAINFO=/etc/corral/ca/bundle.crt', 'REQUESTS_CA_BUNDLE=/etc/corral/ca/bundle.crt']));
+    const first = containerSpec({ ...base, egressDir: '/tmp/corral-egress/r-1', trust: { system: false } });
+    expect(first.HostConfig!.Binds).toEqual(['/tmp/corral-egress/r-1:/run/corral:ro', '/tmp/corral-egress/r-1/ca:/etc/corral/ca:ro']);
+    expect(containerSpec({ ...base, egressDir: '/tmp/corral-egress/r-1' }).Env!.some((v) => v.startsWith('SSL_CERT_FILE='))).toBe(false);
+  });
   test('never the docker socket, devices, privileged mode or host namespaces', () => {
     const all = JSON.stringify(containerSpec({ ...base, egressDir: '/tmp/corral-egress/r-1' }));
     expect(all).not.toMatch(/docker\.sock/);
