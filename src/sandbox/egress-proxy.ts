@@ -211,7 +211,7 @@ export class EgressProxy {
   private async decideOnce(host: string, port: number, kind: 'connect' | 'http'): Promise<Decision> {
     // An operator's internal host may sit under a private-use domain (registry.corp); nothing else may.
     const problem = this.site.isInternal(host) ? null : nameProblem(host);
-    if (problem) return deny(403, ipLiteral(host) !== undefined ? 'ip_literal' : 'invalid_name', `the proxy refused ${shown(host)}: it ${problem}`);
+    if (problem) return deny(403, ipLiteral(host) !== undefined ? 'ip_literal' : 'invalid_name', `the proxy refused ${shown(host)}: ${shown(host)} ${problem}`);
     const entries = this.allow.filter((e) => nameMatches(host, e));
     if (entries.length === 0) return deny(403, 'not_allowed', `the proxy refused ${host}: ${host} is not on the run's egress allowlist`);
     const fitting = entries.filter((e) => portMatches(port, e, kind));

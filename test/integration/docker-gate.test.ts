@@ -152,6 +152,17 @@ describe('create bodies one rule away from the sandbox spec', () => {
     ['writable root', (s) => { s.HostConfig!.ReadonlyRootfs = false; }, 'read-only-root'],
     ['a bind of /etc at the egress mount', (s) => { s.HostConfig!.Binds = ['/etc:/run/corral:ro']; }, 'binds-egress-only'],
     ['a bind climbing out of the egress root', (s) => { s.HostConfig!.Binds = [`${join(dir, 'egress')}/../..:/run/corral:ro`]; }, 'binds-egress-only'],
+    // the operator CA's binds (egress-ca.ts): only the egress directory's ca/, read-only, at their exact places
+    ...([
+      ['a CA bind of /etc at the CA mount', (ed: string) => [`${ed}:/run/corral:ro`, '/etc:/etc/corral/ca:ro']],
+      ['a writable system-store bind', (ed: string) => [`${ed}:/run/corral:ro`, `${ed}/ca:/etc/corral/ca:ro`, `${ed}/ca/bundle.crt:/etc/ssl/certs/ca-certificates.crt:rw`]],
+      ['the CA file over another system file', (ed: string) => [`${ed}:/run/corral:ro`, `${ed}/ca:/etc/corral/ca:ro`, `${ed}/ca/bundle.crt:/etc/passwd:ro`]],
+      ['a fourth bind', (ed: string) => [`${ed}:/run/corral:ro`, `${ed}/ca:/etc/corral/ca:ro`, `${ed}/ca/bundle.crt:/etc/ssl/certs/ca-certificates.crt:ro`, '/:/host:ro']],
+    ] as const).map(([what, binds]): [string, (s: Docker.ContainerCreateOptions) => void, string] => [what, (s) => {
+      const ed = `${join(dir, 'egress')}/r-ca`;
+      s.Labels!['corral.egress-dir'] = ed;
+      s.HostConfig!.Binds = [...binds(ed)];
+    }, 'binds-egress-only']),
     ['CapDrop missing', (s) => { s.HostConfig!.CapDrop = []; }, 'cap-drop-all'],
     // the workspace volume: only a tmpfs of the local driver, anonymous, with exactly the sandbox's options
     ['a workspace volume that binds the host root', (s) => { s.HostConfig!.Mounts![0]!.VolumeOptions!.DriverConfig.Options = { type: 'none', device: '/', o: 'bind' }; }, 'workspace-volume'],

@@ -205,7 +205,7 @@ test('a denied name, an IP literal, a decimal IP and a name resolving to a priva
     'curl -sS -m 3 https://denied.test/; echo " rc=$?"',
   ].join('; '), 20_000).finally(() => own.dispose());
   expect(r.stdout).toMatch(/corral egress denied: the proxy refused denied\.test: denied\.test is not on the run's egress allowlist/);
-  expect(r.stdout).toMatch(/corral egress denied: 93\.184\.216\.34 is an IP address literal/);
+  expect(r.stdout).toMatch(/corral egress denied: the proxy refused 93\.184\.216\.34: 93\.184\.216\.34 is an IP address literal/);
   expect(r.stdout).toMatch(/HTTP\/1\.1 403[\s\S]*2130706433 is an IP address literal \(= 127\.0\.0\.1\)/);
   expect(r.stdout).toMatch(/0x7f\.1 is an IP address literal/);
   expect(r.stdout).toMatch(/loop\.allowed\.test: it resolves to 127\.0\.0\.2, a loopback address \(127\.0\.0\.0\/8\)/);
