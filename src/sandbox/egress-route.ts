@@ -32,7 +32,8 @@ export class SiteRules {
   addressProblem(host: string, address: string): string | null {
     const r = this.forbidden(address);
     if (!r || this.internal.rangeFor(host, address) !== null) return null;
-    const kind = `${/^[aeiou]/i.test(r.name) ? 'an' : 'a'} ${r.name} address (${r.cidr})`;
+    // "a private-use address (10.0.0.0/8)"; a range already named as an address reads as it is ("this host's own address (eth0)")
+    const kind = /address/.test(r.name) ? `${r.name} (${r.cidr})` : `${/^[aeiou]/i.test(r.name) ? 'an' : 'a'} ${r.name} address (${r.cidr})`;
     const allowed = this.ranges.get(host);
     if (allowed) return `the proxy refused ${host}: it resolves to ${address}, ${kind}, outside the ranges the operator allows for it (CORRAL_EGRESS_INTERNAL_HOSTS: ${allowed.join(', ')})`;
     return `the proxy refused ${host}: it resolves to ${address}, ${kind}; an operator can allow it with CORRAL_EGRESS_INTERNAL_HOSTS=${host}=${address} (a run's allowlist cannot)`;
