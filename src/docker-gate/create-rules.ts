@@ -8,6 +8,7 @@
  */
 import { isAbsolute, normalize } from 'node:path';
 import { EGRESS_MOUNT, LABELS, MASKED_PATHS, WORKSPACE_DIR } from '../sandbox/container-spec';
+import { CA_MOUNT, SYSTEM_BUNDLE } from '../sandbox/egress-ca';
 import { FILES, GVISOR_NPROC_MAX, gvisorPidsCgroup } from '../sandbox/sandbox-budgets';
 import { seccompJson } from '../sandbox/seccomp-profile';
 import { slotOfAgentUid } from '../sandbox/uid-slots';
@@ -44,7 +45,7 @@ export interface CheckedCreate {
   /** The agent uid of the container's slot (its label, its name, PID 1's uid + 1). */
   agentUid: number;
   isolation: 'runc' | 'gvisor';
-  /** The bind source, to be checked on disk (a directory the gate made under the egress root). */
+  /** The bind source, to be checked on disk (a directory the gate made under the egress root, and its `ca/`). */
   egressDir?: string;
   /** The slot's pty volume, to be made or checked by the gate (runc). */
   ptyVolume?: string;
@@ -133,11 +134,26 @@ const ulimits: Spec<Record<string, { Soft: number; Hard: number }>> = (v, at) =>
   return out;
 };
 
-/** HostConfig.Binds: nothing, or one directory directly under the egress root, read-only at the egress mount. */
-function binds(p: GatePolicy): Spec<string | undefined> {
+/** What HostConfig.Binds may hold: the egress directory, then optionally the operator CA's files in it (egress-ca.ts). */
+export interface CheckedBinds {
+  egressDir: string;
+  /** 0: no CA; 1: its directory at CA_MOUNT; 2: that and its bundle over the image's system store. */
+  ca: 0 | 1 | 2;
+}
+
+/** The binds a sandbox with egress carries (container-spec.ts makes exactly these). */
+export function egressBinds(b: CheckedBinds): string[] {
+  return [`${b.egressDir}:${EGRESS_MOUNT}:ro`, `${b.egressDir}/ca:${CA_MOUNT}:ro`, `${b.egressDir}/ca/bundle.crt:${SYSTEM_BUNDLE}:ro`].slice(0, 1 + b.ca);
+}
+
+/**
+ * HostConfig.Binds: nothing, or one directory directly under the egress root, read-only at the egress
+ * mount, optionally followed by exactly the operator CA's two read-only binds from its `ca/`.
+ */
+function binds(p: GatePolicy): Spec<CheckedBinds | undefined> {
   const root = normalize(p.egressRoot).replace(/\/+$/, '');
   return (v, at) => {
-    const list = strList('binds-egress-only', { maxItems: 1, maxLen: 512 })(v, at) ?? [];
+    const list = strList('binds-egress-only', { maxItems: 3, maxLen: 512 })(v, at) ?? [];
     if (list.length === 0) return undefined;
     const parts = list[0]!.split(':');
     const [src, dst, mode] = parts;
@@ -145,7 +161,12 @@ function binds(p: GatePolicy): Spec<string | undefined> {
       refuse('binds-egress-only', `bind ${JSON.stringify(list[0]).slice(0, 200)} is not an egress directory the gate made under ${root}`);
     }
     if (dst !== EGRESS_MOUNT || mode !== 'ro') refuse('binds-egress-only', `the egress directory must be mounted read-only at ${EGRESS_MOUNT}`);
-    return src;
+    const checked: CheckedBinds = { egressDir: src, ca: (list.length - 1) as 0 | 1 | 2 };
+    const want = egressBinds({ egressDir: src, ca: 2 });
+    for (let i = 1; i < list.length; i++) {
+      if (list[i] !== want[i]) refuse('binds-egress-only', `bind ${i + 1} may only be ${JSON.stringify(want[i])} (the operator CA's files, read-only), got ${JSON.stringify(list[i]).slice(0, 200)}`);
+    }
+    return checked;
   };
 }
 
@@ -307,10 +328,11 @@ export function checkCreate(body: JValue, name: string | null, p: GatePolicy): C
   else delete h.Mounts;
   const ptyVolume = mounted.ptyVolume;
 
-  // The one bind: the egress directory its label names.
-  const egressDir = h.Binds as string | undefined;
+  // The binds: the egress directory its label names, and the operator CA's files in it.
+  const bound = h.Binds as CheckedBinds | undefined;
+  const egressDir = bound?.egressDir;
   if (labels[LABELS.egressDir] !== egressDir) refuse('binds-egress-only', `the bind must be the directory in the ${LABELS.egressDir} label`);
-  if (egressDir) h.Binds = [`${egressDir}:${EGRESS_MOUNT}:ro`];
+  if (bound) h.Binds = egressBinds(bound);
   else delete h.Binds;
 
   // Labels: this deployment's, the run's, the isolation class; the ownership tag is the gate's to set.

@@ -7,11 +7,12 @@
  * the sandbox's uid; a marker beside it (`<dir>.engine`) names the gate's engine and deployment, so the
  * gate removes only its own and sweeps those whose container is gone.
  */
-import { chmod, lstat, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, normalize } from 'node:path';
 import { engineMarkerOf } from '../sandbox/egress-dirs';
 import { ensureSecureDir, secureDirProblem } from '../sandbox/secure-dir';
 import { EGRESS_DIR_NAME } from './create-rules';
+import { CA_DIR, CA_FILES } from '../sandbox/egress-ca';
 import { refuse } from './shape';
 
 interface Marker {
@@ -40,13 +41,24 @@ export class EgressRoot {
     }
   }
 
-  /** A fresh directory for one run: 0771, the gate's group (the worker's proxy makes its socket in it). */
+  /**
+   * A fresh directory for one run: 01771, the gate's group (the worker's proxy makes its socket in it).
+   * In it the gate makes `ca/` (01775) with `operator.crt` and `bundle.crt` (0664), empty: the worker
+   * writes the operator CA's content (egress-ca.ts) but, the sticky bits set, cannot rename, remove
+   * or replace any of them (with a link, say), so the CA binds mount only the gate's own entries.
+   */
   async create(): Promise<string> {
     const problem = await secureDirProblem(this.root);
     if (problem) refuse('egress-root', `the egress root ${this.root} is not safe: ${problem}`);
     const dir = await mkdtemp(join(this.root, 'r-'));
     try {
-      await chmod(dir, 0o771);
+      await mkdir(join(dir, CA_DIR));
+      for (const f of CA_FILES) {
+        await writeFile(join(dir, CA_DIR, f), '', { flag: 'wx' });
+        await chmod(join(dir, CA_DIR, f), 0o664);
+      }
+      await chmod(join(dir, CA_DIR), 0o1775);
+      await chmod(dir, 0o1771);
       const marker: Marker = { gate: await this.o.engine(), queue: this.o.queue };
       await writeFile(engineMarkerOf(dir), JSON.stringify(marker), { mode: 0o644, flag: 'wx' });
     } catch (err) {
@@ -67,6 +79,15 @@ export class EgressRoot {
     const st = await lstat(dir).catch(() => undefined);
     if (!st) refuse('binds-egress-only', `the egress directory ${dir} does not exist`);
     if (st.isSymbolicLink() || !st.isDirectory()) refuse('binds-egress-only', `the egress directory ${dir} is ${st.isSymbolicLink() ? 'a symbolic link' : 'not a directory'}`);
+    // The operator CA's bind sources: the gate's own entries, none a link, none replaced (the directory
+    // itself may have been handed to the egress proxy's user by a root worker: egress-proxy-host.ts).
+    const gateUid = process.getuid?.() ?? st.uid;
+    for (const [path, dirWanted] of [[join(dir, CA_DIR), true], ...CA_FILES.map((f) => [join(dir, CA_DIR, f), false] as const)] as const) {
+      const e = await lstat(path).catch(() => undefined);
+      if (!e) continue;
+      const ok = !e.isSymbolicLink() && (dirWanted ? e.isDirectory() : e.isFile()) && e.uid === gateUid;
+      if (!ok) refuse('binds-egress-only', `${path} is not the ${dirWanted ? 'directory' : 'file'} the gate made (a link, another type or another owner)`);
+    }
   }
 
   /** Removes one of this deployment's directories by name; false when there is none. */

@@ -7,6 +7,7 @@
 import type http from 'node:http';
 import { posix } from 'node:path';
 import { HOME_DIR, LABELS, WORKSPACE_DIR } from '../sandbox/container-spec';
+import { SYSTEM_BUNDLE } from '../sandbox/egress-ca';
 import type { DockerGate } from './gate-server';
 import { send } from './gate-server';
 import { boolParam, checkExecStart, checkQuery, intParam, matchParam, Refusal, type GatePolicy, type QueryParam } from './rules';
@@ -53,10 +54,14 @@ interface Route {
 
 const qs = (q: URLSearchParams) => (q.size ? `?${q.toString()}` : '');
 
-/** Paths of a sandbox an archive read may name: the workspace, the agent's home, /tmp. */
+/**
+ * Paths of a sandbox an archive read may name: the workspace, the agent's home, /tmp, and the image's
+ * system CA bundle (one public file, which the worker reads to add the operator's CA: egress-ca.ts).
+ */
 const ARCHIVE_ROOTS = [WORKSPACE_DIR, HOME_DIR, '/tmp'];
 const archivePath: QueryParam = (v, n) => {
   if (v.length > 4096 || !v.startsWith('/') || v.includes('\0') || posix.normalize(v) !== v.replace(/(.)\/$/, '$1')) refuse(`${n} must be a normalised absolute path`);
+  if (v === SYSTEM_BUNDLE) return v;
   const p = posix.normalize(v);
   if (!ARCHIVE_ROOTS.some((r) => p === r || p.startsWith(`${r}/`))) refuse(`${n} must lie under ${ARCHIVE_ROOTS.join(', ')}`);
   return v;

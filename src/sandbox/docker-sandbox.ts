@@ -25,7 +25,7 @@ import { agentUser, containerSpec, HOME_DIR, sandboxEnv, WORKSPACE_DIR } from '.
 import { ContainerWatch, describeDeath } from './container-watch';
 import { toSandboxError } from './docker-error';
 import { startEgressProxy, type EgressProxyHandle } from './egress-proxy-host';
-import { SandboxTrust } from './egress-ca';
+import { CA_DIR, SandboxTrust } from './egress-ca';
 import { egressSiteOf, type EgressSiteConfig } from '../config';
 import type { EgressTestHooks } from './egress-test-hooks';
 import { EXIT_SIGKILL, runExec, type ExecOutcome } from './exec';
@@ -216,7 +216,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         cleanup.push(() => this.egressDirs.remove(dir));
         if (this.trust) {
           // The operator's CA files, root-owned and read-only, before the proxy (which owns the directory) starts.
-          await mkdir(join(dir, 'ca'), { mode: 0o755 });
+          await mkdir(join(dir, CA_DIR), { recursive: true, mode: 0o755 }); // the gate made it already (egress-root.ts)
           const known = await this.trust.lookup(req.image ?? this.config.CORRAL_SANDBOX_IMAGE);
           trustImage = known.id;
           if (known.bundle !== undefined) await this.trust.write(join(dir, 'ca'), known.bundle);
@@ -283,7 +283,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         const c = container;
         const s = slot;
         cleanup.push(() => this.engine.remove(c, s));
-        if (trustPending && egressDir !== undefined) await this.trust!.write(join(egressDir, 'ca'), await this.trust!.learn(trustImage, container));
+        if (trustPending && egressDir !== undefined) await this.trust!.write(join(egressDir, CA_DIR), await this.trust!.learn(trustImage, container));
         try {
           await container.start();
         } catch (err) {

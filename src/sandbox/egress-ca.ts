@@ -1,7 +1,9 @@
 /**
  * The operator's CA bundle (CORRAL_EGRESS_CA_FILE) in every sandbox with egress, installed by the
- * worker, read-only for the agent. Per run the worker writes two files into a directory of its own
- * (root-owned, 0444) that is bind-mounted read-only at /etc/corral/ca:
+ * worker, read-only for the agent. Per run the worker writes two files into the egress directory's
+ * `ca/`, bind-mounted read-only at /etc/corral/ca. Without a gate the worker makes them (its own,
+ * 0444); with a docker gate the gate made `ca/` and both files (its own, the sticky bits set: the
+ * worker fills them but cannot replace them; egress-root.ts), and checks them before each mount:
  *   operator.crt — the operator's certificates (NODE_EXTRA_CA_CERTS: Node adds them to its roots);
  *   bundle.crt   — the image's system bundle followed by the operator's certificates.
  * bundle.crt is also bind-mounted over the image's /etc/ssl/certs/ca-certificates.crt (the system
@@ -20,6 +22,9 @@ import type Docker from 'dockerode';
 import * as tar from 'tar-stream';
 
 export const CA_MOUNT = '/etc/corral/ca';
+/** The directory in a run's egress directory that holds the files (bound at CA_MOUNT). */
+export const CA_DIR = 'ca';
+export const CA_FILES = ['operator.crt', 'bundle.crt'] as const;
 export const SYSTEM_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
 const MAX_BUNDLE_BYTES = 8 * 1024 * 1024;
 
@@ -61,6 +66,7 @@ export class SandboxTrust {
   /** Writes operator.crt and bundle.crt (the image's bundle, then the operator's) into `dir`, read-only. */
   async write(dir: string, system: Buffer | null): Promise<void> {
     const sys = system ? system.toString('utf8') : '';
+    // Files the gate made are filled as they are (the mode applies only to a file made here).
     await writeFile(join(dir, 'operator.crt'), this.operatorPem, { mode: 0o444 });
     await writeFile(join(dir, 'bundle.crt'), `${sys}${sys && !sys.endsWith('\n') ? '\n' : ''}${this.operatorPem}`, { mode: 0o444 });
   }

@@ -7,7 +7,8 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
@@ -17,6 +18,7 @@ import { gateReadyCheck } from '../../src/docker-gate/readiness';
 import { containerSpec } from '../../src/sandbox/container-spec';
 import { DockerSandboxProvider } from '../../src/sandbox';
 import { egressTestHooks } from '../../src/sandbox/egress-test-hooks';
+import { GateEgressDirs } from '../../src/sandbox/egress-dirs';
 import { uidSlot } from '../../src/sandbox/uid-slots';
 import { createRequest } from '../../src/sandbox/sandbox-engine';
 import { instanceLabels, sandboxTestEnv } from '../support/sandbox-env';
@@ -159,7 +161,7 @@ describe('create bodies one rule away from the sandbox spec', () => {
       ['the CA file over another system file', (ed: string) => [`${ed}:/run/corral:ro`, `${ed}/ca:/etc/corral/ca:ro`, `${ed}/ca/bundle.crt:/etc/passwd:ro`]],
       ['a fourth bind', (ed: string) => [`${ed}:/run/corral:ro`, `${ed}/ca:/etc/corral/ca:ro`, `${ed}/ca/bundle.crt:/etc/ssl/certs/ca-certificates.crt:ro`, '/:/host:ro']],
     ] as const).map(([what, binds]): [string, (s: Docker.ContainerCreateOptions) => void, string] => [what, (s) => {
-      const ed = `${join(dir, 'egress')}/r-ca`;
+      const ed = `${join(dir, 'egress')}/r-catest01`; // a name the gate could have made: the CA rule itself refuses
       s.Labels!['corral.egress-dir'] = ed;
       s.HostConfig!.Binds = [...binds(ed)];
     }, 'binds-egress-only']),
@@ -267,4 +269,66 @@ test('a sandbox with egress (its socket directory bind-mounted) is created throu
   } finally {
     await sb.dispose();
   }
+});
+
+describe('the operator CA through the gate (CORRAL_EGRESS_CA_FILE)', () => {
+  let pem: string;
+  let caConfig: ReturnType<typeof loadConfig>;
+  beforeAll(() => {
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'ca.key'), '-out', join(dir, 'ca.pem'), '-days', '2', '-subj', '/CN=corral gate test CA'], { stdio: 'pipe' });
+    caConfig = loadConfig({ ...sandboxTestEnv(), CORRAL_QUEUE: QUEUE, CORRAL_SANDBOX_UID_BASE: String(base), CORRAL_SANDBOX_SLOTS: '4', CORRAL_EGRESS_CA_FILE: join(dir, 'ca.pem') });
+  });
+  beforeAll(async () => {
+    pem = await readFile(join(dir, 'ca.pem'), 'utf8');
+  });
+
+  test('sandboxes get the gate-made CA files, read-only, and the second one the system store too', async () => {
+    const docker = new Docker({ socketPath: sock });
+    const provider = new DockerSandboxProvider({ docker, config: caConfig, egressRoot: join(dir, 'egress'), egressTestHooks: egressTestHooks({ dnsServers: ['127.0.0.1:9'], exempt: [] }) });
+    for (const round of [1, 2]) {
+      const sb = await provider.acquire({
+        runId: `run_gate_ca_${round}_${randomBytes(4).toString('hex')}`, workerId: 'gate-test', deadline: new Date(Date.now() + 90_000), files: {},
+        limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, egressAllow: ['example.test'],
+      });
+      try {
+        const op = await sb.exec({ argv: ['cat', '/etc/corral/ca/operator.crt'], timeoutMs: 10_000 });
+        expect(op).toMatchObject({ exitCode: 0, stdout: pem });
+        const w = await sb.exec({ argv: ['sh', '-c', 'echo x >> /etc/corral/ca/bundle.crt || echo refused; rm -f /etc/corral/ca/operator.crt || echo refused'], timeoutMs: 10_000 });
+        expect(w.stdout).toBe('refused\nrefused\n');
+        const sys = await sb.exec({ argv: ['sh', '-c', 'grep -c " /etc/ssl/certs/ca-certificates.crt " /proc/mounts; grep -c "BEGIN CERTIFICATE" /etc/ssl/certs/ca-certificates.crt'], timeoutMs: 10_000 });
+        // the first sandbox of the image is where its system bundle is read; later ones have it covered
+        const [mounted, certs] = sys.stdout.trim().split('\n').map(Number);
+        expect(mounted).toBe(round === 1 ? 0 : 1);
+        if (round === 2) expect(certs).toBeGreaterThan(1);
+        const ed = (await engine.getContainer(sb.id).inspect()).Config.Labels['corral.egress-dir']!;
+        const [d, c, f] = await Promise.all([lstat(ed), lstat(join(ed, 'ca')), lstat(join(ed, 'ca', 'bundle.crt'))]);
+        // sticky: the worker fills the gate's files but cannot rename or replace them
+        expect([d.mode & 0o7777, c.mode & 0o7777, f.mode & 0o7777]).toEqual([0o1771, 0o1775, 0o664]);
+        expect(c.uid).toBe(process.getuid!());
+        expect(f.uid).toBe(process.getuid!());
+      } finally {
+        await sb.dispose();
+      }
+    }
+  });
+
+  test.each([
+    ['ca/ replaced by a link to /etc', async (ed: string) => { await rm(join(ed, 'ca'), { recursive: true }); await symlink('/etc', join(ed, 'ca')); }],
+    ['bundle.crt replaced by a link to /etc/shadow', async (ed: string) => { await rm(join(ed, 'ca', 'bundle.crt')); await symlink('/etc/shadow', join(ed, 'ca', 'bundle.crt')); }],
+    ['bundle.crt replaced by a directory', async (ed: string) => { await rm(join(ed, 'ca', 'bundle.crt')); await mkdir(join(ed, 'ca', 'bundle.crt')); }],
+  ])('a gate-made directory whose %s is refused at create', async (_n, plant) => {
+    const dirs = new GateEgressDirs(sock);
+    const ed = await dirs.create();
+    try {
+      await plant(ed);
+      const s = containerSpec({
+        runId: 'run_gate_ca_link', workerId: 'w', queue: QUEUE, instance: config.CORRAL_INSTANCE, deadline: new Date(Date.now() + 60_000), now: new Date(),
+        limits: { memoryMb: 64, cpus: 0.5, pids: 32, workspaceMb: 8 }, image, isolation: 'runc', gvisorRuntime: config.CORRAL_GVISOR_RUNTIME,
+        slot: uidSlot({ base, slots: 4 }, 2), egressDir: ed, trust: { system: true },
+      });
+      await expect(new Docker({ socketPath: sock }).createContainer(createRequest(s))).rejects.toMatchObject({ statusCode: 403, message: expect.stringContaining('rule binds-egress-only') });
+    } finally {
+      await dirs.remove(ed);
+    }
+  });
 });
