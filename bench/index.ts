@@ -34,7 +34,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import { RedisConnections } from '../src/queue/redis-connections';
 import { startFakeDecisionsServer } from '../test/support/fake-decisions-server';
 import { loadAgent } from '../test/support/load-agent';
 import { startRssSampler } from '../test/support/load-rss';
@@ -213,7 +213,7 @@ async function main(): Promise<void> {
   const agent = loadAgent();
   const model = await startFakeDecisionsServer({ chat: agent });
   const rss = startRssSampler(100);
-  const redis = new Redis(redisBox.url, { maxRetriesPerRequest: null });
+  const redis = new RedisConnections(redisBox.url).open('commands', 'bench');
   try {
     note('stage 2/5: enqueue → start (bare BullMQ)');
     const bare = await benchBareBullmq(redis, envInt('BENCH_BARE_SAMPLES', 200));

@@ -7,7 +7,7 @@
  */
 import { Queue } from 'bullmq';
 import Docker from 'dockerode';
-import { Redis } from 'ioredis';
+import { RedisConnections } from '../src/queue/redis-connections';
 import { loadTask } from '../test/support/load-agent';
 import { auditRedis, auditRuns, containersOfQueue, summariseRedis, waitFinished } from '../test/support/load-audit';
 import type { RssSampler } from '../test/support/load-rss';
@@ -46,7 +46,7 @@ export async function benchLoadBurst(o: {
     // One tenant submits the whole burst: lift its quotas (10 active runs, 60 submits/min by default).
     env: { CORRAL_TENANT_MAX_ACTIVE_RUNS: '100000', CORRAL_TENANT_SUBMITS_PER_MIN: '100000' },
   });
-  const redis = new Redis(o.redisUrl, { maxRetriesPerRequest: null });
+  const redis = new RedisConnections(o.redisUrl).open('commands', 'bench-load');
   const qConn = redis.duplicate({ maxRetriesPerRequest: null });
   const queue = new Queue(stack.queue, { connection: qConn });
   const workerExit: Record<string, string> = {};

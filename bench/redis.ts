@@ -4,7 +4,8 @@
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { Redis } from 'ioredis';
+import { redisUrlWithDb } from '../src/domain/redis-url';
+import { RedisConnections } from '../src/queue/redis-connections';
 import { sleep } from './stats';
 
 const run = promisify(execFile);
@@ -18,11 +19,7 @@ export interface BenchRedis {
 }
 
 export async function benchRedis(image = process.env.CORRAL_REDIS_IMAGE ?? 'corral/redis:7'): Promise<BenchRedis> {
-  const db = (base: string) => (n: number) => {
-    const u = new URL(base);
-    u.pathname = `/${n}`;
-    return u.toString();
-  };
+  const db = (base: string) => (n: number) => redisUrlWithDb(base, n);
   if (process.env.REDIS_URL) return { url: process.env.REDIS_URL, db: db(process.env.REDIS_URL), ownContainer: false, close: async () => undefined };
   const { stdout } = await run('docker', ['run', '-d', '--rm', '--label', 'corral.bench=redis', '-p', '127.0.0.1::6379', image]);
   const id = stdout.trim();
@@ -32,21 +29,21 @@ export async function benchRedis(image = process.env.CORRAL_REDIS_IMAGE ?? 'corr
   try {
     const port = (await run('docker', ['port', id, '6379/tcp'])).stdout.trim().split('\n')[0]!.split(':').pop();
     const url = `redis://127.0.0.1:${port}`;
-    const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
-    probe.on('error', () => undefined);
+    const conns = new RedisConnections(url);
     const end = Date.now() + 15_000;
     for (;;) {
+      const probe = conns.open('api', 'bench-probe', { lazy: true });
+      probe.on('error', () => undefined);
       try {
-        if (probe.status !== 'ready') await probe.connect();
-        await probe.ping();
+        await conns.connect(probe, 2000);
         break;
       } catch (err) {
         if (Date.now() > end) throw err;
-        probe.disconnect();
         await sleep(100);
+      } finally {
+        probe.disconnect();
       }
     }
-    probe.disconnect();
     return { url, db: db(url), ownContainer: true, close };
   } catch (err) {
     await close();

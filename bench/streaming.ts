@@ -10,7 +10,7 @@
  *          deltas and Redis writes per turn (coalescing), BENCH_STREAM_PACED_TURNS turns.
  */
 import OpenAI from 'openai';
-import { Redis } from 'ioredis';
+import { RedisConnections } from '../src/queue/redis-connections';
 import type { LiveDelta } from '../src/domain/events';
 import { OpenAIModel } from '../src/llm/openai-model';
 import { RedisRunStore } from '../src/queue/redis-run-store';
@@ -43,7 +43,7 @@ export async function benchStreaming(o: { redisUrl: string }): Promise<Streaming
   const plain = new OpenAIModel(client, 'bench-model');
   const streamed = new OpenAIModel(client, 'bench-model', { stream: true });
   const req = { messages: [{ role: 'user' as const, content: 'go' }], tools: [] };
-  const redis = new Redis(o.redisUrl, { maxRetriesPerRequest: null });
+  const redis = new RedisConnections(o.redisUrl).open('commands', 'bench-streaming');
   try {
     const once = async (m: OpenAIModel, onDelta?: () => void) => {
       const cpu = process.cpuUsage();

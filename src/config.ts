@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { describeZodIssues, InvalidInputError } from './domain/errors';
 import type { IsolationClass } from './domain/sandbox';
 import { parseArtifactsUrl } from './artifacts/artifacts-url';
+import { parseRedisUrl } from './domain/redis-url';
 import { ROUTING_RULES, type RoutingRule } from './domain/run-spec';
 import { NO_SITE, parseInternalHosts, parseNoProxy, parseUpstreamProxy, type EgressSite, type InternalHost } from './domain/egress-site';
 import { readFileSync } from 'node:fs';
@@ -39,8 +40,29 @@ const keyValues = z.string().transform((s, ctx) => {
 });
 
 export const ConfigSchema = z.object({
-  /** Redis for the queue, run state and event streams. */
+  /**
+   * Redis for the queue, run state and event streams: redis[s]://[USER:PASSWORD@]HOST[:PORT][/DB], or
+   * Sentinel: redis[s]+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]/MASTER_NAME[?db=N&…]
+   * (src/domain/redis-url.ts lists the options). Checked at start-up; never logged with its passwords.
+   */
   REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
+  /**
+   * The writes that matter — a run's record and job before the API answers 201, a worker's claim of a
+   * run before it starts, a run's end — are confirmed by this many replicas (Redis WAIT) before corral
+   * relies on them, so a failover cannot take back what corral said happened. Default: 1 with a
+   * Sentinel REDIS_URL, 0 (no WAIT) with one Redis.
+   */
+  CORRAL_REDIS_DURABLE_REPLICAS: z.coerce.number().int().min(0).max(16).optional(),
+  /** How long one WAIT for those replicas may take (ms); the API answers 503 when they do not confirm in time. */
+  CORRAL_REDIS_DURABLE_TIMEOUT_MS: int(1000),
+  /**
+   * How long a worker keeps retrying a claim or an end that no replica confirmed (seconds; a failover
+   * with no replica left lasts until one is back). Past it the worker goes on with the primary's word
+   * and logs it.
+   */
+  CORRAL_REDIS_DURABLE_WAIT_S: int(60),
+  /** The API's bound on one Redis command (ms): a primary that hangs (paused, partitioned) is a 503, not a hung request. */
+  CORRAL_REDIS_COMMAND_TIMEOUT_MS: int(5000),
   /** BullMQ queue name. */
   CORRAL_QUEUE: z.string().regex(/^[A-Za-z0-9_-]+$/).default('runs'),
   /** Where run logs, reports and artifacts are written. */
@@ -400,7 +422,11 @@ export const ConfigSchema = z.object({
   CORRAL_MCP_MAX_ARGS_KB: int(64),
   /** Compact a run's conversation (the model summarises its middle) when it passes this many estimated tokens. */
   CORRAL_COMPACT_AT_TOKENS: int(60_000),
-  /** A worker's lock on a running job; a job whose lock lapses (its worker died) is stalled. */
+  /**
+   * A worker's lock on a running job; a job whose lock lapses (its worker died) is stalled. BullMQ
+   * renews it every quarter to half of this, so a Redis outage or failover of up to half of it costs
+   * no run: keep it above twice the longest failover (README "Redis that fails over").
+   */
   CORRAL_JOB_LOCK_MS: int(30_000),
   /** A run whose worker finds the Docker engine down waits and is tried again this many times (backoff doubling)… */
   CORRAL_DOCKER_RETRIES: z.coerce.number().int().min(0).default(6),
@@ -592,6 +618,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (c[k] === 'grpc' && (k === 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' || c.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL === undefined)) {
       throw new InvalidInputError(`configuration: ${k}=grpc: corral exports traces over OTLP/HTTP only; use http/protobuf (the default) or http/json, and the collector's HTTP port (4318)`, k);
     }
+  }
+  try {
+    parseRedisUrl(c.REDIS_URL);
+  } catch (err) {
+    throw new InvalidInputError(`configuration: ${(err as Error).message}`, 'REDIS_URL');
+  }
+  if (c.CORRAL_REDIS_DURABLE_TIMEOUT_MS >= c.CORRAL_REDIS_COMMAND_TIMEOUT_MS) {
+    throw new InvalidInputError(`configuration: CORRAL_REDIS_DURABLE_TIMEOUT_MS (${c.CORRAL_REDIS_DURABLE_TIMEOUT_MS}) must be below CORRAL_REDIS_COMMAND_TIMEOUT_MS (${c.CORRAL_REDIS_COMMAND_TIMEOUT_MS}): the API's WAIT would time out as a command first`, 'CORRAL_REDIS_DURABLE_TIMEOUT_MS');
   }
   if ((c.CORRAL_WEB_SEARCH === undefined) !== (c.CORRAL_WEB_SEARCH_URL === undefined)) {
     throw new InvalidInputError('configuration: CORRAL_WEB_SEARCH and CORRAL_WEB_SEARCH_URL go together: set both (web_search) or neither', 'CORRAL_WEB_SEARCH');

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { FlowProducer } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import type { FastifyInstance } from 'fastify';
 import { SHUTDOWN_CLEANUP_MS, tracingSettings, type Config } from './config';
@@ -43,6 +43,8 @@ import { RedisRunStore } from './queue/redis-run-store';
 import { startHealthFile } from './worker/health-file';
 import { HeldSlots } from './queue/held-slots';
 import { RedisUploadQuota, uploadCaps } from './queue/upload-quota';
+import { RedisConnections } from './queue/redis-connections';
+import type { DurabilityPolicy } from './queue/durability';
 import { WorkspaceUploads } from './workspaces/workspace-uploads';
 import { artifactStoreFor, type ArtifactStore } from './artifacts';
 import { readStored } from './artifacts/artifact-store';
@@ -139,8 +141,18 @@ function withReplays(config: Config, modelFor: (spec: RunSpec) => Model, artifac
   };
 }
 
-/** A Redis that may evict keys under memory pressure can silently drop queued jobs: refuse it. */
-async function checkRedisPolicy(redis: Redis, url: string, log: WorkerLog): Promise<void> {
+/**
+ * A Redis that may evict keys under memory pressure can silently drop queued jobs: refuse it. And when
+ * writes that matter wait for replicas, say so at once if the primary has fewer than that.
+ */
+async function checkRedisPolicy(redis: Redis, url: string, log: WorkerLog, durable: DurabilityPolicy): Promise<void> {
+  if (durable.replicas > 0) {
+    const info = await redis.info('replication').catch(() => '');
+    const connected = Number(/connected_slaves:(\d+)/.exec(info)?.[1] ?? NaN);
+    if (connected < durable.replicas) {
+      log('the Redis primary has fewer replicas than CORRAL_REDIS_DURABLE_REPLICAS: new runs are refused (503) and workers wait before starting or ending a run until enough replicas are back', { level: 'warn', replicas: connected, wanted: durable.replicas });
+    }
+  }
   let policy: string | undefined;
   try {
     const r = (await redis.config('GET', 'maxmemory-policy')) as string[];
@@ -249,21 +261,36 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
   const artifacts = artifactStoreFor(config);
   onClose('artifact store', () => artifacts.close());
   if (artifacts.kind !== 'local') log('run files and uploads go to an object store', { artifacts: artifacts.description });
-  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, lazyConnect: true });
-  onClose('redis', () => quitRedis(redis));
+  // Every Redis connection of this process comes from here (one REDIS_URL: one Redis, or Sentinel).
+  let conns: RedisConnections;
   try {
-    await redis.connect();
+    conns = new RedisConnections(config.REDIS_URL, { commandTimeoutMs: config.CORRAL_REDIS_COMMAND_TIMEOUT_MS });
   } catch (err) {
     await close();
-    throw new StoreUnavailableError(`cannot reach Redis at ${config.REDIS_URL} (REDIS_URL): ${(err as Error).message}`, { cause: err });
+    throw err;
   }
+  const durability: DurabilityPolicy = {
+    replicas: config.CORRAL_REDIS_DURABLE_REPLICAS ?? (conns.sentinel ? 1 : 0), timeoutMs: config.CORRAL_REDIS_DURABLE_TIMEOUT_MS,
+  };
+  const redis = conns.open('commands', 'main', { lazy: true });
+  onClose('redis', () => quitRedis(redis));
   redis.on('error', (err) => log('redis error', { error: err.message }));
-  await checkRedisPolicy(redis, config.REDIS_URL, log).catch(async (err: unknown) => {
+  let primary: string;
+  try {
+    primary = await conns.connect(redis, 15_000);
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  if (conns.sentinel) log('Redis via Sentinel', { redis: conns.description, primary, durableReplicas: durability.replicas });
+  await checkRedisPolicy(redis, conns.redactedUrl, log, durability).catch(async (err: unknown) => {
     await close();
     throw err;
   });
+  // Blocking readers (a live view's XREAD BLOCK, an approval's BLPOP) each get a connection of their own.
+  const blocking = (what: 'stream' | 'answer') => conns.open('blocking', what === 'stream' ? 'live-feed' : 'approval-waiter', { failFast: what === 'stream' });
   // The stream's cap leaves room for a run's live deltas beside every event its log may keep.
-  const store = new RedisRunStore(redis, undefined, config.CORRAL_LOG_MAX_EVENTS + 16 + config.CORRAL_STREAM_MAX_DELTAS);
+  const store = new RedisRunStore(redis, undefined, config.CORRAL_LOG_MAX_EVENTS + 16 + config.CORRAL_STREAM_MAX_DELTAS, { durability, blocking });
   const tree = new RunTree(redis);
   const metrics = new RunMetrics(redis);
   // Traces (OTEL_* settings; off without an endpoint): one tracer for this process, its export counts into /metrics.
@@ -305,11 +332,11 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       const docker = createDockerClient(config);
       const sandboxes = createSandboxProvider(config, { docker, log, ...(extras.egressTestHooks ? { egressTestHooks: extras.egressTestHooks } : {}) });
       dockerPing = () => docker.ping();
-      const subscriber = redis.duplicate();
+      const subscriber = conns.open('subscriber', 'cancel-subscriber');
       onClose('redis subscriber', () => quitRedis(subscriber));
-      const workerConn = redis.duplicate({ maxRetriesPerRequest: null });
+      const workerConn = conns.open('commands', 'worker');
       onClose('worker redis', () => quitRedis(workerConn));
-      const flowConn = redis.duplicate({ maxRetriesPerRequest: null });
+      const flowConn = conns.open('commands', 'flow');
       onClose('flow redis', () => quitRedis(flowConn));
       const flow = new FlowProducer({ connection: flowConn });
       onClose('flow producer', () => flow.close());
@@ -413,17 +440,18 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     if (roles.api) {
       group = 'api';
       // The API fails fast while Redis is away (503), instead of holding requests in an offline queue.
-      const apiRedis = redis.duplicate({ maxRetriesPerRequest: 1, enableOfflineQueue: false });
+      // The run store and the queue share this one connection: a submission's record and job are then
+      // confirmed by one WAIT (queue/durability.ts) before the API answers 201.
+      const apiRedis = conns.open('api', 'api', { lazy: true });
       apiRedis.on('error', () => undefined); // reported by the main connection's handler
       onClose('api redis', () => quitRedis(apiRedis));
       await apiRedis.connect().catch(() => undefined);
-      const apiStore = new RedisRunStore(apiRedis);
+      const apiStore = new RedisRunStore(apiRedis, undefined, undefined, { durability, blocking });
       const held = new HeldSlots(apiRedis, capsPrefix(config));
       onClose('held slots', async () => held.close());
-      const queueConn = redis.duplicate({ maxRetriesPerRequest: 1, enableOfflineQueue: false });
-      queueConn.on('error', () => undefined);
-      onClose('queue redis', () => quitRedis(queueConn));
+      const queueConn = apiRedis;
       const queue = createRunQueue(config.CORRAL_QUEUE, queueConn);
+      queue.on('error', () => undefined); // a connection error: the request that met it answers 503, the main connection logs it
       onClose('queue', () => queue.close());
       if (auth.enabled) log('API auth on: bearer tokens required', { tenants: auth.tenants() });
       else log('WARNING: API AUTH IS OFF (neither CORRAL_API_TOKENS nor CORRAL_API_TOKENS_FILE is set): anyone who reaches the API can submit and read runs; every request is tenant "default"', { level: 'warn' });
@@ -453,7 +481,7 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
       onClose('live event feed', () => apiStore.closeLive());
       // Every API process fires schedules (BullMQ gives each firing to one of them).
       // BullMQ does not close a connection it was given: this one is quit after the runner has closed.
-      const runnerConn = redis.duplicate();
+      const runnerConn = conns.open('commands', 'schedule-runner');
       onClose('schedule runner redis', () => quitRedis(runnerConn));
       const runner = startScheduleRunner(apiDeps, runnerConn, (msg, fields) => log(msg, fields));
       onClose('schedule runner', () => runner.close());

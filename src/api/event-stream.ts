@@ -31,7 +31,19 @@ export type StreamEnd = 'finished' | 'client_gone' | 'slow_reader';
 
 const HISTORY_PAGE = 100;
 
-export async function streamEvents(res: ServerResponse, store: RunStore, feed: LiveFeed, runId: string, after: string, o: StreamOptions): Promise<StreamEnd> {
+type HistoryRow = Awaited<ReturnType<RunStore['readEvents']>>[number];
+
+/**
+ * The stream's first page, read before the caller commits to a 200 (and hijacks the reply): a Redis
+ * that is away or failing over is then a 503 with Retry-After that a client waits out, not a stream
+ * that ends as soon as it opened.
+ */
+export function firstPage(store: RunStore, runId: string, after: string): Promise<HistoryRow[]> {
+  return store.readEvents(runId, after, HISTORY_PAGE);
+}
+
+export async function streamEvents(res: ServerResponse, store: RunStore, feed: LiveFeed, runId: string, after: string, o: StreamOptions & { first?: HistoryRow[] }): Promise<StreamEnd> {
+  let first = o.first;
   const maxBuffered = o.maxBufferedBytes ?? 64 * 1024;
   const slowMs = o.slowReaderMs ?? 30_000;
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
@@ -75,7 +87,8 @@ export async function streamEvents(res: ServerResponse, store: RunStore, feed: L
   try {
     // History first (events only, one page at a time) …
     for (;;) {
-      const rows = await store.readEvents(runId, cursor, HISTORY_PAGE);
+      const rows = first ?? (await store.readEvents(runId, cursor, HISTORY_PAGE));
+      first = undefined;
       for (const r of rows) {
         if (!(await send(`id: ${r.id}\nevent: ${r.event.type}\ndata: ${JSON.stringify(r.event)}\n\n`))) return end ?? 'client_gone';
         cursor = r.id;

@@ -12,7 +12,7 @@ import { CorralError, InvalidInputError, NotFoundError } from '../domain/errors'
 import { RunSpec } from '../domain/run-spec';
 import type { RunView } from '../queue/run-store';
 import type { ApiDeps } from './api-deps';
-import { streamEvents } from './event-stream';
+import { firstPage, streamEvents } from './event-stream';
 import { limitReached, parseInput } from './http-errors';
 import { failSubmitTrace, startSubmitTrace, traceUrl } from './submit-trace';
 import { route, type RouteDoc } from './openapi';
@@ -148,10 +148,17 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
         global: deps.config.CORRAL_API_MAX_STREAMS, globalVar: 'CORRAL_API_MAX_STREAMS', retryAfterS: STREAM_RETRY_S,
       });
       if (!slot.ok) throw limitReached(slot);
+      let first;
+      try {
+        first = await firstPage(deps.store, id, after);
+      } catch (err) {
+        await slot.release().catch(() => undefined);
+        throw err;
+      }
       reply.hijack();
       try {
         await streamEvents(reply.raw, deps.store, deps.store.liveFeed(), id, after, {
-          pollMs: deps.ssePollMs ?? 5000, heartbeatMs: deps.sseHeartbeatMs ?? 15_000,
+          first, pollMs: deps.ssePollMs ?? 5000, heartbeatMs: deps.sseHeartbeatMs ?? 15_000,
           ...(deps.sseMaxBufferedBytes !== undefined ? { maxBufferedBytes: deps.sseMaxBufferedBytes } : {}),
           ...(deps.sseSlowReaderMs !== undefined ? { slowReaderMs: deps.sseSlowReaderMs } : {}),
         });

@@ -8,6 +8,7 @@ import type { Queue } from 'bullmq';
 import type { Config } from '../config';
 import type { Environment } from '../domain/environment';
 import { CorralError, InvalidInputError, codeOf } from '../domain/errors';
+import { NotDurableError } from '../queue/durability';
 import { admitSpec, type AdmissionContext, type Admitted, type UploadLookup } from '../domain/admit-spec';
 import { RunSpec } from '../domain/run-spec';
 import { hashJson, type IdempotencyStore } from '../queue/idempotency';
@@ -92,13 +93,19 @@ export async function submitRun(deps: SubmitDeps, tenant: string, spec: RunSpec,
     }
     if (r.kind === 'existing') {
       const run = await deps.store.get(r.runId);
-      return { status: 200, body: { id: r.runId, status: run?.status ?? 'queued', links: runLinks(r.runId), idempotentReplay: true } };
+      if (run) return { status: 200, body: { id: r.runId, status: run.status, links: runLinks(r.runId), idempotentReplay: true } };
+      // The key outlived its run: the earlier request was answered 503 (not confirmed by a replica) and a
+      // failover then lost the run. It is made now, under the id the key names.
+      await createRun(deps, tenant, r.runId, spec);
+      return { status: 201, body: { id: r.runId, status: 'queued', links: runLinks(r.runId) } };
     }
   }
   try {
     await createRun(deps, tenant, id, spec, trace);
   } catch (err) {
-    if (idempotencyKey !== undefined) await deps.idempotency.release(tenant, idempotencyKey, id);
+    // Not confirmed by a replica: the run may exist (or appear once a replica has it), so the key keeps
+    // naming it — a retry with the same key returns it, or makes it if a failover lost it.
+    if (idempotencyKey !== undefined && !(err instanceof NotDurableError)) await deps.idempotency.release(tenant, idempotencyKey, id);
     throw err;
   }
   return { status: 201, body: { id, status: 'queued', links: runLinks(id), ...(trace?.traceId ? { traceId: trace.traceId } : {}) } };
@@ -118,18 +125,23 @@ export async function createRun(deps: SubmitDeps, tenant: string, id: string, sp
     await deps.quota.returnSubmit(tenant, id);
     throw tooMany(active);
   }
+  // The record and the job, confirmed by the replicas (CORRAL_REDIS_DURABLE_REPLICAS) before the 201:
+  // the store and the queue share the API's connection, so one WAIT covers both.
+  let created = false;
   try {
-    await deps.store.create(id, spec, new Date(now), tenant);
-    if (trace?.traceId) await deps.store.update(id, { traceId: trace.traceId });
+    await deps.store.durable(async () => {
+      await deps.store.create(id, spec, new Date(now), tenant);
+      created = true;
+      if (trace?.traceId) await deps.store.update(id, { traceId: trace.traceId });
+      await enqueueRun(deps.queue, id, spec, tenant, trace?.traceparent);
+    });
   } catch (err) {
+    if (err instanceof NotDurableError) {
+      // Unconfirmed, the run may still exist: its active slot stays claimed (pruned once it has ended).
+      throw new NotDurableError(`the run was written but Redis could not confirm it is safe from a failover (${err.message}); try again shortly — with the same Idempotency-Key you get this run if it exists, or it is made`, err.result, { cause: err });
+    }
     await deps.quota.releaseActive(tenant, id);
-    throw err;
-  }
-  try {
-    await enqueueRun(deps.queue, id, spec, tenant, trace?.traceparent);
-  } catch (err) {
-    await deps.quota.releaseActive(tenant, id);
-    await endUnqueued(deps, id, err);
+    if (created) await endUnqueued(deps, id, err);
     throw err;
   }
 }

@@ -28,6 +28,8 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: string,
     readonly field?: string,
+    /** The answer's Retry-After (seconds), when it had one. */
+    readonly retryAfterS?: number,
   ) {
     super(message);
   }
@@ -51,9 +53,15 @@ export interface FollowOptions {
   retryMs?: number;
   /** Receives the live deltas of a streaming model answer (not part of the run's history). */
   onDelta?: (d: LiveDelta) => void;
+  /**
+   * How long to keep reconnecting without receiving anything (ms): a dropped connection, an API that
+   * restarts, or a 503 while its Redis fails over. Default 60 s.
+   */
+  reconnectForMs?: number;
 }
 
-const MAX_RECONNECTS = 5;
+/** Answers worth waiting out: the API is up but its Redis is away or failing over, or a proxy in front of it is. */
+const TRANSIENT = new Set([502, 503, 504]);
 
 function reasonOf(err: unknown): string {
   const e = err as Error & { cause?: Error & { code?: string } };
@@ -123,7 +131,8 @@ export class ApiClient {
     }
     const said = e?.message ?? (text.trim().replace(/\s+/g, ' ').slice(0, 200) || res.statusText);
     const msg = `${said} (HTTP ${res.status}${e?.code ? ` ${e.code}` : ''} from ${this.baseUrl})${hintFor(res.status, res.headers.get('retry-after'))}`;
-    return new ApiError(msg, res.status, e?.code ?? 'http_error', e?.field);
+    const retryAfter = Number(res.headers.get('retry-after') ?? NaN);
+    return new ApiError(msg, res.status, e?.code ?? 'http_error', e?.field, Number.isFinite(retryAfter) ? retryAfter : undefined);
   }
 
   private async json<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -239,18 +248,24 @@ export class ApiClient {
 
   /**
    * Calls onEvent for each event of the run, from the start (or `after`), until run.finished. When the
-   * stream ends early (the connection dropped, the server restarted) it reconnects after the last event
-   * seen; a run that ended without a run.finished event (cancelled while queued, a malformed job) ends it.
+   * stream ends early (the connection dropped, the server restarted, its Redis failed over: 503) it
+   * reconnects after the last event seen, for up to `reconnectForMs` without news; a run that ended
+   * without a run.finished event (cancelled while queued, a malformed job) ends it. An event seen
+   * twice (a failover made the worker append it again: same seq, same time) is passed on once.
    */
   async follow(id: string, onEvent: (e: RunEvent) => void, opts: FollowOptions = {}): Promise<void> {
     let cursor = opts.after ?? '0';
     let failures = 0;
+    let lastNews = Date.now();
+    const seen = new Set<string>();
     for (;;) {
+      let waitMs: number | undefined;
       try {
         const res = await this.send('GET', `/v1/runs/${encodeURIComponent(id)}/events?after=${encodeURIComponent(cursor)}`, { accept: 'text/event-stream', signal: opts.signal });
         if (!res.body) throw new ApiError(`GET /v1/runs/${id}/events answered without a body`, res.status, 'bad_response');
         for await (const msg of sseMessages(res.body)) {
           failures = 0;
+          lastNews = Date.now();
           if (msg.id) cursor = msg.id;
           if (!msg.data) continue;
           if (msg.event === 'model.delta') {
@@ -258,14 +273,21 @@ export class ApiClient {
             continue;
           }
           const event = JSON.parse(msg.data) as RunEvent;
+          const key = `${event.seq}@${event.ts}`;
+          if (seen.has(key)) continue;
+          seen.add(key);
           onEvent(event);
           if (event.type === 'run.finished') return;
         }
         if ((await this.get(id)).finishedAt) return;
       } catch (err) {
-        if (opts.signal?.aborted || err instanceof ApiError || ++failures > MAX_RECONNECTS) throw err;
+        if (opts.signal?.aborted) throw err;
+        if (err instanceof ApiError && !TRANSIENT.has(err.status)) throw err;
+        if (Date.now() - lastNews > (opts.reconnectForMs ?? 60_000)) throw err;
+        if (err instanceof ApiError) waitMs = Math.min((err.retryAfterS ?? 1) * 1000, 2000);
+        failures += 1;
       }
-      await new Promise((r) => setTimeout(r, opts.retryMs ?? 500 * Math.max(1, failures)));
+      await new Promise((r) => setTimeout(r, opts.retryMs ?? waitMs ?? Math.min(500 * Math.max(1, failures), 2000)));
     }
   }
 }

@@ -12,8 +12,9 @@ import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { Redis } from 'ioredis';
 import { childEnvironment, loadConfig } from '../config';
+import { redactRedisUrl } from '../domain/redis-url';
+import { RedisConnections } from '../queue/redis-connections';
 import { ApiClient } from './api-client';
 import { UsageError } from './cli-args';
 import { submitAndFollow } from './submit-and-follow';
@@ -26,16 +27,17 @@ const REPLAY = join(ROOT, 'examples/fix-median.replay.json');
 const say = (line: string) => process.stdout.write(`${line}\n`);
 
 async function redisAnswers(url: string): Promise<boolean> {
-  const r = new Redis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  r.on('error', () => undefined);
+  let r;
   try {
-    await r.connect();
-    await r.ping();
+    const conns = new RedisConnections(url);
+    r = conns.open('api', 'demo-probe', { lazy: true });
+    r.on('error', () => undefined);
+    await conns.connect(r, 2000);
     return true;
   } catch {
     return false;
   } finally {
-    r.disconnect();
+    r?.disconnect();
   }
 }
 
@@ -102,12 +104,12 @@ export async function run(argv: string[]): Promise<number> {
   try {
     let redisUrl = config.REDIS_URL;
     if (await redisAnswers(redisUrl)) {
-      say(`using Redis at ${redisUrl}`);
+      say(`using Redis at ${redactRedisUrl(redisUrl)}`);
     } else {
       const r = await startRedisContainer();
       cleanups.push(r.stop);
       redisUrl = r.url;
-      say(`no Redis at ${config.REDIS_URL}; started a corral/redis:7 container at ${redisUrl} (removed at the end)`);
+      say(`no Redis at ${redactRedisUrl(config.REDIS_URL)}; started a corral/redis:7 container at ${redisUrl} (removed at the end)`);
     }
 
     const port = await freePort();

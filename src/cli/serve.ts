@@ -11,6 +11,7 @@
  * itself when the supervisor is gone.
  */
 import { loadConfig, shutdownBudgetMs } from '../config';
+import { redactRedisUrl } from '../domain/redis-url';
 import { supervise, type StartedMessage } from './supervise';
 
 /** One JSON line on stderr (the supervisor's own; the roles use main.ts's jsonLog). */
@@ -52,7 +53,7 @@ export async function run(argv: string[]): Promise<number> {
 
   const corral = await startCorral(config, { api: role !== 'worker', worker: role !== 'api' }, log);
   log('started', {
-    role, workerId: corral.workerId, url: corral.url, queue: config.CORRAL_QUEUE, redis: config.REDIS_URL,
+    role, workerId: corral.workerId, url: corral.url, queue: config.CORRAL_QUEUE, redis: redactRedisUrl(config.REDIS_URL),
     ...(corral.worker ? { model: corral.modelDescription, concurrency: config.CORRAL_CONCURRENCY, dataDir: config.CORRAL_DATA_DIR } : {}),
   });
   if (supervised && process.connected) process.send!({ corral: 'started', ...(corral.url ? { url: corral.url } : {}), workerId: corral.workerId } satisfies StartedMessage);

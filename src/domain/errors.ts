@@ -60,12 +60,19 @@ export function codeOf(err: unknown, otherwise: ErrorCode = 'internal'): ErrorCo
   return isStoreOutage(err) ? 'store_unavailable' : otherwise;
 }
 
-/** ioredis failing fast while Redis is away (no offline queue, retries used up, connection gone, still loading). */
+/**
+ * ioredis failing fast while Redis is away or failing over (the API's connection has no offline queue
+ * and bounds each command): refused or dropped connections, retries used up, a command that timed out
+ * (a primary that hangs), no sentinel answering, a replica's or a demoted primary's refusal (READONLY,
+ * MASTERDOWN, NOREPLICAS), a replica still loading, a blocked call ended by a role change (UNBLOCKED).
+ */
 export function isStoreOutage(err: unknown): boolean {
   const e = err as { name?: string; message?: string; code?: string } | null | undefined;
+  const message = e?.message ?? '';
   return e?.name === 'MaxRetriesPerRequestError'
-    || /enableOfflineQueue|Connection is closed|ECONNREFUSED|ECONNRESET|Stream isn't writeable|LOADING/i.test(e?.message ?? '')
-    || e?.code === 'ECONNREFUSED';
+    || /enableOfflineQueue|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|Stream isn't writeable|Command timed out|Socket timeout|sentinels are unreachable|failed to connect to sentinel/i.test(message)
+    || /^(LOADING|READONLY|MASTERDOWN|NOREPLICAS|UNBLOCKED|TRYAGAIN|CLUSTERDOWN)\b/.test(message)
+    || e?.code === 'ECONNREFUSED' || e?.code === 'ECONNRESET';
 }
 
 /** Input that does not satisfy a schema; `field` is a dotted path such as `limits.memoryMb`. */

@@ -12,7 +12,7 @@ import type { LiveDelta, RunEvent, RunOutcome, RunStatus } from '../domain/event
 import type { RunSpec } from '../domain/run-spec';
 import {
   DEFAULT_TENANT, EVENTS_MAXLEN, FINISHED_TTL_S, LIST_SCAN_MAX, decodeCursor, encodeCursor, fieldsOfUpdate, recordOfSpec, specOfRecord, viewOfRecord,
-  type ApprovalAnswer, type EndGuard, type ListQuery, type LiveFeed, type LiveRow, type PendingApproval, type RunPage, type RunStore, type RunUpdate, type RunView,
+  type AppendOutcome, type ApprovalAnswer, type EndGuard, type ListQuery, type LiveFeed, type LiveRow, type PendingApproval, type RunPage, type RunStore, type RunUpdate, type RunView,
 } from './run-store';
 
 interface Entry { id: string; field: 'e' | 'd'; value: string }
@@ -109,9 +109,14 @@ export class MemoryRunStore implements RunStore {
     if (!Object.keys(fields).length && !u.status) return true;
     const r = this.rec(runId);
     if (!r || !this.owns(r, fence)) return false;
+    if (fields.finishedAt !== undefined && r.has('finishedAt') && r.get('finishedAt') !== fields.finishedAt) return false;
     if (u.status) this.setStatus(r, u.status);
     for (const [k, v] of Object.entries(fields)) r.set(k, v);
     return true;
+  }
+
+  async durable<T>(write: () => Promise<T>): Promise<T> {
+    return write();
   }
 
   async end(runId: string, outcome: RunOutcome, reason: string, at: Date, guard?: EndGuard, code?: ErrorCode): Promise<boolean> {
@@ -220,6 +225,17 @@ export class MemoryRunStore implements RunStore {
 
   async appendDelta(d: LiveDelta, fence?: string): Promise<boolean> {
     return this.append(d.runId, 'd', JSON.stringify(d), fence);
+  }
+
+  async appendInOrder(e: RunEvent, fence: string, base: number): Promise<AppendOutcome> {
+    const r = this.rec(e.runId);
+    if (!r || r.get('owner') !== fence) return { kind: 'stale' };
+    const last = r.get('lastSeqOwner') === fence ? Number(r.get('lastSeq')) : base;
+    if (e.seq <= last) return { kind: 'duplicate' };
+    if (e.seq > last + 1) return { kind: 'gap', last };
+    r.set('lastSeq', String(e.seq)).set('lastSeqOwner', fence);
+    this.append(e.runId, 'e', JSON.stringify(e), fence);
+    return { kind: 'appended' };
   }
 
   async readLive(runId: string, after = '0', count = 500): Promise<Array<{ id: string; event?: RunEvent; delta?: LiveDelta }>> {

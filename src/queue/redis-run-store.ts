@@ -15,9 +15,10 @@ import type { Redis } from 'ioredis';
 import { CorralError, NotFoundError, codeForOutcome, type ErrorCode } from '../domain/errors';
 import type { LiveDelta, RunEvent, RunOutcome } from '../domain/events';
 import type { RunSpec } from '../domain/run-spec';
+import { Durability, type DurabilityPolicy } from './durability';
 import {
   ANSWER_TTL_S, Answer, DEFAULT_TENANT, EVENTS_MAXLEN, FINISHED_TTL_S, LIST_SCAN_MAX, decodeCursor, encodeCursor, fieldsOfUpdate, recordOfSpec, specOfRecord, viewOfRecord,
-  type ApprovalAnswer, type EndGuard, type ListQuery, type LiveFeed, type PendingApproval, type RunPage, type RunStore, type RunUpdate, type RunView,
+  type AppendOutcome, type ApprovalAnswer, type EndGuard, type ListQuery, type LiveFeed, type PendingApproval, type RunPage, type RunStore, type RunUpdate, type RunView,
 } from './run-store';
 import { RedisStreamHub } from './stream-hub';
 
@@ -53,18 +54,38 @@ redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
 return 1`;
 /**
- * Updates an existing run: ARGV[1] = fence ('' = none; else only while the run's owner is it),
+ * Updates an existing run (never a different end over a recorded one): ARGV[1] = fence ('' = none; else only while the run's owner is it),
  * ARGV[2] = prefix, ARGV[3] = new status ('' = unchanged), ARGV[4..] = other fields.
  */
 const FENCED_HSET = `${SET_STATUS}
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+for i = 4, #ARGV - 1, 2 do
+  if ARGV[i] == 'finishedAt' then
+    local had = redis.call('HGET', KEYS[1], 'finishedAt')
+    if had and had ~= ARGV[i + 1] then return 0 end
+  end
+end
 if ARGV[3] ~= '' then setStatus(KEYS[1], ARGV[3], ARGV[2]) end
 if #ARGV > 3 then redis.call('HSET', KEYS[1], unpack(ARGV, 4)) end
 return 1`;
 /** XADD (field ARGV[4], default "e") only while the run's owner is ARGV[1]. */
 const FENCED_XADD = `if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', ARGV[4] or 'e', ARGV[3])
+return 1`;
+/**
+ * XADD of event ARGV[3] (seq ARGV[4]) only while ARGV[1] owns the run and right after its
+ * predecessor: the last seq this owner appended (or ARGV[5], the seq before its first event) must be
+ * seq - 1. Returns 1 appended, 2 duplicate, 0 stale, or {'gap', last}.
+ */
+const ORDERED_XADD = `if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+local seq = tonumber(ARGV[4])
+local last = tonumber(ARGV[5])
+if redis.call('HGET', KEYS[1], 'lastSeqOwner') == ARGV[1] then last = tonumber(redis.call('HGET', KEYS[1], 'lastSeq')) end
+if seq <= last then return 2 end
+if seq > last + 1 then return {'gap', last} end
+redis.call('HSET', KEYS[1], 'lastSeq', seq, 'lastSeqOwner', ARGV[1])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[3])
 return 1`;
 /**
  * Claims the run for ARGV[1]: only while the job's lock (KEYS[2], when given) holds that token, and
@@ -119,18 +140,38 @@ return 1`;
 /** Stream pages readEvents scans at most to fill one page of events past live deltas. */
 const MAX_SCANS = 50;
 
+export interface RedisRunStoreOptions {
+  /** How many replicas confirm the writes that matter (durable()); none by default. */
+  durability?: DurabilityPolicy;
+  /**
+   * Opens a connection of its own for a blocking read (a stream waiter's XREAD BLOCK, an approval
+   * waiter's BLPOP), closed by disconnect() when done; default: a duplicate of the store's.
+   */
+  blocking?: (what: 'stream' | 'answer') => Redis;
+}
+
 export class RedisRunStore implements RunStore {
   readonly cancelChannel: string;
   private hub: RedisStreamHub | undefined;
   private hubConn: Redis | undefined;
+  private readonly durability: Durability | undefined;
 
   /** `eventsMaxLen`: the stream's length cap (the recorder's CORRAL_LOG_MAX_EVENTS bounds it first). */
   constructor(
     private readonly redis: Redis,
     private readonly prefix = 'corral',
     private readonly eventsMaxLen = EVENTS_MAXLEN,
+    o: RedisRunStoreOptions = {},
   ) {
     this.cancelChannel = `${prefix}:cancel`;
+    this.durability = o.durability && o.durability.replicas > 0 ? new Durability(redis, o.durability) : undefined;
+    this.blocking = o.blocking ?? ((what) => redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: what === 'stream' ? 1 : null, ...(what === 'stream' ? { connectionName: `${prefix}:live-feed` } : {}) }));
+  }
+  private readonly blocking: (what: 'stream' | 'answer') => Redis;
+
+  /** Runs `write` (on this store's connection) and confirms it with the replicas (queue/durability.ts). */
+  async durable<T>(write: () => Promise<T>): Promise<T> {
+    return this.durability ? this.durability.confirm(write) : write();
   }
 
   private key(runId: string): string {
@@ -285,6 +326,12 @@ export class RedisRunStore implements RunStore {
     return (await this.redis.eval(FENCED_XADD, 2, this.key(e.runId), this.eventsKey(e.runId), fence, this.eventsMaxLen, JSON.stringify(e))) === 1;
   }
 
+  async appendInOrder(e: RunEvent, fence: string, base: number): Promise<AppendOutcome> {
+    const r = (await this.redis.eval(ORDERED_XADD, 2, this.key(e.runId), this.eventsKey(e.runId), fence, this.eventsMaxLen, JSON.stringify(e), e.seq, base)) as number | [string, number];
+    if (Array.isArray(r)) return { kind: 'gap', last: Number(r[1]) };
+    return { kind: r === 1 ? 'appended' : r === 2 ? 'duplicate' : 'stale' };
+  }
+
   /**
    * Events after the given stream id ("0" = from the start); returns each with its stream id for
    * resuming. Live deltas on the stream are skipped (they are not part of the run's history).
@@ -381,7 +428,8 @@ export class RedisRunStore implements RunStore {
    * when timeoutMs passes; rejects with the abort reason when `signal` aborts.
    */
   async waitAnswer(runId: string, callId: string, timeoutMs: number, signal?: AbortSignal): Promise<ApprovalAnswer | null> {
-    const conn = this.redis.duplicate();
+    const conn = this.blocking('answer');
+    conn.on('error', () => undefined); // the wait's own failure is what the caller sees
     const deadline = Date.now() + timeoutMs;
     try {
       while (!signal?.aborted) {
@@ -402,7 +450,7 @@ export class RedisRunStore implements RunStore {
    */
   liveFeed(): LiveFeed {
     if (!this.hub) {
-      this.hubConn = this.redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: 1, connectionName: `${this.prefix}:live-feed` });
+      this.hubConn = this.blocking('stream');
       this.hubConn.on('error', () => undefined); // the subscribers see the failed read
       this.hub = new RedisStreamHub(this.hubConn, this.redis, (runId) => this.eventsKey(runId), this.prefix);
     }

@@ -148,8 +148,17 @@ export interface RunRecords {
    * job, when given) holds `owner`, and never on a run that has ended.
    */
   claim(runId: string, owner: string, lockKey?: string): Promise<boolean>;
-  /** Updates an existing run. */
+  /**
+   * Updates an existing run. An update that sets finishedAt never lands over a different recorded end
+   * (false); the same end written again (a retry after a failover) lands as a no-op.
+   */
   update(runId: string, u: RunUpdate, fence?: string): Promise<boolean>;
+  /**
+   * Runs `write` (writes of this store) and returns what it returned once enough replicas confirmed
+   * it (queue/durability.ts); NotDurableError (with the write's result) when they did not. A store
+   * without replicas, or configured for none, just runs it.
+   */
+  durable<T>(write: () => Promise<T>): Promise<T>;
   /**
    * Records an end that no run loop reported (a malformed job, a dead worker, a cancel before the
    * start), then the finished run's expiry; never over a recorded end. `guard`: see EndGuard.
@@ -171,8 +180,22 @@ export interface RunRecords {
   countDockerWait(runId: string): Promise<number>;
 }
 
+/**
+ * What appendInOrder did: appended; `duplicate` (an event of this seq is already on the log — a
+ * retry after a failover); `stale` (another attempt owns the run); `gap` (the log's last event of
+ * this attempt is `last`, and the events after it must be appended first: a failover lost them).
+ */
+export type AppendOutcome = { kind: 'appended' | 'duplicate' | 'stale' } | { kind: 'gap'; last: number };
+
 export interface RunEventLog {
   appendEvent(e: RunEvent, fence?: string): Promise<boolean>;
+  /**
+   * Appends `e` only right after its predecessor: while `fence` owns the run, and only when the log's
+   * last event of this attempt has seq e.seq - 1 (`base` is the seq before this attempt's first
+   * event: 0, or the events a resumed run had already). So the log a watcher reads is never missing
+   * an event in its middle, even when a failover lost some of the primary's last writes.
+   */
+  appendInOrder(e: RunEvent, fence: string, base: number): Promise<AppendOutcome>;
   /** A live delta (streamed model text), on the same log but not part of the run's history. */
   appendDelta(d: LiveDelta, fence?: string): Promise<boolean>;
   /** Events after the given id ("0" = from the start), each with its id for resuming; deltas skipped. */
@@ -231,7 +254,7 @@ export const ANSWER_TTL_S = 24 * 3600;
 
 const JSON_FIELDS = new Set(['usage', 'artifacts', 'labels', 'finalAnswer', 'workspace', 'parent', 'logSeal']);
 /** Fields of a record that are bookkeeping, never shown. */
-const HIDDEN = new Set(['spec', 'dockerWaits', 'owner', 'cancelRequested']);
+const HIDDEN = new Set(['spec', 'dockerWaits', 'owner', 'cancelRequested', 'lastSeq', 'lastSeqOwner']);
 
 const iso = z.string().max(40);
 const Usage = z.object({ llmCalls: z.number(), toolCalls: z.number(), inputTokens: z.number(), outputTokens: z.number(), costUsd: z.number(), wallTimeMs: z.number(), setupMs: z.number().optional() });

@@ -56,6 +56,8 @@ import { NEEDS_REVIEW_FILE, needsReviewLines, runWorkspace, workspaceChanges } f
 import { RedisApprovalPort } from './redis-approval-port';
 import type { SlotLease } from './slots';
 import { DeltaPublisher } from './delta-publisher';
+import { durably } from './durable-write';
+import { EventStreamWriter } from './event-stream-writer';
 import { startSubRuns, type JobPort } from './subrun-start';
 import { childSeed, collectSubRunResults, makeResultSheet } from './subrun-results';
 import { RESUME_NOTE, nextCheckpoint, parseSuspension, readCheckpoint, type Suspension } from './suspension';
@@ -275,9 +277,17 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       .catch((e: Error) => log('could not record that the run cannot resume', { runId, error: e.message }));
     throw failure;
   }
+  const now = () => new Date(clock());
+  const maxWaitMs = config.CORRAL_REDIS_DURABLE_WAIT_S * 1000;
+  await store.ensure(runId, spec, now(), tenant);
+  // The claim is confirmed by the replicas before anything runs: a claim a failover took back (with the
+  // job's start) would let another worker take the job from the new primary and run it a second time.
+  if (attempt.fence && !(await durably(() => store.claim(runId, attempt.fence!, attempt.lockKey), { store, log, runId, what: 'claim', maxWaitMs }))) {
+    trace.end({ outcome: 'error', errorCode: 'conflict' });
+    throw new CorralError('conflict', `run ${runId} was not claimed: another attempt holds its job, or it has ended`, { notClaimed: true });
+  }
   // A run started again after a crash starts a fresh log; the crashed attempt's log is kept beside it.
   if (attempt.crashedBefore && !resumeFrom && existsSync(logPath)) renameSync(logPath, join(runDir, `events.attempt${attempt.attempt - 1}.jsonl`));
-  const now = () => new Date(clock());
 
   const redisWrites: Promise<unknown>[] = [];
   // Writes fenced by this attempt's token: after another attempt claimed the run, they are discarded and logged.
@@ -301,6 +311,13 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
     publish: (d) => store.appendDelta(d, attempt.fence),
     onError: (err) => log('could not publish a live delta', { runId, error: err.message }),
   }) : undefined;
+  // With a token, events go on the Redis log in order and without holes (event-stream-writer.ts).
+  const stream = attempt.fence ? new EventStreamWriter({
+    store, fence: attempt.fence, base: prior.reduce((m, e) => Math.max(m, e.seq), 0), events: () => recorder.events(),
+    onStale: (e) => staleWrite(`event ${e.seq} (${e.type})`),
+    onError: (err, e) => log('could not append event to Redis', { runId, seq: e.seq, error: err.message }),
+    onRefill: (from, to) => log('events a Redis failover lost were appended again', { runId, from, to }),
+  }) : undefined;
   const recorder = new EventRecorder({
     runId,
     now,
@@ -314,10 +331,10 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
       },
       (e) => jsonl.write(e),
       (e) => {
-        redisWrites.push(store.appendEvent(e, attempt.fence).then(
-          (ok) => ok || staleWrite(`event ${e.seq} (${e.type})`),
-          (err: Error) => log('could not append event to Redis', { runId, seq: e.seq, error: err.message }),
-        ));
+        if (stream) redisWrites.push(stream.push(e));
+        else {
+          redisWrites.push(store.appendEvent(e).catch((err: Error) => log('could not append event to Redis', { runId, seq: e.seq, error: err.message })));
+        }
       },
       (e) => {
         // attribution for the log; the egress proxy learns the call (and what to do with its connections) from the effect guard
@@ -334,11 +351,6 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   });
   const emit = recorder.emit;
 
-  await store.ensure(runId, spec, now(), tenant);
-  if (attempt.fence && !(await store.claim(runId, attempt.fence, attempt.lockKey))) {
-    trace.end({ outcome: 'error', errorCode: 'conflict' });
-    throw new CorralError('conflict', `run ${runId} was not claimed: another attempt holds its job, or it has ended`);
-  }
   // Memory is per tenant: another tenant naming the same key gets its own notes.
   const memorySpec = !parent && spec.memory ? { ...spec.memory, key: tenant === DEFAULT_TENANT ? spec.memory.key : `${tenant}/${spec.memory.key}` } : undefined;
   const stored = (name: RunFileName) => runFileLocation(deps.artifacts, tenant, runId, name);
@@ -667,7 +679,10 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   }
   await Promise.all(redisWrites);
   const code = outcome === 'succeeded' ? undefined : codeForOutcome(outcome, errorCode);
-  if (await update({ status: outcome, outcome, ...(code ? { errorCode: code } : {}), reason, finalAnswer, usage, artifacts, ...(exportSummary ? { workspace: exportSummary } : {}), ...logEnd.record, finishedAt: now().toISOString() })) {
+  // The end is confirmed by the replicas before the job completes (and is written again, the same end,
+  // until it is): an end a failover took back would leave the run "running" for ever.
+  const end = { status: outcome, outcome, ...(code ? { errorCode: code } : {}), reason, finalAnswer, usage, artifacts, ...(exportSummary ? { workspace: exportSummary } : {}), ...logEnd.record, finishedAt: now().toISOString() };
+  if (await durably(() => update(end), { store, log, runId, what: 'end', maxWaitMs })) {
     await store.expireFinished(runId);
   }
   trace.end({ outcome, ...(outcome === 'error' ? { errorCode } : {}) });

@@ -229,6 +229,8 @@ export async function startWorker(o: StartWorkerOptions): Promise<RunningWorker>
       const code = err instanceof JobFailure ? err.code : undefined;
       o.log('job failed', { jobId: job?.id, reason: err.message, ...(code ? { code } : {}), ...(stalled ? { stalled: job.stalledCounter } : {}) });
       if (!job?.id) return;
+      // Not claimed: another attempt owns the run (or it has ended); its end is not this job's to write.
+      if (err instanceof JobFailure && err.cause instanceof CorralError && err.cause.details?.notClaimed) return;
       // A stalled job was failed by whichever worker noticed; the dead worker never recorded an end.
       // (Every other end for good was recorded by its attempt, under the job's lock: recordingEnds.)
       if (stalled) void recordStalled(o, job.id, err.message);

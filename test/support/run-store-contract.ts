@@ -56,6 +56,46 @@ export function runStoreContract(make: () => Promise<ContractSubject>): void {
       expect(await store.appendEvent(event(id, 2), 'token-B')).toBe(true);
     });
 
+    test('an end never lands over a different recorded end; the same end written again (a retry after a failover) is a no-op', async () => {
+      const id = 'run_fencing9';
+      await store.create(id, { task: 'x' }, new Date());
+      await store.claim(id, 'token-A');
+      const end = { status: 'succeeded' as const, outcome: 'succeeded' as const, finalAnswer: 'done', finishedAt: '2030-01-01T00:00:00.000Z' };
+      expect(await store.update(id, end, 'token-A')).toBe(true);
+      expect(await store.update(id, end, 'token-A')).toBe(true);
+      expect(await store.statusCounts()).toMatchObject({ succeeded: 1 });
+      // Another end (a stalled-job sweep that lost the race, a stale attempt's late end) is refused.
+      expect(await store.update(id, { status: 'error', outcome: 'error', reason: 'late', finishedAt: '2030-01-01T00:00:01.000Z' }, 'token-A')).toBe(false);
+      expect(await store.update(id, { status: 'error', outcome: 'error', reason: 'late', finishedAt: '2030-01-01T00:00:01.000Z' })).toBe(false);
+      expect(await store.get(id)).toMatchObject({ status: 'succeeded', outcome: 'succeeded', finalAnswer: 'done', finishedAt: end.finishedAt });
+      expect(await store.end(id, 'error', 'worker lost', new Date())).toBe(false);
+      // A plain durable() runs its write and hands back what it returned.
+      expect(await store.durable(async () => 42)).toBe(42);
+    });
+
+    test('appendInOrder: only right after its predecessor, once per seq, only for the owner; a hole is reported with the last seq', async () => {
+      const id = 'run_ordered1';
+      await store.create(id, { task: 'x' }, new Date());
+      await store.claim(id, 'token-A');
+      expect(await store.appendInOrder(event(id, 1), 'token-A', 0)).toEqual({ kind: 'appended' });
+      expect(await store.appendInOrder(event(id, 1), 'token-A', 0)).toEqual({ kind: 'duplicate' });
+      expect(await store.appendInOrder(event(id, 4), 'token-A', 0)).toEqual({ kind: 'gap', last: 1 });
+      expect(await store.appendInOrder(event(id, 2), 'token-A', 0)).toEqual({ kind: 'appended' });
+      expect(await store.appendInOrder(event(id, 3), 'token-A', 0)).toEqual({ kind: 'appended' });
+      expect(await store.appendInOrder(event(id, 4), 'token-A', 0)).toEqual({ kind: 'appended' });
+      expect((await store.readEvents(id)).map((r) => r.event.seq)).toEqual([1, 2, 3, 4]);
+      // A new attempt (a resumed run goes on after seq 4; its base says so) — and the old one is stale.
+      await store.claim(id, 'token-B');
+      expect(await store.appendInOrder(event(id, 6), 'token-B', 4)).toEqual({ kind: 'gap', last: 4 });
+      expect(await store.appendInOrder(event(id, 5), 'token-B', 4)).toEqual({ kind: 'appended' });
+      expect(await store.appendInOrder(event(id, 5), 'token-A', 0)).toEqual({ kind: 'stale' });
+      // A fresh attempt after a crash numbers from 1 again (base 0): its events follow the old ones.
+      await store.claim(id, 'token-C');
+      expect(await store.appendInOrder(event(id, 1), 'token-C', 0)).toEqual({ kind: 'appended' });
+      expect((await store.readEvents(id)).map((r) => r.event.seq)).toEqual([1, 2, 3, 4, 5, 1]);
+      expect(await store.get(id)).not.toHaveProperty('lastSeq');
+    });
+
     test('setPending and clearPending of a stale attempt are discarded', async () => {
       const id = 'run_fencing2';
       await store.create(id, { task: 'x' }, new Date());
