@@ -93,7 +93,12 @@ export async function submitRun(deps: SubmitDeps, tenant: string, spec: RunSpec,
     }
     if (r.kind === 'existing') {
       const run = await deps.store.get(r.runId);
-      if (run) return { status: 200, body: { id: r.runId, status: run.status, links: runLinks(r.runId), idempotentReplay: true } };
+      if (run) {
+        // The earlier request may have failed between the record and the job (a failover): a run still
+        // queued is queued again — its job id is its run id, so a job that exists is left as it is.
+        if (run.status === 'queued') await deps.store.durable(() => enqueueRun(deps.queue, r.runId, spec, tenant));
+        return { status: 200, body: { id: r.runId, status: run.status, links: runLinks(r.runId), idempotentReplay: true } };
+      }
       // The key outlived its run: the earlier request was answered 503 (not confirmed by a replica) and a
       // failover then lost the run. It is made now, under the id the key names.
       await createRun(deps, tenant, r.runId, spec);
@@ -105,7 +110,7 @@ export async function submitRun(deps: SubmitDeps, tenant: string, spec: RunSpec,
   } catch (err) {
     // Not confirmed by a replica: the run may exist (or appear once a replica has it), so the key keeps
     // naming it — a retry with the same key returns it, or makes it if a failover lost it.
-    if (idempotencyKey !== undefined && !(err instanceof NotDurableError)) await deps.idempotency.release(tenant, idempotencyKey, id);
+    if (idempotencyKey !== undefined && !(err instanceof NotDurableError)) await deps.idempotency.release(tenant, idempotencyKey, id).catch(() => undefined);
     throw err;
   }
   return { status: 201, body: { id, status: 'queued', links: runLinks(id), ...(trace?.traceId ? { traceId: trace.traceId } : {}) } };
@@ -140,7 +145,9 @@ export async function createRun(deps: SubmitDeps, tenant: string, id: string, sp
       // Unconfirmed, the run may still exist: its active slot stays claimed (pruned once it has ended).
       throw new NotDurableError(`the run was written but Redis could not confirm it is safe from a failover (${err.message}); try again shortly — with the same Idempotency-Key you get this run if it exists, or it is made`, err.result, { cause: err });
     }
-    await deps.quota.releaseActive(tenant, id);
+    // Redis failed between the writes (it may still be away): the record ends (endUnqueued) and its
+    // active slot is given back, both best effort.
+    await deps.quota.releaseActive(tenant, id).catch(() => undefined);
     if (created) await endUnqueued(deps, id, err);
     throw err;
   }
