@@ -1,37 +1,43 @@
 /**
  * A real Redis that fails over, on loopback, for tests and the bench: one primary, one replica and
- * three sentinels (quorum 2), each a `redis-server` process of the host (Debian's redis-server
- * package; .ci/bootstrap installs it) with its own free port, its own config file and its own
- * scratch directory (mktemp), AOF everysec and noeviction as the README asks for production. The
- * test signals processes by pid (SIGKILL, SIGSTOP, SIGCONT) and restarts a killed one with its own
- * config, as a supervisor would; the sentinels then make it a replica of whoever is primary. Also a
- * plain single `redis-server` the same way, for benches that compare both.
+ * three sentinels (quorum 2), each a container of the local Redis image (corral/redis:7, or
+ * CORRAL_REDIS_IMAGE) that the caller starts here — on the host's network namespace, bound to
+ * 127.0.0.1 on a free port of its own, so the addresses the sentinels hand out are the ones a client
+ * on this host reaches (no NAT between what Sentinel announces and what is reachable). Each has its
+ * config file and data in a scratch directory (mktemp) mounted at the same path, AOF everysec and
+ * noeviction as the README asks for production, and the labels corral.test=redis-ha plus this run's
+ * corral.instance (CI's clean-up removes exactly those). The test signals a node's process through
+ * the engine (`docker kill --signal`: SIGKILL ends the container, SIGSTOP/SIGCONT freeze and thaw it)
+ * and starts a killed one again with its own config, as a supervisor would; the sentinels then make
+ * it a replica. Also a plain single Redis the same way, for benches that compare both.
  * Everything waits for facts: sentinels that know each other and the replica, a promotion they agree
  * on, a demoted node that reports role:slave.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Docker from 'dockerode';
 import { Redis } from 'ioredis';
 import { eventually } from './eventually';
+import { instanceLabels } from './sandbox-env';
 
 export interface RedisProcess {
   name: string;
   port: number;
   dir: string;
-  /** The live child's pid (changes on restart). */
-  pid(): number;
-  /** Sends a signal to the process (by its pid). */
-  signal(sig: NodeJS.Signals): void;
-  /** Starts it again with the same config (after a SIGKILL). */
+  /** The node's container (labelled corral.test=redis-ha). */
+  containerId(): string;
+  /** Sends a signal to the node's redis-server (the container's first process), through the engine. */
+  signal(sig: NodeJS.Signals): Promise<void>;
+  /** Starts it again with the same config and data (after a SIGKILL); resolves once it answers PING. */
   restart(): Promise<void>;
-  /** Stops it (SIGKILL; SIGCONT first if it was stopped). */
+  /** Removes its container (whatever state it is in). */
   stop(): Promise<void>;
   /** A direct connection to this node (not through the sentinels); close it. */
   connect(): Redis;
-  log(): string;
+  /** The node's output (redis-server's log). */
+  log(): Promise<string>;
 }
 
 /** A free loopback port (the kernel's pick; closed again before it is used). */
@@ -46,57 +52,84 @@ export function freePort(): Promise<number> {
   });
 }
 
-function redisServerBinary(): string {
-  const r = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
-  if (r.error || r.status !== 0) {
-    throw new Error('these tests run real Redis and Sentinel processes: install Debian\'s redis-server (apt-get install -y redis-server; .ci/bootstrap does)');
+const docker = new Docker();
+const IMAGE = process.env.CORRAL_REDIS_IMAGE ?? 'corral/redis:7';
+
+async function answersPing(port: number): Promise<string> {
+  const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: 1000, commandTimeout: 1000 });
+  c.on('error', () => undefined);
+  try {
+    await c.connect();
+    return await c.ping();
+  } finally {
+    c.disconnect();
   }
-  return 'redis-server';
+}
+
+/** The text of Docker's multiplexed log frames (an 8-byte header each: stream, 0, 0, 0, length). */
+function demux(b: Buffer): string {
+  let out = '';
+  let i = 0;
+  while (i + 8 <= b.length && b[i]! <= 2 && b[i + 1] === 0) {
+    const n = b.readUInt32BE(i + 4);
+    out += b.subarray(i + 8, i + 8 + n).toString('utf8');
+    i += 8 + n;
+  }
+  return i === 0 ? b.toString('utf8') : out;
 }
 
 async function startProcess(name: string, root: string, conf: string, args: string[], port: number): Promise<RedisProcess> {
-  const bin = redisServerBinary();
   const dir = join(root, name);
-  spawnSync('mkdir', ['-p', dir]);
+  mkdirSync(dir, { recursive: true });
   const confPath = join(dir, `${name}.conf`);
   writeFileSync(confPath, conf);
-  let child: ChildProcess;
-  let text = '';
-  const launch = async () => {
-    child = spawn(bin, [confPath, ...args], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.on('data', (d: Buffer) => (text += d.toString()));
-    child.stderr!.on('data', (d: Buffer) => (text += d.toString()));
-    await eventually(async () => {
-      if (child.exitCode !== null) throw new Error(`${name} exited (${child.exitCode}): ${text.slice(-1500)}`);
-      const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-      c.on('error', () => undefined);
-      try {
-        await c.connect();
-        return await c.ping();
-      } finally {
-        c.disconnect();
-      }
-    }, { what: `${name} to answer on 127.0.0.1:${port}`, until: (r) => r === 'PONG', timeoutMs: 20_000, intervalMs: 50 });
+  // A sentinel rewrites its config file (and its directory's temp file) as the topology changes.
+  chmodSync(dir, 0o777);
+  chmodSync(confPath, 0o666);
+  let container: Docker.Container;
+  try {
+    container = await docker.createContainer({
+      Image: IMAGE, name: `corral-redis-ha-${name}-${port}`,
+      Cmd: ['redis-server', confPath, ...args], WorkingDir: dir,
+      // The caller's own uid: the scratch directory, and what redis writes in it, stay removable by it.
+      ...(process.getuid ? { User: `${process.getuid()}:${process.getgid!()}` } : {}),
+      Labels: { 'corral.test': 'redis-ha', ...instanceLabels() },
+      HostConfig: { NetworkMode: 'host', Binds: [`${dir}:${dir}`], AutoRemove: false },
+    });
+  } catch (err) {
+    throw new Error(`these tests run Redis and Sentinel in containers of ${IMAGE} (run .ci/bootstrap to build it): ${(err as Error).message}`, { cause: err });
+  }
+  const logs = async () => {
+    const b = await container.logs({ stdout: true, stderr: true, tail: 60 }).catch((e: Error) => Buffer.from(e.message));
+    return demux(b);
   };
-  await launch();
-  const p: RedisProcess = {
+  const launch = async () => {
+    await container.start();
+    await eventually(async () => {
+      const st = await container.inspect();
+      if (!st.State.Running) throw new Error(`${name} exited (${st.State.ExitCode}): ${await logs()}`);
+      return answersPing(port);
+    }, { what: `${name} to answer on 127.0.0.1:${port}`, until: (r) => r === 'PONG', timeoutMs: 30_000, intervalMs: 50 });
+  };
+  await launch().catch(async (err: unknown) => {
+    await container.remove({ force: true }).catch(() => undefined);
+    throw err;
+  });
+  return {
     name, port, dir,
-    pid: () => child.pid ?? -1,
-    signal: (sig) => {
-      if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, sig);
+    containerId: () => container.id,
+    signal: async (sig) => {
+      await container.kill({ signal: sig });
     },
     restart: launch,
     stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((r) => child.once('exit', r));
-      process.kill(child.pid!, 'SIGCONT');
-      process.kill(child.pid!, 'SIGKILL');
-      await exited;
+      await container.remove({ force: true }).catch((err: { statusCode?: number }) => {
+        if (err.statusCode !== 404) throw err;
+      });
     },
     connect: () => new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1, retryStrategy: () => null }),
-    log: () => text,
+    log: logs,
   };
-  return p;
 }
 
 const dataConf = (port: number, extra = '') => `port ${port}
