@@ -13,14 +13,16 @@
  *   blocking    XREAD BLOCK / BLPOP readers: wait out an outage, but each blocking call is bounded
  *               client-side a little past its own timeout (a frozen primary cannot hold it forever)
  *   subscriber  pub/sub (cancel requests)
- * With Sentinel every connection also follows a failover at once (ioredis' failover detector listens
- * for +switch-master on the sentinels), and a write that meets a replica (READONLY: a demoted primary)
- * reconnects to the current primary and is sent again.
+ * With Sentinel every connection — and every duplicate() of one, such as BullMQ's blocking connections —
+ * also follows a failover at once (SentinelWatch listens for +switch-master on the sentinels and moves
+ * the connections still on the old primary, even one that hangs), and a write that meets a replica
+ * (READONLY: a demoted primary) reconnects to the current primary and is sent again.
  */
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import { Redis, type RedisOptions } from 'ioredis';
 import { InvalidInputError, StoreUnavailableError } from '../domain/errors';
+import { SentinelWatch } from './sentinel-watch';
 import { describeRedisTarget, parseRedisUrl, redactRedisUrl, type RedisTarget, type RedisTls } from '../domain/redis-url';
 
 export type ConnectionRole = 'commands' | 'api' | 'blocking' | 'subscriber';
@@ -49,6 +51,8 @@ export class RedisConnections {
   readonly redactedUrl: string;
   private readonly base: RedisOptions;
   private readonly commandTimeoutMs: number;
+  /** With Sentinel: moves this factory's connections on a failover. */
+  readonly watch?: SentinelWatch;
 
   constructor(url: string, o: RedisConnectionsOptions = {}) {
     this.target = parseRedisUrl(url);
@@ -78,9 +82,16 @@ export class RedisConnections {
         ...(t.sentinelPassword ? { sentinelPassword: t.sentinelPassword } : {}),
         ...(t.tls ? { tls: tlsOf(t.tls), enableTLSForSentinelMode: true } : {}),
         ...(t.sentinelTls ? { sentinelTLS: tlsOf(t.sentinelTls) } : {}),
-        failoverDetector: true,
+        // Not ioredis' failoverDetector (it can end a connection for good mid-failover): SentinelWatch.
         sentinelRetryStrategy: retryStrategy,
       };
+    if (t.kind === 'sentinel') {
+      this.watch = new SentinelWatch({
+        sentinels: t.sentinels, masterName: t.masterName,
+        ...(t.sentinelUsername ? { username: t.sentinelUsername } : {}), ...(t.sentinelPassword ? { password: t.sentinelPassword } : {}),
+        ...(this.base.sentinelTLS ? { tls: this.base.sentinelTLS } : {}),
+      });
+    }
   }
 
   get sentinel(): boolean {
@@ -104,7 +115,17 @@ export class RedisConnections {
    * caller would rather start again, like an SSE stream).
    */
   open(role: ConnectionRole, name: string, o: { lazy?: boolean; failFast?: boolean } = {}): Redis {
-    return new Redis({ ...this.optionsFor(role, name), ...(o.lazy ? { lazyConnect: true } : {}), ...(o.failFast ? { maxRetriesPerRequest: 1 } : {}) });
+    return this.tracked(new Redis({ ...this.optionsFor(role, name), ...(o.lazy ? { lazyConnect: true } : {}), ...(o.failFast ? { maxRetriesPerRequest: 1 } : {}) }));
+  }
+
+  /** With Sentinel, `conn` and every duplicate made of it (BullMQ duplicates what it is given) follow failovers. */
+  private tracked(conn: Redis): Redis {
+    const watch = this.watch;
+    if (!watch) return conn;
+    watch.track(conn);
+    const duplicate = conn.duplicate.bind(conn);
+    conn.duplicate = (override?: Partial<RedisOptions>) => this.tracked(duplicate(override));
+    return conn;
   }
 
   /**
