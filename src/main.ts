@@ -269,6 +269,8 @@ export async function startCorral(config: Config, roles: CorralRoles, log: Worke
     await close();
     throw err;
   }
+  // Registered before every connection, so it runs after they are closed (base steps run in reverse).
+  onClose('redis sentinel watch', async () => conns.close());
   const durability: DurabilityPolicy = {
     replicas: config.CORRAL_REDIS_DURABLE_REPLICAS ?? (conns.sentinel ? 1 : 0), timeoutMs: config.CORRAL_REDIS_DURABLE_TIMEOUT_MS,
   };

@@ -118,6 +118,11 @@ export class RedisConnections {
     return this.tracked(new Redis({ ...this.optionsFor(role, name), ...(o.lazy ? { lazyConnect: true } : {}), ...(o.failFast ? { maxRetriesPerRequest: 1 } : {}) }));
   }
 
+  /** Stops following failovers (the sentinel subscriptions); the connections themselves are their owners' to close. */
+  close(): void {
+    this.watch?.close();
+  }
+
   /** With Sentinel, `conn` and every duplicate made of it (BullMQ duplicates what it is given) follow failovers. */
   private tracked(conn: Redis): Redis {
     const watch = this.watch;

@@ -41,6 +41,7 @@ function connectedTo(conn: Redis, host: string, port: number): boolean {
 export class SentinelWatch {
   private readonly conns = new Set<Redis>();
   private subscribers: Redis[] = [];
+  private closed = false;
   /** How many failovers were seen (tests, logs). */
   switches = 0;
 
@@ -53,7 +54,7 @@ export class SentinelWatch {
       this.conns.delete(conn);
       if (this.conns.size === 0) this.stop();
     });
-    if (this.subscribers.length === 0) this.start();
+    if (this.subscribers.length === 0 && !this.closed) this.start();
   }
 
   /** Called on +switch-master (public for tests): moves every connection not on host:port. */
@@ -81,6 +82,8 @@ export class SentinelWatch {
         ...(o.username ? { username: o.username } : {}), ...(o.password ? { password: o.password } : {}), ...(o.tls ? { tls: o.tls } : {}),
       });
       sub.on('error', () => undefined); // a sentinel away is retried; the others still speak
+      // The subscriptions serve the connections; they never keep a process alive on their own.
+      sub.on('connect', () => (sub as unknown as { stream?: { unref?: () => void } }).stream?.unref?.());
       sub.subscribe('+switch-master').catch(() => undefined);
       sub.on('message', (_channel: string, message: string) => {
         const m = parseSwitchMaster(message);
@@ -88,6 +91,12 @@ export class SentinelWatch {
       });
       return sub;
     });
+  }
+
+  /** Ends the subscriptions for good (the owner is closing); connections tracked later start none. */
+  close(): void {
+    this.closed = true;
+    this.stop();
   }
 
   private stop(): void {
