@@ -39,11 +39,15 @@ describe('the Sentinel form', () => {
     const o = conns.optionsFor('commands', 'worker');
     expect(o).toMatchObject({
       sentinels: t.kind === 'sentinel' ? t.sentinels : [], name: 'corral-main', db: 4, username: 'app', password: 'p:ss',
-      sentinelUsername: 'watch', sentinelPassword: 'sp', enableTLSForSentinelMode: true, failoverDetector: true,
+      sentinelUsername: 'watch', sentinelPassword: 'sp', enableTLSForSentinelMode: true,
       tls: { ca: Buffer.from('CA of /ca.pem') }, sentinelTLS: { ca: Buffer.from('CA of /ca.pem') },
       maxRetriesPerRequest: null, connectionName: 'corral:worker',
     });
     expect(o).not.toHaveProperty('host');
+    // Failovers are followed by the factory's SentinelWatch, not ioredis' detector (it can end a connection mid-failover).
+    expect(o).not.toHaveProperty('failoverDetector');
+    expect(conns.watch).toBeDefined();
+    expect(new RedisConnections('redis://127.0.0.1:6379').watch).toBeUndefined();
     // A demoted primary's READONLY reconnects and sends the command again; nothing else does.
     expect(o.reconnectOnError?.(new Error('READONLY You can\'t write against a read only replica.'))).toBe(2);
     expect(o.reconnectOnError?.(new Error('ERR wrong number of arguments'))).toBe(false);
