@@ -7,7 +7,7 @@
 import type { Queue } from 'bullmq';
 import type { Config } from '../config';
 import type { Environment } from '../domain/environment';
-import { CorralError, InvalidInputError, codeOf } from '../domain/errors';
+import { CorralError, InvalidInputError, StoreUnavailableError, codeOf } from '../domain/errors';
 import { NotDurableError } from '../queue/durability';
 import { admitSpec, type AdmissionContext, type Admitted, type UploadLookup } from '../domain/admit-spec';
 import { RunSpec } from '../domain/run-spec';
@@ -81,28 +81,55 @@ export async function admitBody(deps: SubmitDeps, body: unknown, tenant: string)
 }
 
 /**
+ * How long a submission can take, at most: its Redis commands are bounded by
+ * CORRAL_REDIS_COMMAND_TIMEOUT_MS, its WAIT by CORRAL_REDIS_DURABLE_TIMEOUT_MS. A key older than this
+ * with no run has no request still making it.
+ */
+function remakeAfterMs(config: Config): number {
+  return 2 * config.CORRAL_REDIS_COMMAND_TIMEOUT_MS + config.CORRAL_REDIS_DURABLE_TIMEOUT_MS + 2000;
+}
+
+/**
  * Creates a run of `tenant` for a checked spec. With an idempotency key, a repeat of an earlier
  * request returns that request's run (200), and the same key with a different spec is a 409.
  */
 export async function submitRun(deps: SubmitDeps, tenant: string, spec: RunSpec, idempotencyKey?: string, trace?: SubmitTraceRef): Promise<Submitted> {
   const id = deps.newRunId();
   if (idempotencyKey !== undefined) {
-    const r = await deps.idempotency.reserve(tenant, idempotencyKey, hashJson(spec), id, deps.config.CORRAL_IDEMPOTENCY_TTL_S);
+    const r = await deps.idempotency.reserve(tenant, idempotencyKey, hashJson(spec), id, deps.config.CORRAL_IDEMPOTENCY_TTL_S, deps.clock());
     if (r.kind === 'mismatch') {
       throw new CorralError('conflict', `Idempotency-Key was already used with a different body (for run ${r.runId}); use a new key for a different run`);
     }
     if (r.kind === 'existing') {
-      const run = await deps.store.get(r.runId);
+      // The key's first request may still be making the run (a concurrent duplicate): wait for its
+      // record, at most as long as a submission can take.
+      const bound = remakeAfterMs(deps.config);
+      let run = await deps.store.get(r.runId);
+      const polls = r.unconfirmed || r.at === undefined ? 0 : Math.ceil(Math.max(0, bound - (deps.clock() - r.at)) / 100);
+      for (let i = 0; !run && i < polls; i++) {
+        await new Promise((res) => setTimeout(res, 100));
+        run = await deps.store.get(r.runId);
+      }
       if (run) {
         // The earlier request may have failed between the record and the job (a failover): a run still
         // queued is queued again — its job id is its run id, so a job that exists is left as it is.
         if (run.status === 'queued') await deps.store.durable(() => enqueueRun(deps.queue, r.runId, spec, tenant));
         return { status: 200, body: { id: r.runId, status: run.status, links: runLinks(r.runId), idempotentReplay: true } };
       }
-      // The key outlived its run: the earlier request was answered 503 (not confirmed by a replica) and a
-      // failover then lost the run. It is made now, under the id the key names.
-      await createRun(deps, tenant, r.runId, spec);
-      return { status: 201, body: { id: r.runId, status: 'queued', links: runLinks(r.runId) } };
+      // A key from before keys carried their time: as before, its run is reported queued.
+      if (r.at === undefined && !r.unconfirmed) return { status: 200, body: { id: r.runId, status: 'queued', links: runLinks(r.runId), idempotentReplay: true } };
+      // No run, and no request is making it any more: the first was answered 503 (unconfirmed) and a
+      // failover lost the run. It is made now under the id the key names, by one request only.
+      if (!(await deps.idempotency.claimRemake(tenant, idempotencyKey, r.runId, Math.ceil(bound / 1000)))) {
+        throw new StoreUnavailableError(`the run for this Idempotency-Key (${r.runId}) is being created by another request; try again shortly with the same key`);
+      }
+      try {
+        await createRun(deps, tenant, r.runId, spec, trace);
+      } catch (err) {
+        await deps.idempotency.releaseRemake(tenant, idempotencyKey).catch(() => undefined);
+        throw err;
+      }
+      return { status: 201, body: { id: r.runId, status: 'queued', links: runLinks(r.runId), ...(trace?.traceId ? { traceId: trace.traceId } : {}) } };
     }
   }
   try {
@@ -110,7 +137,10 @@ export async function submitRun(deps: SubmitDeps, tenant: string, spec: RunSpec,
   } catch (err) {
     // Not confirmed by a replica: the run may exist (or appear once a replica has it), so the key keeps
     // naming it — a retry with the same key returns it, or makes it if a failover lost it.
-    if (idempotencyKey !== undefined && !(err instanceof NotDurableError)) await deps.idempotency.release(tenant, idempotencyKey, id).catch(() => undefined);
+    if (idempotencyKey !== undefined) {
+      if (err instanceof NotDurableError) await deps.idempotency.markUnconfirmed(tenant, idempotencyKey, id).catch(() => undefined);
+      else await deps.idempotency.release(tenant, idempotencyKey, id).catch(() => undefined);
+    }
     throw err;
   }
   return { status: 201, body: { id, status: 'queued', links: runLinks(id), ...(trace?.traceId ? { traceId: trace.traceId } : {}) } };
