@@ -7,13 +7,14 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { TenantAuth } from '../../src/api/auth';
 import { buildApp, type ApiDeps } from '../../src/api/build-app';
 import { loadConfig, type Config } from '../../src/config';
 import { IdempotencyStore } from '../../src/queue/idempotency';
 import { newRunId } from '../../src/queue/run-queue';
 import { RunMetrics } from '../../src/queue/run-metrics';
+import { RedisConnections } from '../../src/queue/redis-connections';
 import { RedisRunStore } from '../../src/queue/redis-run-store';
 import { TenantQuota } from '../../src/queue/tenant-quota';
 import { HeldSlots } from '../../src/queue/held-slots';
@@ -77,7 +78,8 @@ export async function startApiFixture(o: { env?: Record<string, string>; tokens?
     ...sandboxTestEnv(),
     ...o.env,
   });
-  const redis = new Redis(process.env.REDIS_URL, { maxRetriesPerRequest: null });
+  // The same factory main.ts builds every connection with (a Sentinel REDIS_URL works here too).
+  const redis = new RedisConnections(config.REDIS_URL).open('commands', 'test-api');
   const queueConn = redis.duplicate();
   const queue = new Queue(config.CORRAL_QUEUE, { connection: queueConn });
   const store = new RedisRunStore(redis, prefix);
