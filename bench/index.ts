@@ -24,7 +24,10 @@
  *  13. effects                  the per-call effect check (protected files read through the engine) beside a call without
  *                               it, for three workspace sizes, and the secret scan of a tool output (bench/effects.ts; BENCH_EFFECT_CALLS)
  *  14. tracing                  runs with OTLP traces on beside off, alternating in the same minutes: run wall time, CPU, spans (bench/tracing.ts; BENCH_TRACE_RUNS, BENCH_TRACE_TOOLS)
- * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate, =workspace-upload, =setup-cache, =artifact-store, =effects, =tracing) runs stage 5 (or 6, 7, 8, 9, 10, 11, 12, 13, 14) alone and merges its result into bench/results.json.
+ *  15. redis-ha                 runs per minute, enqueue → start and POST /v1/runs on a single Redis beside Sentinel (a
+ *                               primary, a replica, 3 sentinels), with and without the WAIT on writes that matter, and one
+ *                               WAIT's raw price (bench/redis-ha.ts; BENCH_HA_RUNS, BENCH_HA_TOOLS, BENCH_HA_CONCURRENCY, BENCH_HA_POSTS)
+ * BENCH_STAGES=egress (or =artifacts, =policy, =streaming, =docker-gate, =workspace-upload, =setup-cache, =artifact-store, =effects, =tracing, =redis-ha) runs stage 5 (or 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) alone and merges its result into bench/results.json.
  * Redis: REDIS_URL, else a throw-away corral/redis:7 container on loopback. The model is a scripted
  * OpenAI-compatible server on loopback (test/support/load-agent.ts). Knobs (environment):
  *   BENCH_EXECS (60)  BENCH_ACQUIRES (12)  BENCH_ISOLATION_EXECS (30)  BENCH_ISOLATION_ACQUIRES (8)  BENCH_WARM (20)  BENCH_ENQUEUE_SAMPLES (20)  BENCH_BARE_SAMPLES (200)
@@ -49,6 +52,7 @@ import { benchDockerGate, type GateBench } from './docker-gate';
 import { benchEgress, type EgressBench } from './egress';
 import { benchLoadBurst } from './load-burst';
 import { benchRedis } from './redis';
+import { benchRedisHa, summariseRedisHa } from './redis-ha';
 import { benchRunsPerMinute, soak, type RateResult, type SoakResult } from './runs-per-minute';
 import { benchIsolation } from './isolation';
 import { benchPolicy, type PolicyBench } from './policy';
@@ -190,9 +194,17 @@ async function tracingOnly(): Promise<void> {
   }
 }
 
+/** Stage 15 alone (BENCH_STAGES=redis-ha): its result merged into bench/results.json. */
+async function redisHaOnly(): Promise<void> {
+  note('stage 15: redis-ha — single Redis beside Sentinel, with and without WAIT');
+  const r = await benchRedisHa();
+  mergeResults('redis_ha', { ...r, summary: summariseRedisHa(r) });
+}
+
 async function main(): Promise<void> {
   if (process.env.BENCH_STAGES === 'tracing') return tracingOnly();
   if (process.env.BENCH_STAGES === 'effects') return effectsOnly();
+  if (process.env.BENCH_STAGES === 'redis-ha') return redisHaOnly();
   if (process.env.BENCH_STAGES === 'artifact-store') return storeOnly();
   if (process.env.BENCH_STAGES === 'setup-cache') return setupOnly();
   if (process.env.BENCH_STAGES === 'workspace-upload') return uploadOnly();
