@@ -682,7 +682,15 @@ export async function processRun(data: unknown, signal: AbortSignal, deps: RunPr
   // The end is confirmed by the replicas before the job completes (and is written again, the same end,
   // until it is): an end a failover took back would leave the run "running" for ever.
   const end = { status: outcome, outcome, ...(code ? { errorCode: code } : {}), reason, finalAnswer, usage, artifacts, ...(exportSummary ? { workspace: exportSummary } : {}), ...logEnd.record, finishedAt: now().toISOString() };
-  if (await durably(() => update(end), { store, log, runId, what: 'end', maxWaitMs })) {
+  // The log goes with the end: each try first appends the run's last event again (a no-op when it is
+  // there). After a failover that took back the log's tail, no later event would find that hole, so
+  // this refills it (EventStreamWriter), and the replicas' confirmation of the end then covers it too.
+  const last = recorder.events().at(-1);
+  const writeEnd = async () => {
+    if (stream && last) await stream.push(last);
+    return update(end);
+  };
+  if (await durably(writeEnd, { store, log, runId, what: 'end', maxWaitMs })) {
     await store.expireFinished(runId);
   }
   trace.end({ outcome, ...(outcome === 'error' ? { errorCode } : {}) });
