@@ -1,11 +1,15 @@
 /**
- * Redis fails over under load (issue 43): a primary, a replica and three sentinels (real processes on
- * loopback, test/support/sentinel-redis.ts), corral's API in this process and two `corral worker`
- * processes, all on a redis+sentinel:// REDIS_URL. A burst of runs goes through the REST API while
+ * Redis fails over under load (issue 43): a primary, a replica and three sentinels (redis-server
+ * processes in containers this test starts, on loopback: test/support/sentinel-redis.ts), corral's
+ * API in this process and two `corral worker` processes, all on a redis+sentinel:// REDIS_URL. A burst
+ * of runs goes through the REST API while
  *   1. the primary is SIGKILLed mid-burst (Sentinel promotes the replica; the dead node is started again
  *      as a supervisor would, and the sentinels make it a replica), or
  *   2. the primary is SIGSTOPped until the sentinels have promoted the replica, then SIGCONTed: a stale
- *      primary that still believes it is primary, until the sentinels demote it.
+ *      primary that still believes it is primary, until the sentinels demote it;
+ *   3. the replica is SIGSTOPped (it falls behind: everything written meanwhile exists on the primary
+ *      only), then the primary is SIGKILLed and the replica resumed and promoted — so the writes of
+ *      that stretch are really lost, and only what corral had confirmed by WAIT may be relied on.
  * Each must hold: every run answered 201 ends in a terminal state with its report and log; no run
  * starts or ends twice (the load test's audit); no sandbox is left; the API's answers during the
  * window are 503 with Retry-After, never 500; SSE watchers (the CLI's own follow) resume through the
@@ -30,7 +34,14 @@ import { startSentinelRedis, type SentinelRedis } from '../support/sentinel-redi
 
 jest.setTimeout(300_000);
 
+/** The SIGKILL scenario's burst (the issue's 100). */
 const RUNS = Number(process.env.CORRAL_FAILOVER_RUNS ?? 100);
+/**
+ * The other two scenarios' bursts: their point is the stale primary and the lost stretch, not the
+ * volume (a run costs a sandbox; the file's time is mostly runs). CORRAL_FAILOVER_RUNS sets all three.
+ */
+const STOP_RUNS = Math.min(RUNS, Number(process.env.CORRAL_FAILOVER_RUNS ?? 50));
+const LOSS_RUNS = Math.min(RUNS, Number(process.env.CORRAL_FAILOVER_RUNS ?? 30));
 const TOOLS = 2;
 /** How many of the runs an SSE watcher follows from their start. */
 const WATCHED = 12;
@@ -151,18 +162,28 @@ interface Scenario {
 
 async function scenario(name: string): Promise<Scenario> {
   const s = await startSentinelRedis({ downAfterMs: 2000 });
-  const stack = await startLoadStack({
-    redisUrl: s.url, modelBaseURL: fake.baseURL, name,
-    env: {
-      CORRAL_TENANT_MAX_ACTIVE_RUNS: '100000', CORRAL_TENANT_SUBMITS_PER_MIN: '100000',
-      // A lost job lock would show within seconds (the default sweep is every 30 s): the lock must outlive the failover.
-      CORRAL_STALLED_INTERVAL_MS: '5000',
-    },
-  });
-  await Promise.all([stack.startWorker(`${name}-w1`, 3), stack.startWorker(`${name}-w2`, 3)]);
+  let stack: LoadStack | undefined;
+  try {
+    stack = await startLoadStack({
+      redisUrl: s.url, modelBaseURL: fake.baseURL, name,
+      env: {
+        CORRAL_TENANT_MAX_ACTIVE_RUNS: '100000', CORRAL_TENANT_SUBMITS_PER_MIN: '100000',
+        // A lost job lock would show within seconds (the default sweep is every 30 s): the lock must outlive the failover.
+        CORRAL_STALLED_INTERVAL_MS: '5000',
+      },
+    });
+    await Promise.all([stack.startWorker(`${name}-w1`, 3), stack.startWorker(`${name}-w2`, 3)]);
+  } catch (err) {
+    // A scenario that cannot start leaves nothing running (the file's other scenarios, and jest's exit).
+    await stack?.close();
+    await s.close();
+    throw err;
+  }
   note(`${name}: sentinels, API and 2 workers up`);
-  const redis = new RedisConnections(s.url).open('commands', 'test-audit');
+  const conns = new RedisConnections(s.url);
+  const redis = conns.open('commands', 'test-audit');
   const queue = new Queue(stack.queue, { connection: redis });
+  queue.on('error', () => undefined); // this audit connection meets the failover too; it reconnects
   return {
     s, stack, redis, queue, api: new ApiLog(stack.url!),
     async close() {
@@ -171,6 +192,7 @@ async function scenario(name: string): Promise<Scenario> {
       await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
       await queue.close();
       redis.disconnect();
+      conns.close();
       await s.close();
     },
   };
@@ -178,6 +200,7 @@ async function scenario(name: string): Promise<Scenario> {
 
 /** Everything the issue asks of a failover, checked on one scenario after its burst. */
 async function judge(sc: Scenario, accepted: string[], watches: Watch[], signalAt: number): Promise<Outcome> {
+  const records = () => sc.stack.workers.flatMap((w) => w.records());
   const { stack, redis, queue, api } = sc;
   expect(new Set(accepted).size).toBe(accepted.length);
   note(`burst accepted (${accepted.length}); waiting for every run to end`);
@@ -227,7 +250,6 @@ async function judge(sc: Scenario, accepted: string[], watches: Watch[], signalA
   }
 
   const after = api.answers.filter((a) => a.status === 503).map((a) => a.at - signalAt);
-  const records = stack.workers.flatMap((w) => w.records());
   return {
     window: { first503Ms: after.length ? Math.min(...after) : null, last503Ms: after.length ? Math.max(...after) : null, count503: after.length },
     counts: {
@@ -235,8 +257,8 @@ async function judge(sc: Scenario, accepted: string[], watches: Watch[], signalA
       lost: accepted.length - views.filter((v) => typeof v.finishedAt === 'string').length, duplicated: audit.runs.filter(twice).length,
       succeeded: views.filter((v) => v.status === 'succeeded').length,
     },
-    refills: records.filter((r) => r.msg === 'events a Redis failover lost were appended again').length,
-    durableWaits: records.filter((r) => r.msg === 'waiting for a Redis replica to confirm the write').length,
+    refills: records().filter((r) => r.msg === 'events a Redis failover lost were appended again').length,
+    durableWaits: records().filter((r) => r.msg === 'waiting for a Redis replica to confirm the write').length,
   };
 }
 
@@ -259,7 +281,7 @@ test(`SIGKILL of the primary mid-burst (${RUNS} runs, 2 workers): nothing accept
 
     const old = await sc.s.primary();
     const killedAt = Date.now();
-    old.signal('SIGKILL');
+    await old.signal('SIGKILL');
     note(`SIGKILL ${old.name} with ${b.accepted.length} runs accepted`);
     const promoted = await sc.s.waitForPromotion(old.port);
     const promotedMs = Date.now() - killedAt;
@@ -283,30 +305,40 @@ test(`SIGKILL of the primary mid-burst (${RUNS} runs, 2 workers): nothing accept
   }
 });
 
-test(`SIGSTOP of the primary past the failover, then SIGCONT (a stale primary): no run ends twice, no stale write survives`, async () => {
+test(`SIGSTOP of the primary past the failover, then SIGCONT (a stale primary; ${STOP_RUNS} runs): no run ends twice, no stale write survives`, async () => {
   const sc = await scenario('failover-stop');
   try {
-    const b = burst(sc.api, RUNS, 6, 'stop');
+    const b = burst(sc.api, STOP_RUNS, 6, 'stop');
     const poller = poll(sc.api, () => b.accepted);
     const watches: Watch[] = [];
-    await midBurst(sc, b, Math.floor(RUNS * 0.35), watches);
+    await midBurst(sc, b, Math.floor(STOP_RUNS * 0.35), watches);
 
     const old = await sc.s.primary();
     const stoppedAt = Date.now();
-    old.signal('SIGSTOP');
+    await old.signal('SIGSTOP');
     const promoted = await sc.s.waitForPromotion(old.port);
     const promotedMs = Date.now() - stoppedAt;
     // The runs go on writing to the new primary while the old one is still frozen (their events; their
     // ends wait for a replica to confirm them, and there is none until the old node is back).
-    const progress = async () => {
-      const seqs = await Promise.all(b.accepted.map((id) => sc.redis.hget(`corral:run:${id}`, 'lastSeq')));
-      return seqs.reduce((n, x) => n + Number(x ?? 0), 0);
-    };
-    const atPromotion = await progress();
-    await eventually(progress, { what: 'runs to append events on the new primary', until: (n) => n > atPromotion + 5, timeoutMs: 60_000 });
+    // The workers go on on the new primary while the old one is still frozen: the store connections of
+    // both worker processes and of the API (corral:main) are there, moved on the sentinels'
+    // +switch-master, and writes reach it. (Whether a run
+    // still has events to append by then is timing; a worker's job locks and stalled checks always write.)
+    const promotedConn = promoted.connect();
+    promotedConn.on('error', () => undefined);
+    try {
+      const offset = async () => Number(/master_repl_offset:(\d+)/.exec(await promotedConn.info('replication'))?.[1] ?? 0);
+      const atPromotion = await offset();
+      await eventually(async () => {
+        const clients = String(await promotedConn.call('CLIENT', 'LIST'));
+        return { processes: (clients.match(/ name=corral:main /g) ?? []).length, written: (await offset()) - atPromotion };
+      }, { what: 'both workers\' and the API\'s connections on the new primary, writing to it', until: (v) => v.processes >= 3 && v.written > 0, timeoutMs: 60_000 });
+    } finally {
+      promotedConn.disconnect();
+    }
     // The stale primary wakes up believing it is primary; a client that still talks to it directly
     // (not through the sentinels) writes to it — the stale write any split brain risks.
-    old.signal('SIGCONT');
+    await old.signal('SIGCONT');
     const stale = old.connect();
     stale.on('error', () => undefined);
     const staleInfo = await stale.info('replication').catch((e: Error) => e.message);
@@ -318,7 +350,7 @@ test(`SIGSTOP of the primary past the failover, then SIGCONT (a stale primary): 
     await b.done;
     const out = await judge(sc, b.accepted, watches, stoppedAt);
     await poller.stop();
-    expect(out.counts).toMatchObject({ accepted: RUNS, ended: RUNS, lost: 0, duplicated: 0 });
+    expect(out.counts).toMatchObject({ accepted: STOP_RUNS, ended: STOP_RUNS, lost: 0, duplicated: 0 });
 
     // Nothing the stale side wrote survived: not on the primary, not on the demoted node (it now holds the primary's data).
     expect(await sc.redis.get('corral:stale-probe')).toBeNull();
@@ -339,3 +371,53 @@ test(`SIGSTOP of the primary past the failover, then SIGCONT (a stale primary): 
     await sc.close();
   }
 });
+
+test('the replica falls behind (SIGSTOP), then the primary dies: the lost stretch costs no accepted run, no end and no event', async () => {
+  const sc = await scenario('failover-loss');
+  try {
+    const b = burst(sc.api, LOSS_RUNS, 4, 'loss');
+    const poller = poll(sc.api, () => b.accepted);
+    const watches: Watch[] = [];
+    await midBurst(sc, b, Math.floor(LOSS_RUNS * 0.3), watches);
+
+    const primary = await sc.s.primary();
+    const replica = sc.s.nodes.find((n) => n !== primary)!;
+    const frozenAt = Date.now();
+    await replica.signal('SIGSTOP');
+    const running = [...b.accepted];
+    const eventsOf = async () => (await Promise.all(running.map((id) => sc.redis.hget(`corral:run:${id}`, 'lastSeq')))).reduce((n, x) => n + Number(x ?? 0), 0);
+    const atFreeze = await eventsOf();
+    note(`SIGSTOP ${replica.name} (the replica) with ${b.accepted.length} runs accepted`);
+    // Runs go on writing to the primary alone (events, tool calls) and their writes that matter wait.
+    const logged = (msg: string) => sc.stack.workers.some((w) => w.records().some((r) => r.msg === msg && Date.parse(String(r.ts)) >= frozenAt));
+    await eventually(async () => logged('waiting for a Redis replica to confirm the write') && sc.api.answers.some((a) => a.status === 503 && a.at > frozenAt) && (await eventsOf()) > atFreeze, {
+      what: 'a worker waiting for a replica to confirm, the API refusing a run it cannot confirm (503), and events the replica does not have', timeoutMs: 60_000,
+    });
+    const beforeKill = await Promise.all(b.accepted.map((id) => sc.redis.hget(`corral:run:${id}`, 'lastSeq')));
+    await primary.signal('SIGKILL');
+    await replica.signal('SIGCONT');
+    note(`SIGKILL ${primary.name}, SIGCONT ${replica.name}`);
+    const promoted = await sc.s.waitForPromotion(primary.port);
+    expect(promoted).toBe(replica);
+    // What the primary alone had is gone: the new primary's logs are shorter than the dead one's were.
+    const afterPromotion = await Promise.all(b.accepted.map((id) => sc.redis.hget(`corral:run:${id}`, 'lastSeq')));
+    const lostEvents = beforeKill.reduce((n, x, i) => n + Math.max(0, Number(x ?? 0) - Number(afterPromotion[i] ?? 0)), 0);
+    note(`${promoted.name} promoted; ${lostEvents} event(s) of accepted runs were on the dead primary only`);
+    await primary.restart();
+    await sc.s.waitReplicaOf(primary);
+    note(`${primary.name} back as a replica`);
+
+    await b.done;
+    const out = await judge(sc, b.accepted, watches, frozenAt);
+    await poller.stop();
+    expect(out.counts).toMatchObject({ accepted: LOSS_RUNS, ended: LOSS_RUNS, lost: 0, duplicated: 0 });
+    expect(lostEvents).toBeGreaterThan(0); // the loss was real…
+    expect(out.refills).toBeGreaterThan(0); // …and the workers appended the lost events again
+    process.stdout.write(`failover (replica behind, then primary killed): ${lostEvents} event(s) lost with the primary and appended again (${out.refills} refill(s)); `
+      + `API window from the replica's freeze: first 503 at ${out.window.first503Ms} ms, last at ${out.window.last503Ms} ms (${out.window.count503} × 503, 0 × 500); `
+      + `runs ${JSON.stringify(out.counts)}; writes that waited for a replica: ${out.durableWaits}\n`);
+  } finally {
+    await sc.close();
+  }
+});
+

@@ -108,7 +108,8 @@ export async function startLoadStack(o: LoadStackOptions): Promise<LoadStack> {
       },
     };
     workers.push(w);
-    const timer = setTimeout(() => reject(new Error(`worker ${id} did not start in 60 s:\n${text.slice(-2000)}`)), 60_000);
+    // A hang bound, not a speed check: a worker (tsx compiling src) on a busy 2-core host can take a minute.
+    const timer = setTimeout(() => reject(new Error(`worker ${id} did not start in 180 s:\n${text.slice(-2000)}`)), 180_000);
     let started = false;
     child.stderr!.on('data', (d: Buffer) => {
       text += d.toString();
