@@ -187,6 +187,8 @@ async function scenario(name: string): Promise<Scenario> {
   return {
     s, stack, redis, queue, api: new ApiLog(stack.url!),
     async close() {
+      // A node a failed step left frozen would hold the workers' shutdown writes: thaw every node first.
+      await Promise.all(s.nodes.map((n) => n.signal('SIGCONT').catch(() => undefined)));
       await stack.close();
       const left = await containersOfQueue(docker, stack.queue);
       await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
