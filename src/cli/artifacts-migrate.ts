@@ -11,11 +11,11 @@
 import { existsSync } from 'node:fs';
 import { readdir, rm, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { Redis } from 'ioredis';
 import { artifactStoreFor } from '../artifacts';
 import type { RunFileName } from '../artifacts/artifact-store';
 import { loadConfig } from '../config';
 import { isRunId } from '../domain/run-id';
+import { RedisConnections } from '../queue/redis-connections';
 import { RedisRunStore } from '../queue/redis-run-store';
 import { CONTENT_TYPES } from '../worker/run-files';
 import { parseArgs, UsageError } from './cli-args';
@@ -27,11 +27,13 @@ export async function run(argv: string[]): Promise<number> {
   const store = artifactStoreFor(config);
   if (store.kind === 'local') throw new UsageError('CORRAL_ARTIFACTS is local: there is no object store to move run files into (set it to the s3:// store first)', false);
   const runsDir = join(resolve(config.CORRAL_DATA_DIR), 'runs');
-  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 2, lazyConnect: true });
+  // From the one factory, so a Sentinel REDIS_URL works here too; fails fast while Redis is away.
+  const conns = new RedisConnections(config.REDIS_URL, { commandTimeoutMs: config.CORRAL_REDIS_COMMAND_TIMEOUT_MS });
+  const redis = conns.open('api', 'artifacts-migrate', { lazy: true });
   const say = (line: string) => process.stdout.write(`${line}\n`);
   const totals = { runs: 0, files: 0, bytes: 0, already: 0, skipped: 0, removed: 0 };
   try {
-    await redis.connect();
+    await conns.connect(redis, 15_000);
     await store.check();
     const records = new RedisRunStore(redis);
     const dirs = existsSync(runsDir) ? (await readdir(runsDir)).filter(isRunId).sort() : [];
@@ -83,6 +85,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   } finally {
     redis.disconnect();
+    conns.close();
     await store.close();
   }
 }

@@ -14,7 +14,8 @@ import { mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { RedisConnections } from '../../src/queue/redis-connections';
 import { eventually } from './eventually';
 import type { FakeServer } from './fake-decisions-server';
 import { loadTask } from './load-agent';
@@ -155,7 +156,7 @@ export function tenantIsolationSuite(kind: DeploymentKind): void {
   beforeAll(async () => {
     model = await startSuiteModel();
     d = await startDeployment(kind, { redisUrl: process.env.REDIS_URL!, model, env: { ...SUITE_CAPS } });
-    redis = new Redis(process.env.REDIS_URL!, { maxRetriesPerRequest: null });
+    redis = new RedisConnections(process.env.REDIS_URL!).open('commands', 'test-tenant-isolation');
   });
   afterAll(async () => {
     mkdirSync(join(__dirname, '..', '..', 'test-output'), { recursive: true });
