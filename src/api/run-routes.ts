@@ -142,19 +142,16 @@ export function registerRunRoutes(app: FastifyInstance, deps: ApiDeps, docs: Rou
         if (!isStreamId(last)) throw new InvalidInputError(`header: last-event-id: must be an event id this stream sent (MS-SEQ), got "${last.slice(0, 60)}"`, 'last-event-id');
         after = last;
       }
+      // The first page is read before a slot is taken and before the 200: a Redis that is away or failing
+      // over is a 503 the client waits out, and a refused read leaves no slot behind (its release would
+      // meet the same outage and the slot would stay held until its lease ran out).
+      const first = await firstPage(deps.store, id, after);
       // A stream holds a slot (per tenant and service-wide) for as long as it is open.
       const slot = await deps.held.take('streams', req.tenant, {
         perTenant: deps.config.CORRAL_TENANT_MAX_STREAMS, perTenantVar: 'CORRAL_TENANT_MAX_STREAMS',
         global: deps.config.CORRAL_API_MAX_STREAMS, globalVar: 'CORRAL_API_MAX_STREAMS', retryAfterS: STREAM_RETRY_S,
       });
       if (!slot.ok) throw limitReached(slot);
-      let first;
-      try {
-        first = await firstPage(deps.store, id, after);
-      } catch (err) {
-        await slot.release().catch(() => undefined);
-        throw err;
-      }
       reply.hijack();
       try {
         await streamEvents(reply.raw, deps.store, deps.store.liveFeed(), id, after, {

@@ -258,11 +258,13 @@ export class ApiClient {
     let failures = 0;
     let lastNews = Date.now();
     const seen = new Set<string>();
+    let streamed = false;
     for (;;) {
       let waitMs: number | undefined;
       try {
         const res = await this.send('GET', `/v1/runs/${encodeURIComponent(id)}/events?after=${encodeURIComponent(cursor)}`, { accept: 'text/event-stream', signal: opts.signal });
         if (!res.body) throw new ApiError(`GET /v1/runs/${id}/events answered without a body`, res.status, 'bad_response');
+        streamed = true;
         for await (const msg of sseMessages(res.body)) {
           failures = 0;
           lastNews = Date.now();
@@ -282,9 +284,12 @@ export class ApiClient {
         if ((await this.get(id)).finishedAt) return;
       } catch (err) {
         if (opts.signal?.aborted) throw err;
-        if (err instanceof ApiError && !TRANSIENT.has(err.status)) throw err;
+        // A reconnect refused for the stream cap (429) is waited out too: the slot of the stream that
+        // just dropped may still count until the server's release, or its lease, frees it.
+        const capped = err instanceof ApiError && err.status === 429 && streamed;
+        if (err instanceof ApiError && !TRANSIENT.has(err.status) && !capped) throw err;
         if (Date.now() - lastNews > (opts.reconnectForMs ?? 60_000)) throw err;
-        if (err instanceof ApiError) waitMs = Math.min((err.retryAfterS ?? 1) * 1000, 2000);
+        if (err instanceof ApiError) waitMs = Math.min((err.retryAfterS ?? 1) * 1000, capped ? 10_000 : 2000);
         failures += 1;
       }
       await new Promise((r) => setTimeout(r, opts.retryMs ?? waitMs ?? Math.min(500 * Math.max(1, failures), 2000)));
