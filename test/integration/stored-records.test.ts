@@ -34,8 +34,9 @@ test('a corrupt schedule record is an internal error naming it', async () => {
 
 test('a corrupt idempotency record is an internal error, not a wrong answer', async () => {
   const store = new IdempotencyStore(redis, prefix);
-  expect(await store.reserve('acme', 'k1', 'hash-1', 'run_idem0001', 60)).toEqual({ kind: 'new' });
-  expect(await store.reserve('acme', 'k1', 'hash-1', 'run_idem0002', 60)).toEqual({ kind: 'existing', runId: 'run_idem0001' });
+  expect(await store.reserve('acme', 'k1', 'hash-1', 'run_idem0001', 60, 1_000)).toEqual({ kind: 'new' });
+  // The key carries the first request's time (a duplicate waits for that request's record until then + a bound).
+  expect(await store.reserve('acme', 'k1', 'hash-1', 'run_idem0002', 60, 2_000)).toEqual({ kind: 'existing', runId: 'run_idem0001', at: 1_000 });
   const keys = await redis.keys(`${prefix}:idem:acme:*`);
   expect(keys).toHaveLength(1);
   await redis.set(keys[0]!, '{"runId":42}');
