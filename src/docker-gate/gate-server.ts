@@ -266,7 +266,17 @@ export class DockerGate {
       r = await this.engineJson('GET', `/volumes/${encodeURIComponent(want.Name)}`);
     }
     if (r.status !== 200) throw new HttpError(502, `the pty volume ${want.Name}: ${JSON.stringify(r.body).slice(0, 200)}`);
-    if (!isPtyVolume(r.body as Record<string, unknown>, agentUid)) throw new Refusal('pty-budget', `the volume ${want.Name} exists with other options than a sandbox's pty volume`);
+    if (!isPtyVolume(r.body as Record<string, unknown>, agentUid)) {
+      // A volume of that name with other options (the engine makes one without options when a create
+      // names a missing volume): the slot is leased to this create, so one no container uses is stale
+      // and replaced; one in use (the engine answers 409) is refused.
+      const gone = await this.engineJson('DELETE', `/volumes/${encodeURIComponent(want.Name)}`);
+      if (gone.status === 204 || gone.status === 404) {
+        await this.engineJson('POST', '/volumes/create', want);
+        r = await this.engineJson('GET', `/volumes/${encodeURIComponent(want.Name)}`);
+      }
+      if (r.status !== 200 || !isPtyVolume(r.body as Record<string, unknown>, agentUid)) throw new Refusal('pty-budget', `the volume ${want.Name} exists with other options than a sandbox's pty volume, and is in use`);
+    }
   }
 
   async execCreate(ctx: RouteContext, own: Owned): Promise<void> {

@@ -72,6 +72,15 @@ export class SandboxEngine {
       v = await this.docker.getVolume(want.Name).inspect();
     }
     if (!isPtyVolume(v as unknown as Record<string, unknown>, agentUid)) {
+      // Stale (made without options by a create that named it while missing): replaced when no
+      // container uses it; the engine refuses to remove one in use.
+      const removed = await this.docker.getVolume(want.Name).remove().then(() => true, () => false);
+      if (removed) {
+        await this.docker.createVolume(want);
+        v = await this.docker.getVolume(want.Name).inspect();
+      }
+    }
+    if (!isPtyVolume(v as unknown as Record<string, unknown>, agentUid)) {
       throw new SandboxError('sandbox_failed', `the volume ${want.Name} exists with other options than a sandbox's pty volume; remove it (docker volume rm ${want.Name})`);
     }
   }
