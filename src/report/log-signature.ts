@@ -32,12 +32,7 @@ export class LogSigner {
 
   /** Reads and checks the key file; `setting` names the variable in errors. */
   static fromFile(path: string, setting = 'CORRAL_LOG_SIGNING_KEY_FILE'): LogSigner {
-    let pem: string;
-    try {
-      pem = readFileSync(path, 'utf8');
-    } catch (err) {
-      throw new InvalidInputError(`${setting}: cannot read ${path}: ${(err as Error).message}`, setting);
-    }
+    const pem = readPem(path, setting);
     let key: KeyObject;
     try {
       key = createPrivateKey(pem);
@@ -55,14 +50,18 @@ export class LogSigner {
   }
 }
 
-/** A public key (PEM, SPKI) to check signatures with; a private key file gives its public half. */
-export function loadVerifyKey(path: string, setting = 'CORRAL_LOG_VERIFY_KEY_FILE'): { key: KeyObject; keyId: string } {
-  let pem: string;
+/** A key file's text; a file that cannot be read is an error naming `setting`. */
+function readPem(path: string, setting: string): string {
   try {
-    pem = readFileSync(path, 'utf8');
+    return readFileSync(path, 'utf8');
   } catch (err) {
     throw new InvalidInputError(`${setting}: cannot read ${path}: ${(err as Error).message}`, setting);
   }
+}
+
+/** A public key (PEM, SPKI) to check signatures with; a private key file gives its public half. */
+export function loadVerifyKey(path: string, setting = 'CORRAL_LOG_VERIFY_KEY_FILE'): { key: KeyObject; keyId: string } {
+  const pem = readPem(path, setting);
   let key: KeyObject;
   try {
     key = /PRIVATE KEY/.test(pem) ? createPublicKey(createPrivateKey(pem)) : createPublicKey(pem);
